@@ -1,0 +1,2 @@
+"""apptune: application-tuning build harness on ReFrame."""
+__version__ = "0.1.0"

@@ -1,0 +1,91 @@
+"""Performance baselines per system: ReFrame references, and their update from a run."""
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+from . import paths
+from .errors import ApptuneError
+from .models import BaselineFile, Figure
+from .yamlio import atomic_write_yaml, load_model
+
+HEADER = ("# Performance baselines, one entry per (environment, variant, tier).\n"
+          "# Thresholds are the allowed relative change in the bad direction.\n"
+          "# Update with `apptune baseline update RUN_DIR` and review the diff.\n")
+
+
+def load(system: str, app: str) -> tuple[Path, BaselineFile | None]:
+    f = paths.baselines_file(system, app)
+    if not f.exists():
+        return f, None
+    b = load_model(f, BaselineFile)
+    if b.app != app or b.system != system:
+        raise ApptuneError(f, "app/system", f"file says {b.app}/{b.system}, expected {app}/{system}")
+    return f, b
+
+
+def threshold(b: BaselineFile, figure: str) -> float:
+    return (b.thresholds.get(figure) or b.thresholds["default"]).regression
+
+
+def lookup(b: BaselineFile | None, env: str, variant: str, tier: str):
+    if b is None:
+        return None
+    return next((e for e in b.entries if (e.environment, e.variant, e.tier) == (env, variant, tier)), None)
+
+
+def reframe_reference(b: BaselineFile | None, entry, figures: dict[str, Figure]) -> dict:
+    """``{'*': {fig: (value, lower, upper, unit)}}`` in ReFrame's reference format."""
+    if entry is None:
+        return {}
+    ref = {}
+    for name, fig in figures.items():
+        if name not in entry.figures:
+            continue
+        thr = threshold(b, name)
+        bounds = (-thr, None) if fig.better == "higher" else (None, thr)
+        ref[name] = (entry.figures[name], *bounds, fig.unit)
+    return {"*": ref} if ref else {}
+
+
+def compare(b: BaselineFile | None, entry, figures: dict[str, Figure], values: dict) -> dict:
+    """Per-figure change against the baseline and the verdict, for the report."""
+    out = {}
+    for name, fig in figures.items():
+        v = values.get(name)
+        if entry is None or name not in entry.figures or v is None:
+            out[name] = {"value": v, "baseline": None, "change": None, "verdict": "no baseline"}
+            continue
+        base = entry.figures[name]
+        change = (v - base) / base if base else None
+        thr = threshold(b, name)
+        bad = change is not None and ((fig.better == "higher" and change < -thr) or
+                                      (fig.better == "lower" and change > thr))
+        good = change is not None and ((fig.better == "higher" and change > thr) or
+                                       (fig.better == "lower" and change < -thr))
+        out[name] = {"value": v, "baseline": base, "change": change, "threshold": thr,
+                     "verdict": "regression" if bad else "improvement" if good else "within threshold"}
+    return out
+
+
+def update(system: str, app: str, results: list[dict], default_threshold: float = 0.3) -> Path:
+    """Merge figures of verified results into the system's baseline file (atomically)."""
+    f, b = load(system, app)
+    data = b.model_dump(mode="json", exclude_defaults=False) if b else {
+        "app": app, "system": system, "thresholds": {"default": {"regression": default_threshold}},
+        "entries": []}
+    entries = {(e["environment"], e["variant"], e["tier"]): e for e in data["entries"]}
+    today = datetime.date.today().isoformat()
+    for r in results:
+        if r["app"] != app or not r.get("verification", {}).get("ok"):
+            continue
+        figs = {k: v for k, v in r.get("figures", {}).items() if isinstance(v, (int, float))}
+        if not figs:
+            continue
+        entries[(r["environment"], r["variant"], r["tier"])] = {
+            "environment": r["environment"], "variant": r["variant"], "tier": r["tier"],
+            "recorded": f"{today} run {r.get('run_id', '?')}", "figures": figs}
+    data["entries"] = sorted(entries.values(), key=lambda e: (e["tier"], e["environment"], e["variant"]))
+    BaselineFile.model_validate(data)
+    atomic_write_yaml(f, data, HEADER)
+    return f

@@ -1,0 +1,239 @@
+"""The build step of a variant: unpack, patch, configure, make, check flags, record provenance.
+
+ReFrame's build fixture runs it as ``python -m apptune.build --plan plan.json ...``
+inside its stage directory and the environment's modules/variables; every
+command here is an argument list (recipes are data and never reach a shell).
+On failure it prints one line ``apptune: error: FILE: FIELD: what`` and exits 1.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jinja2
+
+from . import paths, sources
+from .errors import ApptuneError
+from .recipes import load_libraries, load_recipe, sha256_file
+from .yamlio import atomic_write_json
+
+LANGS = {"cc": "cflags", "cxx": "cflags", "ftn": "fflags"}
+
+
+def make_flags(flags) -> str:
+    """Flags for a Makefile variable: shell-quoted (make runs recipes in sh), '$' escaped."""
+    return " ".join(shlex.quote(f).replace("$", "$$") for f in flags)
+
+
+def apply_patches(plan: dict, src: Path) -> None:
+    for p in plan["patches"]:
+        pf = paths.patches_dir(plan["app"]) / p["file"]
+        if sha256_file(pf) != p["sha256"]:
+            raise ApptuneError(pf, "sha256", "patch changed since the build was planned")
+        base = ["patch", f"-p{p['strip']}", "--forward", "--batch", "--no-backup-if-mismatch", "-i", str(pf)]
+        dry = subprocess.run(base + ["--dry-run"], cwd=src, capture_output=True, text=True)
+        if dry.returncode != 0:
+            out = (dry.stdout + dry.stderr).strip().splitlines()
+            bad = next((l for l in out if "FAILED" in l or "can't find" in l or "malformed" in l
+                        or "Reversed" in l or "Only garbage" in l), out[-1] if out else "no output")
+            raise ApptuneError(pf, "hunks", f"patch does not apply to {plan['app']} {plan['version']}: {bad}")
+        subprocess.run(base, cwd=src, check=True, capture_output=True)
+        print(f"apptune: applied {p['file']} (sha256 {p['sha256'][:12]})", flush=True)
+
+
+def write_wrappers(plan: dict, stage: Path, src: Path) -> dict[str, str]:
+    """Compiler shims that log every command line and apply per-file overrides."""
+    bindir = stage / ".apptune" / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    log = stage / "compile-lines.jsonl"
+    if log.exists():
+        log.unlink()
+    cfg = {
+        "real": {"cc": plan["cc"], "cxx": plan["cxx"], "ftn": plan["ftn"]},
+        "log": str(log),
+        "source_root": str(src.resolve()),
+        "ladder": {lang: plan[key] for lang, key in LANGS.items()},
+        "per_file": [{"files": r["files"], "ladder": r["ladder"],
+                      "flags": {lang: r[key] for lang, key in LANGS.items()}} for r in plan["per_file"]],
+    }
+    cfgfile = stage / ".apptune" / "ccwrap.json"
+    cfgfile.write_text(json.dumps(cfg, indent=1))
+    wrapper = Path(__file__).with_name("ccwrap.py")
+    shims = {}
+    for lang in LANGS:
+        shim = bindir / f"apptune-{lang}"
+        shim.write_text("#!/bin/sh\n"
+                        f"APPTUNE_CCWRAP_CONFIG={shlex.quote(str(cfgfile))} "
+                        f"exec {shlex.quote(sys.executable)} -S {shlex.quote(str(wrapper))} {lang} \"$@\"\n")
+        shim.chmod(0o755)
+        shims[lang] = str(shim)
+    return shims
+
+
+def render_templates(recipe, plan: dict, src: Path, shims: dict) -> None:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(paths.recipes_dir() / "templates"),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["makeflags"] = make_flags
+    ctx = dict(plan, cc=shims["cc"], cxx=shims["cxx"], ftn=shims["ftn"])
+    for t in recipe.build.templates:
+        try:
+            text = env.get_template(t.src).render(**ctx)
+        except jinja2.TemplateError as e:
+            raise ApptuneError(paths.recipes_dir() / "templates" / t.src, "template", str(e)) from None
+        dest = src / t.dest
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text)
+
+
+def check_compile_lines(plan: dict, log: Path) -> dict:
+    """Every compile line must carry its resolved flags; return a summary for provenance."""
+    if not log.exists():
+        raise ApptuneError(log, "compile lines", "the build compiled nothing through the apptune "
+                           "compiler wrappers (does the template set CC to {{ cc }}?)")
+    entries = [json.loads(l) for l in log.read_text().splitlines() if l.strip()]
+    compiles = [e for e in entries if e["kind"] == "compile"]
+    if not compiles:
+        raise ApptuneError(log, "compile lines", "no compile commands were recorded")
+    for e in compiles:
+        rule = next((r for r in plan["per_file"] if e["source"] and
+                     any(fnmatch.fnmatch(e["source"], g) for g in r["files"])), None)
+        key = LANGS[e["lang"]]
+        want = (rule[key] if rule else plan[key])
+        if rule is None:
+            want = plan["app_" + key] + want + [f for f in plan["cppflags"] if f.startswith("-D")]
+        argv = e["argv"][1:]
+        missing = [f for f in want if f not in argv]
+        extra = []
+        if rule is not None:
+            other = set(plan[key]) - set(rule[key])
+            extra = [f for f in argv if f in other]
+        if missing or extra:
+            what = []
+            if missing:
+                what.append(f"missing {' '.join(missing)}")
+            if extra:
+                what.append(f"unexpected {' '.join(extra)}")
+            raise ApptuneError(e["source"] or "(compile)", "flags",
+                               f"flags did not reach the compiler: {'; '.join(what)}")
+    return {"log": log.name, "sha256": sha256_file(log), "compiles": len(compiles),
+            "links": len(entries) - len(compiles),
+            "overridden": sorted({e["source"] for e in compiles if e["rule"]})}
+
+
+def _first_line(cmd: list[str]) -> str:
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unavailable ({e})"
+    out = (p.stdout or p.stderr).strip().splitlines()
+    return out[0] if out else "unknown"
+
+
+def library_versions(plan: dict) -> dict:
+    libs = load_libraries().libraries
+    out = {}
+    for axis, key in plan["libraries"].items():
+        lib = libs[key]
+        ver = "unknown"
+        if lib.debian_package:
+            ver = _first_line(["dpkg-query", "-W", "-f=${Version}", lib.debian_package])
+            ver = f"{lib.debian_package} {ver}"
+        elif lib.pypi_package:
+            from importlib import metadata
+            try:
+                ver = f"{lib.pypi_package} {metadata.version(lib.pypi_package)} (PyPI)"
+            except metadata.PackageNotFoundError:
+                ver = f"{lib.pypi_package} not installed"
+        out[axis] = {"library": key, "version": ver}
+    return out
+
+
+def compiler_identity(plan: dict, languages) -> dict:
+    ident = {}
+    for lang in ["cc"] + (["ftn"] if "fortran" in languages else []) + (["cxx"] if "cxx" in languages else []):
+        exe = plan[lang]
+        ident[lang] = {"command": exe, "version": _first_line([exe, "--version"])}
+        if exe.startswith("mpi"):
+            ident[lang]["mpi"] = _first_line([exe, "--showme:version"])
+    return ident
+
+
+def build(plan: dict, tarball: Path, stage: Path) -> dict:
+    recipe = load_recipe(plan["app"])
+    t0 = time.monotonic()
+    src = stage / "src"
+    if src.exists():
+        shutil.rmtree(src)  # a flag change must never reuse stale objects
+    sources.unpack(tarball, src, recipe.source.strip_components)
+    apply_patches(plan, src)
+    shims = write_wrappers(plan, stage, src)
+    render_templates(recipe, plan, src, shims)
+    env = dict(os.environ, CC=shims["cc"], CXX=shims["cxx"], FC=shims["ftn"], F77=shims["ftn"])
+    cmd = ["make", f"-j{recipe.build.jobs}", *recipe.build.args, *recipe.build.targets]
+    print("apptune: running " + shlex.join(cmd), flush=True)
+    proc = subprocess.run(cmd, cwd=src / recipe.build.directory, env=env)
+    if proc.returncode != 0:
+        raise ApptuneError(paths.recipes_dir() / f"{plan['app']}.yaml", "build",
+                           f"make exited with status {proc.returncode} (see rfm_build.err)")
+    products = []
+    for p in recipe.build.products:
+        f = src / p
+        if not f.is_file():
+            raise ApptuneError(paths.recipes_dir() / f"{plan['app']}.yaml", "build.products",
+                               f"{p} was not produced by the build")
+        shutil.copy2(f, stage / Path(p).name)
+        products.append({"file": Path(p).name, "sha256": sha256_file(f)})
+    lines = check_compile_lines(plan, stage / "compile-lines.jsonl")
+    prov = {
+        "app": plan["app"], "version": plan["version"], "variant": plan["variant"],
+        "environment": plan["environment"], "family": plan["family"],
+        "source": {"file": tarball.name, "sha256": sha256_file(tarball)},
+        "patches": [{"file": p["file"], "sha256": p["sha256"]} for p in plan["patches"]],
+        "flags": {"cflags": plan["cflags"], "fflags": plan["fflags"], "cppflags": plan["cppflags"],
+                  "ldflags": plan["ldflags"], "per_file": plan["per_file"]},
+        "axes": plan["axes"],
+        "compilers": compiler_identity(plan, recipe.build.languages),
+        "libraries": library_versions(plan),
+        "compile_lines": lines,
+        "products": products,
+        "build_seconds": round(time.monotonic() - t0, 2),
+        "host": platform.node(),
+        "plan_sha256": _digest(plan),
+    }
+    atomic_write_json(stage / "provenance.json", prov)
+    return prov
+
+
+def _digest(obj) -> str:
+    import hashlib
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m apptune.build")
+    ap.add_argument("--plan", required=True, type=Path)
+    ap.add_argument("--source", required=True, type=Path)
+    ap.add_argument("--stage", default=Path.cwd(), type=Path)
+    a = ap.parse_args(argv)
+    try:
+        plan = json.loads(a.plan.read_text())
+        prov = build(plan, a.source.resolve(), a.stage.resolve())
+    except ApptuneError as e:
+        print(f"apptune: error: {e}", file=sys.stderr, flush=True)
+        return 1
+    print(f"apptune: built {prov['app']} {prov['variant']} with {prov['environment']} in "
+          f"{prov['build_seconds']} s; {prov['compile_lines']['compiles']} compile lines checked", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Application inputs per tier: templates plus parameters, some computed from the node."""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import jinja2
+
+from . import paths
+from .errors import ApptuneError
+from .models import FromMemory, GridParam, InputSpec
+from .yamlio import load_model
+
+
+def load_input(app: str, tier: str) -> tuple[Path, InputSpec]:
+    d = paths.inputs_dir(app, tier)
+    f = d / "input.yaml"
+    if not f.is_file():
+        raise ApptuneError(f, None, f"no input for {app} tier '{tier}'")
+    spec = load_model(f, InputSpec)
+    for dest, tmpl in spec.files.items():
+        if not (d / tmpl).is_file():
+            raise ApptuneError(f, f"files.{dest}", f"template {tmpl} not found in {d}")
+    return d, spec
+
+
+def node_memory_bytes() -> int:
+    """Physical memory of this node, from /proc/meminfo (MemTotal)."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    raise ApptuneError("/proc/meminfo", "MemTotal", "not found")
+
+
+def squarest_grid(ranks: int) -> tuple[int, int]:
+    p = int(math.isqrt(ranks))
+    while ranks % p:
+        p -= 1
+    return p, ranks // p
+
+
+def resolve_parameters(spec: InputSpec, ranks: int, nodes: int = 1,
+                       mem_per_node: int | None = None) -> dict:
+    values = {}
+    for name, v in spec.parameters.items():
+        if isinstance(v, FromMemory):
+            mem = (mem_per_node or node_memory_bytes()) * nodes
+            n = int((v.fraction * mem / v.element_bytes) ** (1.0 / v.power))
+            n -= n % v.multiple_of
+            values[name] = max(n, v.minimum)
+        elif isinstance(v, GridParam):
+            p, q = squarest_grid(ranks)
+            values[name] = p if v.grid == "P" else q
+        else:
+            values[name] = v
+    values.setdefault("ranks", ranks)
+    return values
+
+
+def render(app: str, tier: str, dest: Path, ranks: int, nodes: int = 1,
+           mem_per_node: int | None = None) -> dict:
+    """Write the tier's input files into ``dest``; return the parameters used."""
+    d, spec = load_input(app, tier)
+    params = resolve_parameters(spec, ranks, nodes, mem_per_node)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(d), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True)
+    for out, tmpl in spec.files.items():
+        try:
+            text = env.get_template(tmpl).render(**params)
+        except jinja2.TemplateError as e:
+            raise ApptuneError(d / tmpl, "template", str(e)) from None
+        (Path(dest) / out).write_text(text)
+    return params

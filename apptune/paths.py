@@ -1,0 +1,65 @@
+"""Where the project's data lives: recipes, patches, inputs, references, site config."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import ApptuneError
+
+_MARKER = "build-recipes"
+
+
+def root(start: str | os.PathLike | None = None) -> Path:
+    """The apptune tree: $APPTUNE_ROOT, else the nearest parent holding build-recipes/."""
+    env = os.environ.get("APPTUNE_ROOT")
+    if env:
+        p = Path(env).resolve()
+        if not (p / _MARKER).is_dir():
+            raise ApptuneError(None, "APPTUNE_ROOT", f"{p} has no {_MARKER}/ directory")
+        return p
+    candidates = []
+    if start is not None:
+        candidates.append(Path(start).resolve())
+    candidates.append(Path.cwd().resolve())
+    candidates.append(Path(__file__).resolve().parent.parent)
+    for c in candidates:
+        for d in [c, *c.parents]:
+            if (d / _MARKER).is_dir():
+                return d
+    raise ApptuneError(None, "APPTUNE_ROOT", f"no {_MARKER}/ found above {Path.cwd()}; set APPTUNE_ROOT")
+
+
+def recipes_dir(r: Path | None = None) -> Path:
+    return (r or root()) / "build-recipes"
+
+
+def patches_dir(app: str, r: Path | None = None) -> Path:
+    return (r or root()) / "patches" / app
+
+
+def inputs_dir(app: str, tier: str, r: Path | None = None) -> Path:
+    return (r or root()) / "inputs" / app / tier
+
+
+def reference_file(app: str, tier: str, r: Path | None = None) -> Path:
+    return (r or root()) / "reference" / app / f"{tier}.yaml"
+
+
+def baselines_file(system: str, app: str, r: Path | None = None) -> Path:
+    return (r or root()) / "reference" / "baselines" / system / f"{app}.yaml"
+
+
+def site_dir(r: Path | None = None) -> Path:
+    return (r or root()) / "site-config"
+
+
+def cache_dir() -> Path:
+    """Download cache for source tarballs ($APPTUNE_CACHE, else ~/.cache/apptune)."""
+    env = os.environ.get("APPTUNE_CACHE")
+    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "apptune"
+    return base
+
+
+def mirror_dir() -> Path | None:
+    env = os.environ.get("APPTUNE_SOURCE_MIRROR")
+    return Path(env) if env else None

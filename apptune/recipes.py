@@ -1,0 +1,249 @@
+"""Recipes and variants: from ``build-recipes/APP.yaml`` and a variant name to a build plan."""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from . import paths
+from .errors import ApptuneError
+from .models import FlagLadders, Libraries, Recipe
+from .yamlio import load_model
+
+
+def recipe_path(app: str) -> Path:
+    return paths.recipes_dir() / f"{app}.yaml"
+
+
+def load_recipe(app_or_path: str | os.PathLike) -> Recipe:
+    p = Path(app_or_path)
+    if p.suffix not in (".yaml", ".yml"):
+        p = recipe_path(str(app_or_path))
+        if not p.exists():
+            known = ", ".join(list_recipes()) or "none"
+            raise ApptuneError(p, None, f"no recipe for application '{app_or_path}' (known: {known})")
+    r = load_model(p, Recipe)
+    if r.name != p.stem:
+        raise ApptuneError(p, "name", f"'{r.name}' must match the file name '{p.stem}'")
+    for patch in r.patches:
+        pf = paths.patches_dir(r.name) / patch.file
+        if not pf.is_file():
+            raise ApptuneError(p, f"patches.{patch.file}", f"patch file {pf} is missing")
+    for t in r.build.templates:
+        if not (paths.recipes_dir() / "templates" / t.src).is_file():
+            raise ApptuneError(p, "build.templates.src", f"template {t.src} not found under build-recipes/templates/")
+    return r
+
+
+def list_recipes() -> list[str]:
+    return sorted(p.stem for p in paths.recipes_dir().glob("*.yaml"))
+
+
+@lru_cache(maxsize=None)
+def load_ladders(path: str | None = None) -> FlagLadders:
+    return load_model(path or paths.site_dir() / "flag-ladders.yaml", FlagLadders)
+
+
+@lru_cache(maxsize=None)
+def load_libraries(path: str | None = None) -> Libraries:
+    return load_model(path or paths.site_dir() / "libraries.yaml", Libraries)
+
+
+# --------------------------------------------------------------------------- variants
+@dataclass(frozen=True)
+class Variant:
+    """``ladder[+axis=value...]``, e.g. ``tuned+fft=fftw3``."""
+    ladder: str
+    choices: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return "+".join([self.ladder, *(f"{a}={v}" for a, v in self.choices)])
+
+    @classmethod
+    def parse(cls, spec: str, recipe: Recipe, where: str = "variant") -> "Variant":
+        parts = spec.strip().split("+")
+        ladder, choices = parts[0], []
+        if not ladder:
+            raise ApptuneError(recipe_path(recipe.name), where, f"'{spec}': empty flag ladder name")
+        for part in parts[1:]:
+            axis, sep, value = part.partition("=")
+            if not sep:
+                raise ApptuneError(recipe_path(recipe.name), where,
+                                   f"'{spec}': '{part}' is not axis=value")
+            if axis not in recipe.axes:
+                raise ApptuneError(recipe_path(recipe.name), where,
+                                   f"'{spec}': unknown axis '{axis}' (allowed: {', '.join(sorted(recipe.axes))})")
+            if value not in recipe.axes[axis]:
+                raise ApptuneError(recipe_path(recipe.name), where,
+                                   f"'{spec}': unknown {axis} '{value}' (allowed: {', '.join(sorted(recipe.axes[axis]))})")
+            choices.append((axis, value))
+        return cls(ladder, tuple(sorted(choices)))
+
+
+def all_variants(recipe: Recipe) -> list[str]:
+    """Every variant any tier of the recipe names (the build fixture's parameter)."""
+    seen = []
+    for tname, tier in recipe.tiers.items():
+        for env, specs in tier.variants.items():
+            for s in specs:
+                name = Variant.parse(s, recipe, f"tiers.{tname}.variants.{env}").name
+                if name not in seen:
+                    seen.append(name)
+    return seen
+
+
+def environments_for(recipe: Recipe, tier: str, variant: str) -> list[str]:
+    t = recipe.tiers[tier]
+    return [env for env, specs in t.variants.items()
+            if variant in (Variant.parse(s, recipe).name for s in specs)]
+
+
+# --------------------------------------------------------------------------- toolchains
+@dataclass
+class Toolchain:
+    """What a ReFrame environment provides, from its ``extras``."""
+    environment: str
+    family: str
+    cc: str
+    cxx: str
+    ftn: str
+    mpi: str
+    mpi_standard: str
+    blas: str
+    #: Executables that must exist for this environment to be usable.
+    requires: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_environ(cls, environ) -> "Toolchain":
+        ex = dict(getattr(environ, "extras", {}) or {})
+        missing = [k for k in ("family", "mpi", "mpi_standard", "blas") if k not in ex]
+        if missing:
+            raise ApptuneError("site-config/settings.py", f"environments.{environ.name}.extras",
+                               f"missing {', '.join(missing)}")
+        return cls(environment=environ.name, family=ex["family"], cc=environ.cc, cxx=environ.cxx,
+                   ftn=environ.ftn, mpi=ex["mpi"], mpi_standard=str(ex["mpi_standard"]),
+                   blas=ex["blas"], requires=list(ex.get("requires", [])))
+
+    def missing_tools(self, path: str | None = None) -> list[str]:
+        import shutil
+        return [t for t in self.requires if shutil.which(t, path=path) is None]
+
+
+def _version_tuple(s: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in s.split("."))
+
+
+def _expand(flags: list[str]) -> list[str]:
+    """Expand ``{python_prefix}`` and ``${VAR}`` in library flags (data, never a shell)."""
+    out = []
+    for f in flags:
+        f = f.replace("{python_prefix}", sys.prefix)
+        out.append(os.path.expandvars(f))
+    return out
+
+
+@dataclass
+class BuildPlan:
+    app: str
+    version: str
+    variant: str
+    environment: str
+    family: str
+    cc: str
+    cxx: str
+    ftn: str
+    cflags: list[str]
+    fflags: list[str]
+    app_cflags: list[str]
+    app_fflags: list[str]
+    cppflags: list[str]
+    ldflags: list[str]
+    axes: dict[str, str]
+    libraries: dict[str, str]
+    patches: list[dict]
+    per_file: list[dict]
+    make_args: list[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def resolve(recipe: Recipe, variant: str, tc: Toolchain,
+            ladders: FlagLadders | None = None, libraries: Libraries | None = None) -> BuildPlan:
+    """Everything the build needs, decided before any command runs."""
+    ladders = ladders or load_ladders()
+    libraries = libraries or load_libraries()
+    rfile = recipe_path(recipe.name)
+    v = Variant.parse(variant, recipe)
+    fam = ladders.families.get(tc.family)
+    if fam is None:
+        raise ApptuneError(paths.site_dir() / "flag-ladders.yaml", f"families.{tc.family}",
+                           f"no flag ladders for compiler family '{tc.family}' "
+                           f"(known: {', '.join(sorted(ladders.families))})")
+    if v.ladder not in fam:
+        raise ApptuneError(rfile, "variant", f"'{variant}': unknown flag ladder '{v.ladder}' for "
+                           f"{tc.family} (allowed: {', '.join(sorted(fam))})")
+    ladder = fam[v.ladder]
+
+    axes: dict[str, str] = {}
+    for axis in recipe.axes:
+        chosen = dict(v.choices).get(axis, recipe.defaults.get(axis, "environment"))
+        if chosen == "environment":
+            chosen = getattr(tc, axis, None)
+            if chosen not in recipe.axes[axis]:
+                raise ApptuneError(rfile, f"defaults.{axis}",
+                                   f"environment '{tc.environment}' provides {axis} '{chosen}', "
+                                   f"not one of {sorted(recipe.axes[axis])}")
+        axes[axis] = chosen
+
+    cppflags, ldflags, libs = [], [], {}
+    for axis, choice in axes.items():
+        opt = recipe.axes[axis][choice]
+        cppflags += opt.cppflags
+        if opt.library:
+            lib = libraries.libraries.get(opt.library)
+            if lib is None:
+                raise ApptuneError(paths.site_dir() / "libraries.yaml", f"libraries.{opt.library}",
+                                   f"library '{opt.library}' (needed by {axis}={choice}) is not defined")
+            cppflags += _expand(lib.cppflags)
+            ldflags += _expand(lib.ldflags)
+            libs[axis] = opt.library
+
+    patches = []
+    for p in recipe.patches:
+        if p.when.mpi_standard:
+            need = _version_tuple(p.when.mpi_standard[2:])
+            if _version_tuple(tc.mpi_standard) < need:
+                continue
+        if any(axes.get(a) not in vals for a, vals in p.when.axes.items()):
+            continue
+        pf = paths.patches_dir(recipe.name) / p.file
+        patches.append({"file": p.file, "sha256": sha256_file(pf), "strip": p.strip, "reason": p.reason})
+
+    per_file = []
+    for i, o in enumerate(recipe.per_file):
+        if o.flags not in fam:
+            raise ApptuneError(rfile, f"per_file[{i}].flags",
+                               f"unknown flag ladder '{o.flags}' (allowed: {', '.join(sorted(fam))})")
+        per_file.append({"files": list(o.files), "cflags": list(fam[o.flags].cflags),
+                         "fflags": list(fam[o.flags].fflags), "ladder": o.flags, "reason": o.reason})
+
+    return BuildPlan(app=recipe.name, version=recipe.version, variant=v.name,
+                     environment=tc.environment, family=tc.family, cc=tc.cc, cxx=tc.cxx, ftn=tc.ftn,
+                     cflags=list(ladder.cflags), fflags=list(ladder.fflags),
+                     app_cflags=list(recipe.build.cflags), app_fflags=list(recipe.build.fflags),
+                     cppflags=cppflags,
+                     ldflags=ldflags, axes=axes, libraries=libs, patches=patches, per_file=per_file,
+                     make_args=list(recipe.build.args))

@@ -1,0 +1,243 @@
+"""ReFrame base classes every application check derives from.
+
+An application check is three short classes (see ``reframe-checks/hpcc/hpcc.py``):
+
+* ``<App>Source(SourceFetch)``   session-scoped fixture: fetch + verify the tarball once;
+* ``<App>Build(AppBuild)``       environment-scoped fixture, ``variant`` parameter:
+                                 one build per (environment, variant), reused by every input;
+* ``<App>Check(AppRun)``         the test: ``tier`` parameter selects the input,
+                                 reference outputs and baselines.
+
+All decisions (flags, libraries, patches, inputs, tolerances, thresholds) come
+from the data folders; these classes only wire them into ReFrame's pipeline.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import (performance_function, run_after, run_before,
+                                   sanity_function, variable)
+
+from . import baselines, energy, inputs, outputs, paths, recipes, sources, verify
+from .errors import ApptuneError
+from .yamlio import atomic_write_json
+
+RESULT_FILE = "apptune-result.json"
+
+
+def _error_line(path: str) -> str | None:
+    try:
+        for line in reversed(Path(path).read_text(errors="replace").splitlines()):
+            if line.startswith("apptune: error: "):
+                return line[len("apptune: error: "):]
+    except OSError:
+        return None
+    return None
+
+
+class SourceFetch(rfm.RunOnlyRegressionTest):
+    """Fetch the application's source tarball into the cache and verify its sha256."""
+
+    #: Application name (a recipe in build-recipes/).
+    #: :type: str
+    app = variable(str)
+    valid_systems = ['*']
+    valid_prog_environs = ['*']
+    local = True
+    executable = sys.executable
+
+    @run_before('run')
+    def set_command(self):
+        self.executable_opts = ['-m', 'apptune.sources', self.app]
+
+    @sanity_function
+    def fetched(self):
+        err = _error_line(os.path.join(self.stagedir, self.stderr.evaluate()))
+        return sn.assert_found(r'^apptune: source .* verified', self.stdout,
+                               msg=err or f'{self.app}: source was not fetched')
+
+
+class AppBuild(rfm.CompileOnlyRegressionTest):
+    """Build one variant of an application with the current environment."""
+
+    #: Application name (a recipe in build-recipes/).
+    #: :type: str
+    app = variable(str)
+    valid_systems = ['*']
+    valid_prog_environs = ['*']
+    build_system = 'CustomBuild'
+    #: The recipe's build runs on the login/build node.
+    build_locally = True
+
+    @property
+    def recipe(self):
+        return recipes.load_recipe(self.app)
+
+    @run_before('compile')
+    def plan_build(self):
+        tc = recipes.Toolchain.from_environ(self.current_environ)
+        missing = tc.missing_tools()
+        self.skip_if(bool(missing), f'environment {tc.environment!r}: compiler/tool '
+                     f'{", ".join(missing)} not found on PATH')
+        recipe = self.recipe
+        plan = recipes.resolve(recipe, self.variant, tc)
+        with open(os.path.join(self.stagedir, 'plan.json'), 'w') as f:
+            json.dump(plan.to_dict(), f, indent=1)
+        tarball = paths.cache_dir() / 'sources' / recipe.source.file
+        self.build_system.commands = [shlex.join([
+            sys.executable, '-m', 'apptune.build', '--plan', 'plan.json',
+            '--source', str(tarball), '--stage', '.'])]
+        self.build_system.max_concurrency = recipe.build.jobs
+
+    @sanity_function
+    def built(self):
+        err = _error_line(os.path.join(self.stagedir, 'rfm_build.err'))
+        return sn.assert_true(os.path.exists(os.path.join(self.stagedir, 'provenance.json')),
+                              msg=err or 'build produced no provenance.json')
+
+
+class AppRun(rfm.RunOnlyRegressionTest):
+    """Run one input tier of an application against a build, verify it, time it."""
+
+    #: Application name (a recipe in build-recipes/).
+    #: :type: str
+    app = variable(str)
+    valid_systems = ['*']
+    #: System name used for baselines (reference/baselines/<system>/); defaults to
+    #: the ReFrame system name.
+    #: :type: str or None
+    baseline_system = variable(str, type(None), value=None)
+    #: Override the tier's rank count (e.g. ``-S num_ranks=4``).
+    #: :type: int or None
+    num_ranks = variable(int, type(None), value=None)
+
+    @property
+    def recipe(self):
+        return recipes.load_recipe(self.app)
+
+    @property
+    def build_variant(self) -> str:
+        info = type(self).get_variant_info(self.variant_num, recurse=True)
+        return info['fixtures']['build']['params']['variant']
+
+    @run_after('init')
+    def select_environments(self):
+        r = self.recipe
+        self.valid_prog_environs = recipes.environments_for(r, self.tier, self.build_variant)
+        self.tags |= {self.tier, self.app}
+        self.descr = f'{self.app} {r.version} {self.build_variant} on tier {self.tier}'
+        t = r.tiers[self.tier]
+        self.time_limit = t.time_limit
+        self.keep_files = [RESULT_FILE, 'provenance.json', 'verification.json', 'energy.json',
+                           r.run.output.file]
+
+    @run_before('run')
+    def prepare(self):
+        r = self.recipe
+        t = r.tiers[self.tier]
+        self.num_tasks = self.num_ranks or t.ranks
+        self.input_parameters = inputs.render(self.app, self.tier, Path(self.stagedir), self.num_tasks)
+        self.executable = os.path.join(self.build.stagedir, r.run.executable)
+        self.executable_opts = list(r.run.args)
+        self.env_vars.update(r.run.env)
+        self.prerun_cmds = ['date +%s.%N > .apptune-t0']
+        self.postrun_cmds = ['date +%s.%N > .apptune-t1']
+        part = self.current_partition
+        names = list(part.extras.get('energy_meters', []))
+        self.meter, self.energy_record = energy.choose(names, part.fullname)
+        if self.meter is not None:
+            self.meter.start(self.stagedir)
+
+    @run_after('run')
+    def stop_meter(self):
+        if self.meter is not None:
+            self.energy_record = self.meter.stop()
+        atomic_write_json(os.path.join(self.stagedir, 'energy.json'), self.energy_record.to_dict())
+
+    # ----------------------------------------------------------------- results
+    def _values(self):
+        if not hasattr(self, '_parsed'):
+            self._parsed = outputs.parse(self.recipe.run.output, self.stagedir)
+        return self._parsed
+
+    def _wall_seconds(self):
+        try:
+            t0 = float(Path(self.stagedir, '.apptune-t0').read_text())
+            t1 = float(Path(self.stagedir, '.apptune-t1').read_text())
+            return t1 - t0
+        except (OSError, ValueError):
+            return None
+
+    def figures(self) -> dict:
+        vals = self._values()
+        out = {}
+        for name, fig in self.recipe.run.figures.items():
+            v = vals.get(fig.field)
+            out[name] = v * fig.scale if isinstance(v, (int, float)) else None
+        out['wall_time'] = self._wall_seconds()
+        return out
+
+    def _result(self) -> dict:
+        prov_file = os.path.join(self.build.stagedir, 'provenance.json')
+        with open(prov_file) as f:
+            prov = json.load(f)
+        return {
+            'app': self.app, 'tier': self.tier, 'variant': self.build_variant,
+            'environment': self.current_environ.name, 'system': self.current_system.name,
+            'partition': self.current_partition.name, 'test': self.unique_name,
+            'ranks': self.num_tasks, 'input': self.input_parameters, 'provenance': prov,
+            'energy': self.energy_record.to_dict(),
+        }
+
+    @sanity_function
+    def validate(self):
+        r = self.recipe
+        result = self._result()
+        try:
+            values = self._values()
+        except ApptuneError as e:
+            result['verification'] = {'ok': False, 'summary': str(e)}
+            atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
+            return sn.assert_true(False, msg=str(e))
+        out_text = Path(self.stagedir, r.run.output.file).read_text(errors='replace')
+        v = verify.verify(self.app, self.tier, values, r.run.own_checks, out_text, self.build_variant)
+        atomic_write_json(os.path.join(self.stagedir, 'verification.json'), v.to_dict())
+        with open(os.path.join(self.build.stagedir, 'provenance.json')) as f:
+            atomic_write_json(os.path.join(self.stagedir, 'provenance.json'), json.load(f))
+        result['verification'] = v.to_dict()
+        result['figures'] = self.figures()
+        atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
+        return sn.assert_true(v.ok, msg=f'{self.app}/{self.tier} {self.build_variant}: {v.summary()}')
+
+    # ------------------------------------------------------------- performance
+    @run_before('performance')
+    def set_references(self):
+        r = self.recipe
+        system = self.baseline_system or self.current_system.name
+        bfile, b = baselines.load(system, self.app)
+        entry = baselines.lookup(b, self.current_environ.name, self.build_variant, self.tier)
+        self.reference = baselines.reframe_reference(b, entry, r.run.figures)
+        self.perf_variables = {
+            name: sn.make_performance_function(self._figure(name), fig.unit)
+            for name, fig in r.run.figures.items()
+        }
+        self.perf_variables['wall_time'] = sn.make_performance_function(self._figure('wall_time'), 's')
+        result_path = os.path.join(self.stagedir, RESULT_FILE)
+        with open(result_path) as f:
+            result = json.load(f)
+        result['baseline'] = {'file': str(bfile.relative_to(paths.root())), 'found': entry is not None,
+                              'figures': baselines.compare(b, entry, r.run.figures, result['figures'])}
+        atomic_write_json(result_path, result)
+
+    @sn.deferrable
+    def _figure(self, name):
+        v = self.figures().get(name)
+        if v is None:
+            raise ApptuneError(self.recipe.run.output.file, name, 'figure missing from the output')
+        return v

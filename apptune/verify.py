@@ -1,0 +1,119 @@
+"""Compare extracted fields with a stored reference, field by field, with tolerances.
+
+Each comparison says how much of its tolerance it used (0 = exact, 1 = at the
+limit, >1 = failed), so a variant that drifts towards a limit is visible
+before it fails.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import paths
+from .errors import ApptuneError
+from .models import OwnCheck, ReferenceFile
+from .outputs import is_bad_number
+from .yamlio import load_model
+
+
+@dataclass
+class FieldResult:
+    field: str
+    value: float | str | None
+    expected: str
+    used: float | None
+    ok: bool
+    message: str
+
+
+@dataclass
+class Verification:
+    reference: str
+    ok: bool
+    fields: list[FieldResult]
+    own_checks: list[dict]
+    xfail: str | None = None
+
+    @property
+    def failures(self) -> list[str]:
+        return [f.message for f in self.fields if not f.ok] + \
+               [c["message"] for c in self.own_checks if not c["ok"]]
+
+    def summary(self) -> str:
+        if self.ok:
+            worst = max((f for f in self.fields if f.used is not None), key=lambda f: f.used, default=None)
+            w = f"; most tolerance used: {worst.field} {worst.used:.0%}" if worst else ""
+            return f"verified {len(self.fields)} fields against {self.reference}{w}"
+        return "; ".join(self.failures)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["summary"] = self.summary()
+        return d
+
+
+def load_reference(app: str, tier: str) -> tuple[Path, ReferenceFile]:
+    f = paths.reference_file(app, tier)
+    ref = load_model(f, ReferenceFile)
+    if ref.app != app or ref.tier != tier:
+        raise ApptuneError(f, "app/tier", f"file says {ref.app}/{ref.tier}, expected {app}/{tier}")
+    return f, ref
+
+
+def _fmt(x) -> str:
+    return f"{x:.6g}" if isinstance(x, float) else str(x)
+
+
+def compare_field(name: str, tol, value) -> FieldResult:
+    if value is None:
+        return FieldResult(name, None, "present", None, False, f"{name}: missing from the output")
+    if isinstance(value, str):
+        return FieldResult(name, value, "a number", None, False, f"{name}: '{value}' is not a number")
+    if is_bad_number(value):
+        return FieldResult(name, value, "finite", None, False, f"{name}: value is {value} (not finite)")
+    used, parts, ok = 0.0, [], True
+    if tol.value is not None:
+        diff = abs(value - tol.value)
+        allowed = max(tol.abs or 0.0, (tol.rel or 0.0) * abs(tol.value))
+        parts.append(f"{_fmt(tol.value)} ± {_fmt(allowed)}")
+        if allowed == 0:
+            u = 0.0 if diff == 0 else math.inf
+        else:
+            u = diff / allowed
+        used = max(used, u)
+        ok &= diff <= allowed
+    if tol.max is not None:
+        parts.append(f"≤ {_fmt(tol.max)}")
+        u = (value / tol.max) if tol.max > 0 else (0.0 if value <= tol.max else math.inf)
+        used = max(used, max(u, 0.0))
+        ok &= value <= tol.max
+    if tol.min is not None:
+        parts.append(f"≥ {_fmt(tol.min)}")
+        ok &= value >= tol.min
+    expected = " and ".join(parts)
+    msg = f"{name} = {_fmt(value)}, expected {expected}"
+    if not ok:
+        msg += f" (used {used:.0%} of tolerance)" if math.isfinite(used) else ""
+    return FieldResult(name, value, expected, round(used, 4) if math.isfinite(used) else None, ok, msg)
+
+
+def run_own_checks(checks: list[OwnCheck], text: str) -> list[dict]:
+    out = []
+    for c in checks:
+        n = len(re.findall(c.pattern, text, flags=re.M))
+        ok = (n == 0) if c.forbid else (n >= c.min_count)
+        out.append({"pattern": c.pattern, "matches": n, "ok": ok,
+                    "message": c.message if not ok else f"{c.message}: ok ({n} matches)"})
+    return out
+
+
+def verify(app: str, tier: str, values: dict, own_checks: list[OwnCheck] = (),
+           output_text: str = "", variant: str | None = None) -> Verification:
+    f, ref = load_reference(app, tier)
+    fields = [compare_field(name, tol, values.get(name)) for name, tol in ref.fields.items()]
+    own = run_own_checks(list(own_checks), output_text)
+    ok = all(x.ok for x in fields) and all(c["ok"] for c in own)
+    return Verification(reference=str(f.relative_to(paths.root())), ok=ok, fields=fields,
+                        own_checks=own, xfail=ref.xfail.get(variant) if variant else None)

@@ -1,0 +1,78 @@
+"""YAML loading with one-line errors, and atomic writes for everything stored."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Type, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import ApptuneError, format_validation_error
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_yaml(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ApptuneError(path, None, "file not found") from None
+    except OSError as e:
+        raise ApptuneError(path, None, f"cannot read: {e.strerror}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown position)"
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ApptuneError(path, where, f"malformed YAML: {problem}") from None
+
+
+def load_model(path: str | os.PathLike, model: Type[M], **context) -> M:
+    """Load a YAML file and validate it against a pydantic model."""
+    data = load_yaml(path)
+    if data is None:
+        raise ApptuneError(path, None, "file is empty")
+    if not isinstance(data, dict):
+        raise ApptuneError(path, "(top level)", f"expected a mapping, found {type(data).__name__}")
+    try:
+        return model.model_validate(data, context=context or None)
+    except ValidationError as e:
+        raise format_validation_error(path, e) from None
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write a file so that readers see the old or the new content, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
+
+
+def atomic_write_yaml(path: str | os.PathLike, data: Any, header: str = "") -> None:
+    atomic_write_text(path, header + dump_yaml(data))

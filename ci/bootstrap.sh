@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Install what apptune needs on a Debian 12 machine, only what is missing.
+# Idempotent: a second run installs nothing and prints "nothing to install".
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# 1. deb-src, derived from the machine's own Debian source list (no host names here).
+if ! grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  python3 "$here/ci/derive_deb_src.py" /etc/apt/sources.list.d/apptune-deb-src.sources
+  need_update=1
+fi
+
+# 2. apt packages that are missing.
+mapfile -t wanted < <(grep -vE '^\s*(#|$)' ci/apt-packages.txt)
+missing=()
+for p in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ] || [ -n "${need_update:-}" ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -q
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "bootstrap: installing apt packages: ${missing[*]}"
+  as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "bootstrap: apt packages: nothing to install"
+fi
+
+# 3. The virtualenv with apptune (editable) and its pinned dependencies.
+venv="${APPTUNE_VENV:-$here/.venv}"
+stamp="$venv/.apptune-installed"
+want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  echo "bootstrap: virtualenv $venv is current: nothing to install"
+else
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q -e ".[test,mkl]"
+  echo "$want" > "$stamp"
+  echo "bootstrap: virtualenv $venv ready"
+fi

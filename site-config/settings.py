@@ -1,0 +1,113 @@
+"""ReFrame site configuration for apptune on one machine (the ``local`` system).
+
+Use it with plain ReFrame::
+
+    reframe -C site-config/settings.py -c reframe-checks/ --mode ci -r
+
+or through ``apptune run``.  Environments carry apptune's toolchain facts in
+``extras`` (compiler family for the flag ladders, MPI and its standard, the
+default BLAS, and the executables the environment needs); apptune skips an
+environment whose ``requires`` are missing and says which.
+See https://reframe-hpc.readthedocs.io/en/stable/config_reference.html
+"""
+import os
+import sys
+
+# The virtualenv ReFrame runs from holds PyPI's MKL and Intel MPI.
+_prefix = sys.prefix
+_ompi_root = [['OMPI_ALLOW_RUN_AS_ROOT', '1'], ['OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1']]
+
+site_configuration = {
+    'systems': [
+        {
+            'name': 'local',
+            'descr': 'This machine: one node, local scheduler, mpirun launcher',
+            'hostnames': ['.*'],
+            'modules_system': 'nomod',
+            'partitions': [
+                {
+                    'name': 'default',
+                    'descr': 'All cores of this node',
+                    'scheduler': 'local',
+                    'launcher': 'mpirun',
+                    'environs': ['gnu', 'llvm', 'gnu-mkl', 'oneapi'],
+                    'max_jobs': 1,
+                    # Open MPI refuses to run as root unless told; CI and this VM run as root.
+                    'env_vars': _ompi_root,
+                    'extras': {
+                        # Energy meters in order of preference (see apptune/energy.py).
+                        # None on this VM: no RAPL, no IPMI, no GPU.
+                        'energy_meters': [],
+                    },
+                },
+            ],
+        },
+    ],
+    'environments': [
+        {
+            'name': 'gnu',
+            'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpifort',
+            'env_vars': [['OMPI_CC', 'gcc'], ['OMPI_CXX', 'g++'], ['OMPI_FC', 'gfortran']],
+            'extras': {'family': 'gnu', 'mpi': 'openmpi', 'mpi_standard': '3.1', 'blas': 'openblas',
+                       'requires': ['gcc', 'gfortran', 'mpicc']},
+        },
+        {
+            'name': 'llvm',
+            'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpifort',
+            'env_vars': [['OMPI_CC', 'clang'], ['OMPI_CXX', 'clang++'], ['OMPI_FC', 'flang-new-16']],
+            'extras': {'family': 'llvm', 'mpi': 'openmpi', 'mpi_standard': '3.1', 'blas': 'openblas',
+                       'requires': ['clang', 'flang-new-16', 'mpicc']},
+        },
+        {
+            'name': 'gnu-mkl',
+            'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpifort',
+            'env_vars': [['OMPI_CC', 'gcc'], ['OMPI_CXX', 'g++'], ['OMPI_FC', 'gfortran']],
+            'extras': {'family': 'gnu', 'mpi': 'openmpi', 'mpi_standard': '3.1', 'blas': 'mkl',
+                       'requires': ['gcc', 'mpicc']},
+        },
+        {
+            'name': 'oneapi',
+            'cc': 'mpiicx', 'cxx': 'mpiicpx', 'ftn': 'mpiifx',
+            'env_vars': [['I_MPI_CC', 'icx'], ['I_MPI_CXX', 'icpx'], ['I_MPI_F90', 'ifx'],
+                         ['PATH', f'{_prefix}/bin:$PATH'],
+                         ['LD_LIBRARY_PATH', f'{_prefix}/lib:$LD_LIBRARY_PATH']],
+            'extras': {'family': 'oneapi', 'mpi': 'intelmpi', 'mpi_standard': '3.1', 'blas': 'mkl',
+                       'requires': ['icx', 'ifx', 'mpiicx']},
+        },
+    ],
+    'modes': [
+        {
+            # Reduced inputs, one job at a time (timings compare within the run)
+            'name': 'ci',
+            'options': ['--tag=^ci$', '--exec-policy=serial', '--keep-stage-files'],
+        },
+        {
+            # Full inputs for nightly regression
+            'name': 'nightly',
+            'options': ['--tag=^nightly$', '--exec-policy=serial'],
+        },
+        {
+            # A developer running checks by hand: ci inputs, no performance verdict
+            'name': 'dev',
+            'options': ['--tag=^ci$', '--exec-policy=serial', '--skip-performance-check'],
+        },
+    ],
+    'logging': [
+        {
+            'handlers': [
+                {'type': 'stream', 'name': 'stdout', 'level': 'info', 'format': '%(message)s'},
+                {'type': 'file', 'name': 'reframe.log', 'level': 'debug2',
+                 'format': '[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s',
+                 'append': False},
+            ],
+            'handlers_perflog': [
+                {'type': 'filelog', 'prefix': '%(check_system)s/%(check_partition)s',
+                 'level': 'info',
+                 'format': ('%(check_job_completion_time)s,%(version)s,%(check_display_name)s,'
+                            '%(check_environ)s,%(check_perfvalues)s'),
+                 'format_perfvars': '%(check_perf_value)s,%(check_perf_unit)s,',
+                 'append': True},
+            ],
+        },
+    ],
+}
