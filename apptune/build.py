@@ -39,7 +39,7 @@ def apply_patches(plan: dict, src: Path) -> None:
         pf = paths.patches_dir(plan["app"]) / p["file"]
         if sha256_file(pf) != p["sha256"]:
             raise ApptuneError(pf, "sha256", "patch changed since the build was planned")
-        base = ["patch", f"-p{p['strip']}", "--forward", "--batch", "--no-backup-if-mismatch", "-i", str(pf)]
+        base = ["patch", f"-p{p['strip']}", "--forward", "--batch", "--fuzz=0", "--no-backup-if-mismatch", "-i", str(pf)]
         dry = subprocess.run(base + ["--dry-run"], cwd=src, capture_output=True, text=True)
         if dry.returncode != 0:
             out = (dry.stdout + dry.stderr).strip().splitlines()

@@ -133,6 +133,8 @@ class OwnCheck(Strict):
 
 class RunSpec(Strict):
     executable: str
+    #: The figure that ranks variants in the report ("fastest correct variant").
+    primary: str = "wall_time"
     args: list[str] = []
     env: dict[str, str] = {}
     output: OutputSpec
@@ -141,6 +143,7 @@ class RunSpec(Strict):
 
 
 class Recipe(Strict):
+    """build-recipes/APP.yaml"""
     name: str = Field(pattern=NAME_RE)
     version: str
     description: str
@@ -157,6 +160,9 @@ class Recipe(Strict):
 
     @model_validator(mode="after")
     def _consistent(self):
+        if self.run.primary != "wall_time" and self.run.primary not in self.run.figures:
+            raise ValueError(f"run.primary: '{self.run.primary}' is not a figure "
+                             f"(figures: {', '.join(self.run.figures)}, or wall_time)")
         for axis, default in self.defaults.items():
             if axis not in self.axes:
                 raise ValueError(f"defaults.{axis}: no such axis (axes: {', '.join(self.axes) or 'none'})")

@@ -42,14 +42,17 @@ def list_recipes() -> list[str]:
     return sorted(p.stem for p in paths.recipes_dir().glob("*.yaml"))
 
 
-@lru_cache(maxsize=None)
 def load_ladders(path: str | None = None) -> FlagLadders:
-    return load_model(path or paths.site_dir() / "flag-ladders.yaml", FlagLadders)
+    return _cached(str(path or paths.site_dir() / "flag-ladders.yaml"), FlagLadders)
+
+
+def load_libraries(path: str | None = None) -> Libraries:
+    return _cached(str(path or paths.site_dir() / "libraries.yaml"), Libraries)
 
 
 @lru_cache(maxsize=None)
-def load_libraries(path: str | None = None) -> Libraries:
-    return load_model(path or paths.site_dir() / "libraries.yaml", Libraries)
+def _cached(path: str, model):
+    return load_model(path, model)
 
 
 # --------------------------------------------------------------------------- variants

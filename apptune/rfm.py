@@ -28,7 +28,7 @@ from . import baselines, energy, inputs, outputs, paths, recipes, sources, verif
 from .errors import ApptuneError
 from .yamlio import atomic_write_json
 
-RESULT_FILE = "apptune-result.json"
+from .constants import RESULT_FILE, SKIP_FILE
 
 
 def _error_line(path: str) -> str | None:
@@ -83,8 +83,11 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
     def plan_build(self):
         tc = recipes.Toolchain.from_environ(self.current_environ)
         missing = tc.missing_tools()
-        self.skip_if(bool(missing), f'environment {tc.environment!r}: compiler/tool '
-                     f'{", ".join(missing)} not found on PATH')
+        if missing:
+            reason = (f'environment {tc.environment!r}: compiler/tool '
+                      f'{", ".join(missing)} not found on PATH')
+            Path(self.stagedir, SKIP_FILE).write_text(reason + '\n')
+            self.skip(reason)
         recipe = self.recipe
         plan = recipes.resolve(recipe, self.variant, tc)
         with open(os.path.join(self.stagedir, 'plan.json'), 'w') as f:

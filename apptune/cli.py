@@ -1,0 +1,173 @@
+"""``apptune``: run the suite through ReFrame, list what it holds, report, validate data.
+
+Every command is a thin layer: ``apptune run`` builds the same ``reframe``
+command line a user would type (and prints it), so plain ReFrame keeps working.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from . import baselines, paths, recipes
+from .errors import ApptuneError
+
+DEFAULT_CONFIG = "site-config/settings.py"
+
+
+def runs_dir() -> Path:
+    return Path(os.environ.get("APPTUNE_RUNS", paths.root() / "runs"))
+
+
+def reframe_command(root: Path, mode: str, checks: list[str], run_dir: Path, config: str,
+                    extra: list[str]) -> list[str]:
+    exe = Path(sys.executable).with_name("reframe")
+    cmd = [str(exe) if exe.exists() else "reframe", "-C", str(root / config)]
+    for c in checks or ["reframe-checks"]:
+        p = Path(c)
+        cmd += ["-c", str(p if p.is_absolute() else root / p)]
+    cmd += ["-R", "--mode", mode, "-r",
+            "--report-file", str(run_dir / "report.json"),
+            "--stage", str(run_dir / "stage"), "--output", str(run_dir / "output"),
+            "--perflogdir", str(run_dir / "perflogs"), *extra]
+    return cmd
+
+
+def cmd_run(a) -> int:
+    root = paths.root()
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    run_dir = (Path(a.run_dir) if a.run_dir else runs_dir() / f"{stamp}-{a.mode}").resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for app in recipes.list_recipes():  # fail fast, with one line, on bad data
+        recipes.load_recipe(app)
+    cmd = reframe_command(root, a.mode, a.checks, run_dir, a.config, a.reframe_args)
+    print("apptune: " + shlex.join(cmd), flush=True)
+    env = dict(os.environ, APPTUNE_ROOT=str(root))
+    rc = subprocess.run(cmd, cwd=run_dir, env=env).returncode
+    latest = runs_dir() / "latest"
+    try:
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(run_dir)
+    except OSError:
+        pass
+    if (run_dir / "report.json").exists():
+        from . import report
+        md, html = report.write(run_dir)[1:]
+        print(f"apptune: report {md} and {html}")
+        if os.environ.get("GITHUB_STEP_SUMMARY"):
+            with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
+                f.write(md.read_text())
+    else:
+        print(f"apptune: ReFrame wrote no run report (exit {rc})", file=sys.stderr)
+    return rc
+
+
+def cmd_list(a) -> int:
+    for app in recipes.list_recipes():
+        r = recipes.load_recipe(app)
+        print(f"{r.name} {r.version}: {r.description}")
+        print(f"  source: {r.source.file} sha256 {r.source.sha256[:16]}…")
+        for p in r.patches:
+            print(f"  patch: {p.file} — {p.reason}")
+        for tname, t in r.tiers.items():
+            print(f"  tier {tname} ({t.ranks} ranks):")
+            for env, specs in t.variants.items():
+                print(f"    {env}: {', '.join(specs)}")
+    return 0
+
+
+def cmd_report(a) -> int:
+    from . import report
+    run_dir = Path(a.run_dir or runs_dir() / "latest").resolve()
+    paths_ = report.write(run_dir, Path(a.report_file) if a.report_file else None)
+    for p in paths_:
+        print(p)
+    if a.print:
+        print(paths_[1].read_text())
+    return 0
+
+
+def cmd_validate(a) -> int:
+    from . import inputs, verify
+    n = 0
+    recipes.load_ladders()
+    recipes.load_libraries()
+    for app in recipes.list_recipes():
+        r = recipes.load_recipe(app)
+        recipes.all_variants(r)
+        for tier in r.tiers:
+            inputs.load_input(app, tier)
+            if paths.reference_file(app, tier).exists():
+                verify.load_reference(app, tier)
+                n += 1
+        for bdir in (paths.root() / "reference" / "baselines").glob("*"):
+            baselines.load(bdir.name, app)
+        n += 1
+    print(f"apptune: all data files valid ({n} recipes/references checked)")
+    return 0
+
+
+def cmd_baseline_update(a) -> int:
+    run_dir = Path(a.run_dir).resolve()
+    results = []
+    for f in sorted((run_dir / "output").rglob("apptune-result.json")):
+        r = json.loads(f.read_text())
+        r["run_id"] = run_dir.name
+        results.append(r)
+    if not results:
+        raise ApptuneError(run_dir, "output", "no apptune results in this run")
+    by = {}
+    for r in results:
+        by.setdefault((a.system or r["system"], r["app"]), []).append(r)
+    for (system, app), rs in by.items():
+        before = paths.baselines_file(system, app)
+        old = before.read_text() if before.exists() else ""
+        f = baselines.update(system, app, rs)
+        import difflib
+        diff = "".join(difflib.unified_diff(old.splitlines(True), f.read_text().splitlines(True),
+                                            str(f) + " (before)", str(f) + " (after)"))
+        print(diff or f"{f}: unchanged")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="apptune", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run checks through ReFrame and write the report")
+    r.add_argument("--mode", default="ci", help="ReFrame execution mode: ci, nightly, dev (default ci)")
+    r.add_argument("-c", "--checks", action="append", default=[], help="check file or directory")
+    r.add_argument("-C", "--config", default=DEFAULT_CONFIG, help="ReFrame site config")
+    r.add_argument("--run-dir", help="where to put stage, output, report (default runs/<time>-<mode>)")
+    r.add_argument("reframe_args", nargs="*", help="extra ReFrame options after --, e.g. -- -n HPCC -p gnu")
+    r.set_defaults(func=cmd_run)
+    l = sub.add_parser("list", help="list applications, patches, tiers and variants")
+    l.set_defaults(func=cmd_list)
+    rp = sub.add_parser("report", help="(re)write the Markdown/HTML report of a run")
+    rp.add_argument("run_dir", nargs="?", help="run directory (default runs/latest)")
+    rp.add_argument("--report-file", help="ReFrame run report (default RUN_DIR/report.json)")
+    rp.add_argument("--print", action="store_true", help="print the Markdown report")
+    rp.set_defaults(func=cmd_report)
+    v = sub.add_parser("validate", help="validate every recipe, input, reference and baseline")
+    v.set_defaults(func=cmd_validate)
+    b = sub.add_parser("baseline", help="baselines")
+    bs = b.add_subparsers(dest="bcmd", required=True)
+    bu = bs.add_parser("update", help="merge a run's verified figures into reference/baselines/")
+    bu.add_argument("run_dir")
+    bu.add_argument("--system", help="baseline system name (default: the ReFrame system)")
+    bu.set_defaults(func=cmd_baseline_update)
+    a = ap.parse_args(argv)
+    try:
+        return a.func(a)
+    except ApptuneError as e:
+        print(f"apptune: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Run summary from ReFrame's run report plus apptune's per-test result files.
+
+Writes ``summary.json`` (machine-readable), ``report.md`` (fits a GitHub job
+summary) and ``report.html`` into the run directory.  Failures come first,
+with the one-line reason; then a variant matrix per application with the
+correctness mark, the figures, the change against baseline and the best
+correct variant per figure.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import jinja2
+
+from . import recipes
+from .errors import ApptuneError
+from .yamlio import atomic_write_json, atomic_write_text
+
+from .constants import RESULT_FILE, SKIP_FILE
+
+
+def _load_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _result_file(tc: dict) -> dict | None:
+    for d in (tc.get("outputdir"), tc.get("stagedir")):
+        if d:
+            r = _load_json(Path(d) / RESULT_FILE)
+            if r is not None:
+                return r
+    return None
+
+
+def _skip_reason(tc: dict, by_name: dict, depth: int = 0) -> str:
+    """The recorded reason of the test or of the skipped dependency that caused it."""
+    if tc.get("stagedir"):
+        try:
+            return (Path(tc["stagedir"]) / SKIP_FILE).read_text().strip()
+        except OSError:
+            pass
+    if depth < 5:
+        for dep in tc.get("dependencies_actual") or []:
+            d = by_name.get((dep[0], dep[2]) if len(dep) > 2 else dep[0])
+            if d and d.get("result") == "skip":
+                return _skip_reason(d, by_name, depth + 1)
+    return tc.get("fail_reason") or "skipped (no reason recorded)"
+
+
+def collect(report_file: Path) -> dict:
+    rep = _load_json(report_file)
+    if rep is None:
+        raise ApptuneError(report_file, None, "not a readable ReFrame run report")
+    cases = [tc for run in rep.get("runs", []) for tc in run.get("testcases", [])]
+    by_name = {(tc["unique_name"], tc.get("environ")): tc for tc in cases}
+    by_name.update({tc["unique_name"]: tc for tc in cases})
+    rows, failures, skipped = [], [], []
+    for tc in cases:
+        res = tc.get("result")
+        if tc.get("fixture"):
+            if res == "fail":
+                failures.append(_row_failure(tc, None))
+            continue
+        r = _result_file(tc)
+        if res == "skip":
+            skipped.append({"test": tc["display_name"], "environment": tc.get("environ"),
+                            "reason": _skip_reason(tc, by_name)})
+            continue
+        if r is None:
+            failures.append(_row_failure(tc, None))
+            continue
+        row = {
+            "test": tc["display_name"], "app": r["app"], "tier": r["tier"], "variant": r["variant"],
+            "environment": r["environment"], "system": f"{r['system']}:{r['partition']}",
+            "result": res, "fail_phase": tc.get("fail_phase"), "fail_reason": tc.get("fail_reason"),
+            "verified": bool(r.get("verification", {}).get("ok")),
+            "verification": r.get("verification", {}).get("summary", ""),
+            "figures": r.get("figures", {}), "baseline": r.get("baseline", {}),
+            "energy": r.get("energy", {}), "provenance": r.get("provenance", {}),
+            "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
+            "ranks": r.get("ranks"), "input": r.get("input", {}),
+        }
+        rows.append(row)
+        if res != "pass":
+            failures.append(_row_failure(tc, row))
+    si = rep.get("session_info", {})
+    return {
+        "session": {k: si.get(k) for k in ("uuid", "time_start", "time_end", "time_elapsed", "cmdline",
+                                            "hostname", "version", "num_cases", "num_failures",
+                                            "num_skipped")},
+        "failures": failures, "skipped": skipped, "apps": _matrices(rows), "results": rows,
+    }
+
+
+def _row_failure(tc: dict, row: dict | None) -> dict:
+    reason = tc.get("fail_reason") or "failed"
+    phase = tc.get("fail_phase")
+    if row and row.get("verification") and phase == "sanity":
+        reason = row["verification"]
+    elif phase in ("compile", "compile_wait") and tc.get("stagedir"):
+        err = _apptune_error(Path(tc["stagedir"]) / "rfm_build.err")
+        reason = err or reason
+    elif tc.get("stagedir"):
+        err = _apptune_error(Path(tc["stagedir"]) / (tc.get("job_stderr") or "rfm_job.err"))
+        reason = err or reason
+    return {"test": tc["display_name"], "environment": tc.get("environ"), "phase": phase,
+            "reason": " ".join(str(reason).split())[:500],
+            "stagedir": tc.get("stagedir")}
+
+
+def _apptune_error(path: Path) -> str | None:
+    try:
+        for line in reversed(path.read_text(errors="replace").splitlines()):
+            if line.startswith("apptune: error: "):
+                return line[len("apptune: error: "):]
+    except OSError:
+        pass
+    return None
+
+
+def _matrices(rows: list[dict]) -> list[dict]:
+    apps = []
+    for (app, tier) in sorted({(r["app"], r["tier"]) for r in rows}):
+        try:
+            recipe = recipes.load_recipe(app)
+            figures = dict(recipe.run.figures)
+            primary = recipe.run.primary
+        except ApptuneError:
+            figures, primary = {}, "wall_time"
+        names = list(figures) + ["wall_time"]
+        better = {n: (figures[n].better if n in figures else "lower") for n in names}
+        units = {n: (figures[n].unit if n in figures else "s") for n in names}
+        sel = sorted([r for r in rows if r["app"] == app and r["tier"] == tier],
+                     key=lambda r: (r["environment"], r["variant"]))
+        ref = next((r for r in sel if r["verified"] and (r["environment"], r["variant"]) == ("gnu", "baseline")),
+                   next((r for r in sel if r["verified"]), None))
+        best = {}
+        for n in names:
+            cand = [r for r in sel if r["verified"] and _num(r["figures"].get(n)) is not None]
+            if cand:
+                pick = max if better[n] == "higher" else min
+                best[n] = _key(pick(cand, key=lambda r: r["figures"][n]))
+        for r in sel:
+            r["speedup"] = {}
+            for n in names:
+                v, b = _num(r["figures"].get(n)), _num(ref["figures"].get(n)) if ref else None
+                if v and b:
+                    r["speedup"][n] = v / b if better[n] == "higher" else b / v
+            r["regressions"] = [n for n, c in (r.get("baseline", {}).get("figures") or {}).items()
+                                if c.get("verdict") == "regression"]
+        apps.append({"app": app, "tier": tier, "figures": names, "units": units, "better": better,
+                     "primary": primary, "rows": sel, "best": best,
+                     "reference_variant": _key(ref) if ref else None})
+    return apps
+
+
+def _key(r: dict) -> str:
+    return f"{r['environment']}/{r['variant']}"
+
+
+def _num(v):
+    return v if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)) else None
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _pct(v) -> str:
+    return "–" if v is None else f"{v:+.1%}"
+
+
+def render(summary: dict, run_dir: Path) -> tuple[Path, Path, Path]:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("apptune", "templates"),
+                             autoescape=jinja2.select_autoescape(["html"]),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(fmt=_fmt, pct=_pct, key=_key)
+    env.globals["relpath"] = lambda p: _rel(p, run_dir)
+    md = env.get_template("report.md.j2").render(**summary)
+    html = env.get_template("report.html.j2").render(**summary)
+    paths = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")
+    atomic_write_json(paths[0], summary)
+    atomic_write_text(paths[1], md)
+    atomic_write_text(paths[2], html)
+    return paths
+
+
+def _rel(p, base: Path) -> str:
+    import os
+    if not p:
+        return ""
+    try:
+        return os.path.relpath(p, base)
+    except ValueError:
+        return str(p)
+
+
+def write(run_dir: Path, report_file: Path | None = None) -> tuple[Path, Path, Path]:
+    run_dir = Path(run_dir)
+    summary = collect(report_file or run_dir / "report.json")
+    return render(summary, run_dir)

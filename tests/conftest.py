@@ -1,0 +1,140 @@
+"""Shared fixtures: a throw-away apptune tree with a tiny C application ("toy")."""
+import hashlib
+import io
+import shutil
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+TOY_MAIN = r'''
+#include <stdio.h>
+double accumulate(int n);
+int main(void) {
+    double s = accumulate(1000000);
+    FILE *f = fopen("toy.out", "w");
+    fprintf(f, "chatter before the block\nBEGIN\nsum=%.10f\nn=1000000\nrate=%.3f\nEND\n", s, 123.5);
+    fclose(f);
+    return 0;
+}
+'''
+TOY_ACC = r'''
+double accumulate(int n) {
+    double s = 0.0;
+    for (int i = 1; i <= n; i++) s += 1.0 / ((double)i * (double)i);
+    return s;
+}
+'''
+TOY_MAKEFILE = "include config.mk\n" \
+    "toy: main.o acc.o\n\t$(CC) $(CFLAGS) -o toy main.o acc.o\n" \
+    "main.o: main.c\n\t$(CC) $(CFLAGS) -c main.c\n" \
+    "acc.o: acc.c\n\t$(CC) $(CFLAGS) -c acc.c\n"
+
+
+def make_tarball(files: dict, top: str = "toy-1.0") -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size = len(data)
+            info.mode = 0o644
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def toy_recipe(sha: str, **over) -> str:
+    text = f"""
+    name: toy
+    version: "1.0"
+    description: a tiny C program for apptune's own tests
+    source:
+      url: https://example.invalid/toy-1.0.tar.gz
+      file: toy-1.0.tar.gz
+      sha256: {sha}
+    build:
+      system: make
+      args: []
+      jobs: 1
+      templates:
+        - {{src: toy/config.mk.j2, dest: config.mk}}
+      products: [toy]
+    patches:
+      - file: 0001-comment.patch
+        reason: exercises the patch series
+    axes:
+      blas:
+        openblas: {{library: openblas}}
+    defaults: {{blas: openblas}}
+    per_file:
+      - files: [acc.c]
+        flags: baseline
+        reason: keep the reduction in IEEE order
+    run:
+      executable: toy
+      output: {{file: toy.out, format: keyvalue, begin: BEGIN, end: END}}
+      figures:
+        rate: {{field: rate, unit: op/s, better: higher}}
+    tiers:
+      ci:
+        ranks: 1
+        variants:
+          gnu: [baseline, tuned]
+    """
+    return textwrap.dedent(text)
+
+
+PATCH = """--- a/main.c
++++ b/main.c
+@@ -1,3 +1,4 @@
++/* patched by apptune's test */
+ 
+ #include <stdio.h>
+ double accumulate(int n);
+"""
+
+
+@pytest.fixture
+def toy_root(tmp_path, monkeypatch):
+    """An apptune tree with the toy app; APPTUNE_ROOT, cache and mirror point into tmp."""
+    root = tmp_path / "tree"
+    for d in ("build-recipes/templates/toy", "patches/toy", "inputs/toy/ci", "reference/toy",
+              "reference/baselines/local", "site-config"):
+        (root / d).mkdir(parents=True)
+    for f in ("flag-ladders.yaml", "libraries.yaml"):
+        shutil.copy(REPO / "site-config" / f, root / "site-config" / f)
+    tarball = make_tarball({"main.c": TOY_MAIN, "acc.c": TOY_ACC, "Makefile": TOY_MAKEFILE})
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "toy-1.0.tar.gz").write_bytes(tarball)
+    sha = hashlib.sha256(tarball).hexdigest()
+    (root / "build-recipes/toy.yaml").write_text(toy_recipe(sha))
+    (root / "build-recipes/templates/toy/config.mk.j2").write_text(
+        "CC = {{ cc }}\nCFLAGS = {{ (app_cflags + cflags) | makeflags }}\n")
+    (root / "patches/toy/0001-comment.patch").write_text(PATCH)
+    (root / "inputs/toy/ci/input.yaml").write_text(
+        "description: toy\nfiles: {params.txt: params.txt.j2}\nparameters: {n: 1000000}\n")
+    (root / "inputs/toy/ci/params.txt.j2").write_text("n={{ n }}\n")
+    (root / "reference/toy/ci.yaml").write_text(textwrap.dedent("""
+        app: toy
+        tier: ci
+        recorded: test
+        fields:
+          sum: {value: 1.6449330668, rel: 1.0e-9}
+          n: {value: 1000000, abs: 0}
+        """))
+    monkeypatch.setenv("APPTUNE_ROOT", str(root))
+    monkeypatch.setenv("APPTUNE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("APPTUNE_SOURCE_MIRROR", str(mirror))
+    monkeypatch.chdir(tmp_path)
+    return root
+
+
+@pytest.fixture
+def gnu_toolchain():
+    from apptune.recipes import Toolchain
+    return Toolchain(environment="gnu", family="gnu", cc="gcc", cxx="g++", ftn="gfortran",
+                     mpi="none", mpi_standard="3.1", blas="openblas", requires=["gcc"])

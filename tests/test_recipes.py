@@ -1,0 +1,114 @@
+"""Recipes, variants and site data: every bad input is a one-line error naming file and field."""
+import pytest
+
+from apptune import recipes
+from apptune.errors import ApptuneError
+from apptune.recipes import Toolchain, Variant
+
+
+def err(fn, *a, **k) -> str:
+    with pytest.raises(ApptuneError) as e:
+        fn(*a, **k)
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_real_hpcc_recipe_loads_and_lists_its_variants():
+    r = recipes.load_recipe("hpcc")
+    assert r.source.debian.package == "hpcc"
+    v = recipes.all_variants(r)
+    assert {"baseline", "tuned", "tuned+fft=fftw3"} <= set(v)
+    assert recipes.environments_for(r, "ci", "tuned") == ["gnu", "gnu-mkl", "llvm", "oneapi"]
+    assert recipes.environments_for(r, "ci", "tuned+fft=fftw3") == ["gnu"]
+
+
+def test_malformed_yaml_names_file_and_line(toy_root):
+    (toy_root / "build-recipes/toy.yaml").write_text("name: toy\nversion: [1.0\n")
+    msg = err(recipes.load_recipe, "toy")
+    assert "toy.yaml" in msg and "line" in msg and "malformed YAML" in msg
+
+
+def test_unknown_field_is_named(toy_root):
+    p = toy_root / "build-recipes/toy.yaml"
+    p.write_text(p.read_text().replace("  jobs: 1", "  jobs: 1\n  jbos: 2"))
+    msg = err(recipes.load_recipe, "toy")
+    assert "build.jbos" in msg and "unknown field" in msg
+
+
+def test_bad_build_system_lists_allowed_values(toy_root):
+    p = toy_root / "build-recipes/toy.yaml"
+    p.write_text(p.read_text().replace("system: make", "system: scons"))
+    msg = err(recipes.load_recipe, "toy")
+    assert "build.system" in msg and "'make'" in msg
+
+
+def test_bad_sha256_pattern(toy_root):
+    p = toy_root / "build-recipes/toy.yaml"
+    text = p.read_text()
+    sha = text.split("sha256: ")[1].split()[0]
+    p.write_text(text.replace(sha, "abc"))
+    assert "source.sha256" in err(recipes.load_recipe, "toy")
+
+
+def test_missing_patch_file(toy_root):
+    (toy_root / "patches/toy/0001-comment.patch").unlink()
+    msg = err(recipes.load_recipe, "toy")
+    assert "patches.0001-comment.patch" in msg and "missing" in msg
+
+
+def test_unknown_application():
+    msg = err(recipes.load_recipe, "no-such-app")
+    assert "no-such-app" in msg and "hpcc" in msg
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("tuned+fft", ["not axis=value"]),
+    ("tuned+gpu=yes", ["unknown axis 'gpu'", "blas"]),
+    ("tuned+blas=atlas", ["unknown blas 'atlas'", "openblas"]),
+])
+def test_unknown_variant_pieces(toy_root, spec, words):
+    r = recipes.load_recipe("toy")
+    msg = err(Variant.parse, spec, r)
+    for w in words:
+        assert w in msg
+
+
+def test_unknown_ladder_lists_allowed(toy_root, gnu_toolchain):
+    r = recipes.load_recipe("toy")
+    msg = err(recipes.resolve, r, "ludicrous", gnu_toolchain)
+    assert "unknown flag ladder 'ludicrous'" in msg and "tuned" in msg
+
+
+def test_unknown_compiler_family(toy_root, gnu_toolchain):
+    r = recipes.load_recipe("toy")
+    gnu_toolchain.family = "pgi"
+    msg = err(recipes.resolve, r, "tuned", gnu_toolchain)
+    assert "flag-ladders.yaml" in msg and "families.pgi" in msg
+
+
+def test_missing_compiler_is_reported(gnu_toolchain):
+    gnu_toolchain.requires = ["gcc", "icx-does-not-exist"]
+    assert gnu_toolchain.missing_tools() == ["icx-does-not-exist"]
+
+
+def test_resolve_selects_patches_and_per_file_flags():
+    r = recipes.load_recipe("hpcc")
+    tc = Toolchain("gnu", "gnu", "mpicc", "mpicxx", "mpifort", "openmpi", "3.1", "openblas")
+    plan = recipes.resolve(r, "tuned+fft=fftw3", tc)
+    assert [p["file"] for p in plan.patches] == ["0001-mpi3-get-address-create-struct.patch",
+                                                 "0002-fftw3-interface.patch"]
+    assert "-DUSING_FFTW3" in plan.cppflags and "-lfftw3_mpi" in plan.ldflags
+    assert plan.cflags == ["-O3", "-march=native", "-funroll-loops"]
+    assert plan.per_file[0]["cflags"] == []
+    old_mpi = Toolchain("old", "gnu", "mpicc", "mpicxx", "mpifort", "mpich1", "1.3", "mkl")
+    plan = recipes.resolve(r, "baseline", old_mpi)
+    assert plan.patches == [] and plan.axes == {"blas": "mkl", "fft": "ffte"}
+    assert any("libmkl_core" in f for f in plan.ldflags)
+
+
+def test_environment_blas_not_offered_by_recipe():
+    r = recipes.load_recipe("hpcc")
+    tc = Toolchain("odd", "gnu", "mpicc", "mpicxx", "mpifort", "openmpi", "3.1", "essl")
+    msg = err(recipes.resolve, r, "tuned", tc)
+    assert "defaults.blas" in msg and "essl" in msg

@@ -1,0 +1,80 @@
+"""Per-field comparison against stored references, and output parsing."""
+import math
+
+import pytest
+
+from apptune import outputs, verify
+from apptune.errors import ApptuneError
+from apptune.models import FieldTolerance, OutputSpec
+
+
+def tol(**k):
+    return FieldTolerance(**k)
+
+
+def test_tolerance_used_is_reported():
+    r = verify.compare_field("x", tol(value=100.0, rel=0.01), 100.5)
+    assert r.ok and r.used == pytest.approx(0.5)
+    r = verify.compare_field("x", tol(value=100.0, rel=0.01), 102.0)
+    assert not r.ok and "used 200% of tolerance" in r.message
+
+
+def test_exact_and_bounds():
+    assert verify.compare_field("n", tol(value=5, abs=0), 5).ok
+    assert not verify.compare_field("n", tol(value=5, abs=0), 6).ok
+    assert verify.compare_field("e", tol(max=1e-14), 1e-15).ok
+    assert not verify.compare_field("e", tol(max=1e-14), 2e-14).ok
+    assert not verify.compare_field("m", tol(min=1.0), 0.5).ok
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), None, "garbage"])
+def test_nan_missing_and_text_fail(bad):
+    r = verify.compare_field("HPL_Xnorm1", tol(value=1.0, rel=1.0), bad)
+    assert not r.ok and "HPL_Xnorm1" in r.message
+
+
+def test_reference_schema_rejects_value_without_tolerance(tmp_path):
+    from apptune.models import ReferenceFile
+    from apptune.yamlio import load_model
+    f = tmp_path / "ci.yaml"
+    f.write_text("app: a\ntier: ci\nrecorded: x\nfields:\n  e: {value: 1.0}\n")
+    with pytest.raises(ApptuneError) as e:
+        load_model(f, ReferenceFile)
+    assert "fields.e" in str(e.value) and "tolerance" in str(e.value)
+    f.write_text("app: a\ntier: ci\nrecorded: x\nfields:\n  e: {value: .nan, abs: 0}\n")
+    with pytest.raises(ApptuneError):
+        load_model(f, ReferenceFile)
+
+
+def test_keyvalue_block_parsing_and_nan(tmp_path):
+    (tmp_path / "o.txt").write_text("noise=1\nBEGIN\na=1\nb=2.5\nc=nan\nEND\nd=4\n")
+    vals = outputs.parse(OutputSpec(file="o.txt", format="keyvalue", begin="BEGIN", end="END"), tmp_path)
+    assert vals["a"] == 1 and vals["b"] == 2.5 and math.isnan(vals["c"]) and "d" not in vals
+
+
+def test_incomplete_output_is_a_clear_error(tmp_path):
+    (tmp_path / "o.txt").write_text("BEGIN\na=1\n")
+    with pytest.raises(ApptuneError) as e:
+        outputs.parse(OutputSpec(file="o.txt", format="keyvalue", begin="BEGIN", end="END"), tmp_path)
+    assert "o.txt" in str(e.value) and "END" in str(e.value)
+    with pytest.raises(ApptuneError) as e:
+        outputs.parse(OutputSpec(file="missing.txt", format="keyvalue"), tmp_path)
+    assert "crash" in str(e.value)
+
+
+def test_hpcc_reference_catches_a_fast_but_wrong_result():
+    """A variant whose FFT error or HPL solution drifts fails even if it is fast."""
+    good = {"Success": 1, "HPL_N": 3520, "HPL_Anorm1": 911.802, "HPL_AnormI": 907.019,
+            "HPL_BnormI": 0.499999, "HPL_Xnorm1": 3890.59, "HPL_XnormI": 5.39413,
+            "HPL_RnormI": 4.4e-12, "DGEMM_N": 1436, "PTRANS_residual": 0.0,
+            "MPIRandomAccess_ErrorsFraction": 0.0, "MPIRandomAccess_LCG_ErrorsFraction": 0.0,
+            "STREAM_VectorSize": 2065066, "FFT_N": 1048576, "MPIFFT_N": 1048576,
+            "MPIFFT_maxErr": 1.5e-15}
+    assert verify.verify("hpcc", "ci", good).ok
+    wrong = dict(good, MPIFFT_maxErr=3.0e-12, HPL_Xnorm1=3891.2)
+    v = verify.verify("hpcc", "ci", wrong)
+    assert not v.ok
+    assert any("MPIFFT_maxErr" in m for m in v.failures)
+    assert any("HPL_Xnorm1" in m for m in v.failures)
+    v = verify.verify("hpcc", "ci", dict(good, HPL_Xnorm1=float("nan")))
+    assert not v.ok and "nan" in v.summary()
