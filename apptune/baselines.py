@@ -68,23 +68,49 @@ def compare(b: BaselineFile | None, entry, figures: dict[str, Figure], values: d
     return out
 
 
-def update(system: str, app: str, results: list[dict], default_threshold: float = 0.3) -> Path:
-    """Merge figures of verified results into the system's baseline file (atomically)."""
+def update(system: str, app: str, results: list[dict], default_threshold: float = 0.3,
+           noise_factor: float = 3.0, max_threshold: float = 0.8) -> Path:
+    """Merge verified results into the system's baseline file (atomically).
+
+    Several results of the same (environment, variant, tier), e.g. from repeated
+    runs, are reduced to their median.  Where repeats exist, a figure's
+    threshold is widened to ``noise_factor`` times its observed relative
+    spread ((max - min) / median) when that exceeds the current threshold, so
+    noisy figures do not raise false alarms; it never narrows a threshold.
+    """
+    import statistics
     f, b = load(system, app)
     data = b.model_dump(mode="json", exclude_defaults=False) if b else {
         "app": app, "system": system, "thresholds": {"default": {"regression": default_threshold}},
         "entries": []}
     entries = {(e["environment"], e["variant"], e["tier"]): e for e in data["entries"]}
     today = datetime.date.today().isoformat()
+    groups: dict[tuple, list[dict]] = {}
     for r in results:
         if r["app"] != app or not r.get("verification", {}).get("ok"):
             continue
-        figs = {k: v for k, v in r.get("figures", {}).items() if isinstance(v, (int, float))}
+        groups.setdefault((r["environment"], r["variant"], r["tier"]), []).append(r)
+    default = data["thresholds"]["default"]["regression"]
+    for key, rs in groups.items():
+        figs, spread = {}, {}
+        names = {k for r in rs for k, v in r.get("figures", {}).items() if isinstance(v, (int, float))}
+        for n in sorted(names):
+            vals = [r["figures"][n] for r in rs if isinstance(r["figures"].get(n), (int, float))]
+            med = statistics.median(vals)
+            figs[n] = round(med, 6)
+            if len(vals) > 1 and med:
+                spread[n] = (max(vals) - min(vals)) / abs(med)
         if not figs:
             continue
-        entries[(r["environment"], r["variant"], r["tier"])] = {
-            "environment": r["environment"], "variant": r["variant"], "tier": r["tier"],
-            "recorded": f"{today} run {r.get('run_id', '?')}", "figures": figs}
+        runs = sorted({str(r.get("run_id", "?")) for r in rs})
+        entries[key] = {"environment": key[0], "variant": key[1], "tier": key[2],
+                        "recorded": f"{today}, median of {len(rs)} run(s): {', '.join(runs)}",
+                        "figures": figs}
+        for n, sp in spread.items():
+            want = min(max_threshold, round(noise_factor * sp, 2))
+            have = data["thresholds"].get(n, {}).get("regression", default)
+            if want > have:
+                data["thresholds"][n] = {"regression": want}
     data["entries"] = sorted(entries.values(), key=lambda e: (e["tier"], e["environment"], e["variant"]))
     BaselineFile.model_validate(data)
     atomic_write_yaml(f, data, HEADER)

@@ -93,14 +93,31 @@ def cmd_report(a) -> int:
     return 0
 
 
+def site_environments(config: Path) -> set[str]:
+    import runpy
+    try:
+        site = runpy.run_path(str(config))["site_configuration"]
+    except (OSError, KeyError, SyntaxError) as e:
+        raise ApptuneError(config, "site_configuration", f"cannot load: {e}") from None
+    return {e["name"] for e in site.get("environments", [])}
+
+
 def cmd_validate(a) -> int:
     from . import inputs, verify
     n = 0
     recipes.load_ladders()
     recipes.load_libraries()
+    config = paths.root() / a.config
+    known_envs = site_environments(config)
     for app in recipes.list_recipes():
         r = recipes.load_recipe(app)
         recipes.all_variants(r)
+        for tname, tier in r.tiers.items():
+            for env in tier.variants:
+                if env not in known_envs:
+                    raise ApptuneError(recipes.recipe_path(app), f"tiers.{tname}.variants.{env}",
+                                       f"unknown environment (site config {a.config} has: "
+                                       f"{', '.join(sorted(known_envs))})")
         for tier in r.tiers:
             inputs.load_input(app, tier)
             if paths.reference_file(app, tier).exists():
@@ -114,14 +131,16 @@ def cmd_validate(a) -> int:
 
 
 def cmd_baseline_update(a) -> int:
-    run_dir = Path(a.run_dir).resolve()
     results = []
-    for f in sorted((run_dir / "output").rglob("apptune-result.json")):
-        r = json.loads(f.read_text())
-        r["run_id"] = run_dir.name
-        results.append(r)
-    if not results:
-        raise ApptuneError(run_dir, "output", "no apptune results in this run")
+    for d in a.run_dirs:
+        run_dir = Path(d).resolve()
+        found = sorted((run_dir / "output").rglob("apptune-result.json"))
+        if not found:
+            raise ApptuneError(run_dir, "output", "no apptune results in this run")
+        for f in found:
+            r = json.loads(f.read_text())
+            r["run_id"] = run_dir.name
+            results.append(r)
     by = {}
     for r in results:
         by.setdefault((a.system or r["system"], r["app"]), []).append(r)
@@ -154,11 +173,13 @@ def main(argv=None) -> int:
     rp.add_argument("--print", action="store_true", help="print the Markdown report")
     rp.set_defaults(func=cmd_report)
     v = sub.add_parser("validate", help="validate every recipe, input, reference and baseline")
+    v.add_argument("-C", "--config", default=DEFAULT_CONFIG, help="ReFrame site config")
     v.set_defaults(func=cmd_validate)
     b = sub.add_parser("baseline", help="baselines")
     bs = b.add_subparsers(dest="bcmd", required=True)
-    bu = bs.add_parser("update", help="merge a run's verified figures into reference/baselines/")
-    bu.add_argument("run_dir")
+    bu = bs.add_parser("update", help="merge verified figures of runs (median of repeats) "
+                       "into reference/baselines/")
+    bu.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     bu.add_argument("--system", help="baseline system name (default: the ReFrame system)")
     bu.set_defaults(func=cmd_baseline_update)
     a = ap.parse_args(argv)

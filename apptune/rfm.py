@@ -24,7 +24,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from . import baselines, energy, inputs, outputs, paths, recipes, sources, verify
+from . import baselines, energy, inputs, outputs, paths, recipes, verify
 from .errors import ApptuneError
 from .yamlio import atomic_write_json
 
@@ -39,6 +39,15 @@ def _error_line(path: str) -> str | None:
     except OSError:
         return None
     return None
+
+
+def _site_environments() -> set[str]:
+    """Environment names of the current system's partitions in the ReFrame config."""
+    try:
+        from reframe.core.runtime import runtime
+        return {e.name for p in runtime().system.partitions for e in p.environs}
+    except Exception:  # not inside a ReFrame session (e.g. unit tests)
+        return set()
 
 
 class SourceFetch(rfm.RunOnlyRegressionTest):
@@ -132,7 +141,14 @@ class AppRun(rfm.RunOnlyRegressionTest):
     @run_after('init')
     def select_environments(self):
         r = self.recipe
-        self.valid_prog_environs = recipes.environments_for(r, self.tier, self.build_variant)
+        envs = recipes.environments_for(r, self.tier, self.build_variant)
+        known = _site_environments()
+        unknown = [e for e in envs if known and e not in known]
+        if unknown:
+            raise ApptuneError(recipes.recipe_path(self.app), f'tiers.{self.tier}.variants',
+                               f'unknown environment {", ".join(unknown)} '
+                               f'(site config has: {", ".join(sorted(known))})')
+        self.valid_prog_environs = envs
         self.tags |= {self.tier, self.app}
         self.descr = f'{self.app} {r.version} {self.build_variant} on tier {self.tier}'
         t = r.tiers[self.tier]
@@ -215,28 +231,29 @@ class AppRun(rfm.RunOnlyRegressionTest):
             atomic_write_json(os.path.join(self.stagedir, 'provenance.json'), json.load(f))
         result['verification'] = v.to_dict()
         result['figures'] = self.figures()
+        bfile, b, entry = self._baseline()
+        result['baseline'] = {'file': str(bfile.relative_to(paths.root())), 'found': entry is not None,
+                              'figures': baselines.compare(b, entry, r.run.figures, result['figures'])}
         atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
         return sn.assert_true(v.ok, msg=f'{self.app}/{self.tier} {self.build_variant}: {v.summary()}')
 
     # ------------------------------------------------------------- performance
-    @run_before('performance')
-    def set_references(self):
-        r = self.recipe
+    def _baseline(self):
         system = self.baseline_system or self.current_system.name
         bfile, b = baselines.load(system, self.app)
         entry = baselines.lookup(b, self.current_environ.name, self.build_variant, self.tier)
-        self.reference = baselines.reframe_reference(b, entry, r.run.figures)
+        return bfile, b, entry
+
+    @run_before('performance')
+    def set_references(self):
+        figures = self.recipe.run.figures
+        _, b, entry = self._baseline()
+        self.reference = baselines.reframe_reference(b, entry, figures)
         self.perf_variables = {
             name: sn.make_performance_function(self._figure(name), fig.unit)
-            for name, fig in r.run.figures.items()
+            for name, fig in figures.items()
         }
         self.perf_variables['wall_time'] = sn.make_performance_function(self._figure('wall_time'), 's')
-        result_path = os.path.join(self.stagedir, RESULT_FILE)
-        with open(result_path) as f:
-            result = json.load(f)
-        result['baseline'] = {'file': str(bfile.relative_to(paths.root())), 'found': entry is not None,
-                              'figures': baselines.compare(b, entry, r.run.figures, result['figures'])}
-        atomic_write_json(result_path, result)
 
     @sn.deferrable
     def _figure(self, name):

@@ -18,9 +18,9 @@ def deb822_stanzas(text):
     return [s for s in re.split(r"\n\s*\n", text) if s.strip()]
 
 
-def main(out):
+def main(out, etc="/etc/apt"):
     stanzas = []
-    for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
+    for path in sorted(glob.glob(os.path.join(etc, "sources.list.d", "*.sources"))):
         if os.path.abspath(path) == os.path.abspath(out):
             continue
         for st in deb822_stanzas(open(path, encoding="utf-8").read()):
@@ -31,7 +31,7 @@ def main(out):
                 continue
             body = re.sub(r"^Types:.*$", "Types: deb-src", st, flags=re.M)
             stanzas.append(body.strip())
-    legacy = "/etc/apt/sources.list"
+    legacy = os.path.join(etc, "sources.list")
     if os.path.exists(legacy):
         for line in open(legacy, encoding="utf-8"):
             m = re.match(r"^deb\s+(\[[^\]]*\]\s+)?(\S+)\s+(\S+)\s+(.+)$", line.strip())
@@ -41,7 +41,7 @@ def main(out):
                     "Types: deb-src", f"URIs: {m.group(2)}", f"Suites: {m.group(3)}",
                     f"Components: {m.group(4)}"] + ([f"# options {opts.strip()}"] if opts else [])))
     if not stanzas:
-        sys.exit("derive_deb_src: no Debian 'deb' entry found in /etc/apt: cannot enable deb-src")
+        sys.exit(f"derive_deb_src: no Debian 'deb' entry found in {etc}: cannot enable deb-src")
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out))
     with os.fdopen(fd, "w") as f:
         f.write("# Written by apptune ci/derive_deb_src.py from this machine's deb entries\n")
@@ -52,4 +52,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *sys.argv[2:3])

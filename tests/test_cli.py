@@ -1,0 +1,32 @@
+"""The CLI: validate names bad data in one line; run composes a plain reframe command."""
+import shutil
+from pathlib import Path
+
+from apptune import cli
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_validate_real_tree(capsys):
+    assert cli.main(["validate"]) == 0
+    assert "all data files valid" in capsys.readouterr().out
+
+
+def test_validate_unknown_environment(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "tree"
+    for d in ("build-recipes", "patches", "inputs", "reference", "site-config"):
+        shutil.copytree(REPO / d, root / d)
+    r = root / "build-recipes/hpcc.yaml"
+    r.write_text(r.read_text().replace("      llvm: [tuned]\n", "      lvm: [tuned]\n", 1))
+    monkeypatch.setenv("APPTUNE_ROOT", str(root))
+    assert cli.main(["validate"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("apptune: error: ") and "tiers.ci.variants.lvm" in err and "llvm" in err
+
+
+def test_run_command_is_plain_reframe(tmp_path):
+    cmd = cli.reframe_command(REPO, "ci", [], tmp_path, "site-config/settings.py", ["-p", "gnu"])
+    assert Path(cmd[0]).name == "reframe"
+    assert cmd[1:3] == ["-C", str(REPO / "site-config/settings.py")]
+    assert ["--mode", "ci"] == cmd[cmd.index("--mode"):cmd.index("--mode") + 2]
+    assert str(tmp_path / "report.json") in cmd and cmd[-2:] == ["-p", "gnu"]

@@ -1,0 +1,96 @@
+"""Integration: really fetch, patch, build and run HPCC through ReFrame on the ci tier.
+
+These take about a minute each on 2 cores.  They assert on correctness,
+provenance and reporting, never on timings.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+APPTUNE = [sys.executable, "-m", "apptune"]
+
+pytestmark = pytest.mark.integration
+
+
+def run(cmd, env=None, cwd=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=900)
+    return p.returncode, p.stdout + p.stderr
+
+
+def results(run_dir: Path) -> dict:
+    out = {}
+    for base in ("output", "stage"):
+        for f in (run_dir / base).rglob("apptune-result.json"):
+            r = json.loads(f.read_text())
+            out.setdefault((r["environment"], r["variant"]), r)
+    return out
+
+
+def test_plain_reframe_lists_the_ci_tier():
+    rc, out = run([str(Path(sys.executable).with_name("reframe")), "-C", "site-config/settings.py",
+                   "-c", "reframe-checks/hpcc", "--mode", "ci", "-l"], cwd=REPO)
+    assert rc == 0, out
+    assert "HPCCCheck %tier=ci %build.variant=tuned+fft=fftw3" in out
+    assert "^HPCCBuild %variant=tuned ~local:default+gnu-mkl" in out
+    assert "%tier=nightly" not in out
+
+
+def test_hpcc_ci_gnu_tuned_end_to_end(tmp_path):
+    run_dir = tmp_path / "run"
+    # dev mode: no pass/fail on timings here (the main job, `make run`, judges them)
+    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir), "--",
+                             "-n", "build.variant=tuned$", "-p", "^gnu$"], cwd=REPO)
+    assert rc == 0, out[-3000:]
+    r = results(run_dir)[("gnu", "tuned")]
+    assert r["verification"]["ok"], r["verification"]
+    assert r["figures"]["HPL"] > 0 and r["figures"]["wall_time"] > 0
+    prov = r["provenance"]
+    assert prov["source"]["sha256"].startswith("0a6fef7a")
+    assert [p["file"] for p in prov["patches"]] == ["0001-mpi3-get-address-create-struct.patch"]
+    assert prov["compile_lines"]["compiles"] > 150
+    assert "Open MPI 4.1" in prov["compilers"]["cc"]["mpi"]
+    assert r["energy"]["trust"] == "none" and "no energy meter" in r["energy"]["reason"]
+    assert r["baseline"]["found"], "reference/baselines/local/hpcc.yaml has no gnu/tuned ci entry"
+    md = (run_dir / "report.md").read_text()
+    assert "## hpcc — tier ci" in md and "| gnu/tuned | ✓ |" in md
+    html = (run_dir / "report.html").read_text()
+    assert "provenance.json" in html
+
+
+def test_broken_patch_and_perf_regression_fail_with_clear_reasons(tmp_path):
+    """A patch that no longer applies fails its variant's build while the other
+    variant still builds, runs and verifies; that one then fails its performance
+    stage against an (impossible) baseline, with ReFrame's message naming HPL."""
+    root = tmp_path / "tree"
+    for d in ("build-recipes", "patches", "inputs", "reference", "site-config", "reframe-checks"):
+        shutil.copytree(REPO / d, root / d)
+    patch = root / "patches/hpcc/0002-fftw3-interface.patch"
+    patch.write_text(patch.read_text().replace("#include <fftw.h>", "#include <fftw2.h>"))
+    (root / "reference/baselines/local/hpcc.yaml").write_text(
+        "app: hpcc\nsystem: local\nthresholds: {default: {regression: 0.3}}\nentries:\n"
+        "  - {environment: gnu, variant: tuned, tier: ci, recorded: test, figures: {HPL: 1.0e6}}\n")
+    before = {p: p.read_bytes() for p in (root / "reference").rglob("*.yaml")}
+    env = dict(os.environ, APPTUNE_ROOT=str(root))
+    run_dir = tmp_path / "run"
+    rc, out = run(APPTUNE + ["run", "--mode", "ci", "--run-dir", str(run_dir), "--",
+                             "-n", "build.variant=tuned", "-p", "^gnu$"], env=env, cwd=root)
+    assert rc != 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    fails = summary["failures"]
+    assert fails, out[-2000:]
+    assert any("0002-fftw3-interface.patch" in f["reason"] and "does not apply" in f["reason"]
+               for f in fails), fails
+    tuned = [r for r in summary["results"] if (r["environment"], r["variant"]) == ("gnu", "tuned")]
+    assert len(tuned) == 1 and tuned[0]["verified"], summary["results"]
+    assert tuned[0]["fail_phase"] == "performance"
+    assert tuned[0]["regressions"] == ["HPL"]
+    assert any(f["phase"] == "performance" and "HPL" in f["reason"] for f in fails), fails
+    md = (run_dir / "report.md").read_text()
+    assert md.index("## Failures") < md.index("## hpcc")
+    assert {p: p.read_bytes() for p in (root / "reference").rglob("*.yaml")} == before
