@@ -228,7 +228,8 @@ class ReferenceFile(Strict):
     tier: str
     recorded: str
     fields: dict[str, FieldTolerance] = Field(min_length=1)
-    #: variant -> reason: known wrong results, reported as expected failures.
+    #: "environment/variant" or "variant" -> reason: known wrong results, reported
+    #: by ReFrame as expected failures (XFAIL), never hidden by a looser tolerance.
     xfail: dict[str, str] = {}
 
 

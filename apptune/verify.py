@@ -109,11 +109,19 @@ def run_own_checks(checks: list[OwnCheck], text: str) -> list[dict]:
     return out
 
 
+def xfail_reason(ref: ReferenceFile, environment: str | None, variant: str | None) -> str | None:
+    """Known-wrong results are keyed ``environment/variant`` or ``variant``."""
+    if variant is None:
+        return None
+    return ref.xfail.get(f"{environment}/{variant}") or ref.xfail.get(variant)
+
+
 def verify(app: str, tier: str, values: dict, own_checks: list[OwnCheck] = (),
-           output_text: str = "", variant: str | None = None) -> Verification:
+           output_text: str = "", environment: str | None = None,
+           variant: str | None = None) -> Verification:
     f, ref = load_reference(app, tier)
     fields = [compare_field(name, tol, values.get(name)) for name, tol in ref.fields.items()]
     own = run_own_checks(list(own_checks), output_text)
     ok = all(x.ok for x in fields) and all(c["ok"] for c in own)
     return Verification(reference=str(f.relative_to(paths.root())), ok=ok, fields=fields,
-                        own_checks=own, xfail=ref.xfail.get(variant) if variant else None)
+                        own_checks=own, xfail=xfail_reason(ref, environment, variant))
