@@ -103,3 +103,15 @@ def test_update_takes_median_of_repeats_and_widens_noisy_thresholds(toy_root):
     assert b.thresholds["rate"].regression == 0.8
     assert "wall_time" not in b.thresholds
     assert "median of 3 run(s)" in b.entries[0].recorded
+
+
+def test_malformed_baseline_and_ladder_files(toy_root):
+    from apptune import recipes
+    (toy_root / "reference/baselines/local/toy.yaml").write_text("app: toy\nsystem: local\nthresholds:\n\t- x\n")
+    with pytest.raises(ApptuneError) as e:
+        baselines.load("local", "toy")
+    assert "baselines/local/toy.yaml" in str(e.value) and "malformed YAML" in str(e.value)
+    (toy_root / "site-config/flag-ladders.yaml").write_text("families:\n  gnu:\n    tuned: {cflags: -O3}\n")
+    with pytest.raises(ApptuneError) as e:
+        recipes.load_ladders()
+    assert "flag-ladders.yaml" in str(e.value) and "families.gnu.tuned.cflags" in str(e.value)

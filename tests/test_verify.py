@@ -78,3 +78,17 @@ def test_hpcc_reference_catches_a_fast_but_wrong_result():
     assert any("HPL_Xnorm1" in m for m in v.failures)
     v = verify.verify("hpcc", "ci", dict(good, HPL_Xnorm1=float("nan")))
     assert not v.ok and "nan" in v.summary()
+
+
+def test_malformed_reference_yaml_names_file_and_line(toy_root):
+    (toy_root / "reference/toy/ci.yaml").write_text("app: toy\ntier: ci\nfields: {sum: {value: 1, rel: [}\n")
+    with pytest.raises(ApptuneError) as e:
+        verify.load_reference("toy", "ci")
+    assert "reference/toy/ci.yaml" in str(e.value) and "line" in str(e.value)
+
+
+def test_reference_for_another_app_is_rejected(toy_root):
+    p = toy_root / "reference/toy/ci.yaml"
+    p.write_text(p.read_text().replace("app: toy", "app: hpcc"))
+    with pytest.raises(ApptuneError, match="expected toy/ci"):
+        verify.load_reference("toy", "ci")
