@@ -38,8 +38,14 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "bootstrap: virtualenv $venv is current: nothing to install"
 else
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q -e ".[test,mkl]"
+  log="$venv/pip-install.log"
+  echo "bootstrap: installing apptune and its dependencies into $venv (log: $log)"
+  if ! { "$venv/bin/python" -m pip install --upgrade pip &&
+         "$venv/bin/python" -m pip install -e ".[test,mkl]"; } > "$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "bootstrap: pip install failed (full log: $log)" >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
   echo "bootstrap: virtualenv $venv ready"
 fi
