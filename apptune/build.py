@@ -21,7 +21,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import paths, sources
+from . import buildcache, paths, sources
 from .errors import ApptuneError
 from .recipes import load_libraries, load_recipe, sha256_file
 from .yamlio import atomic_write_json
@@ -167,9 +167,45 @@ def compiler_identity(plan: dict, languages) -> dict:
     return ident
 
 
-def build(plan: dict, tarball: Path, stage: Path) -> dict:
+def build(plan: dict, tarball: Path, stage: Path, use_cache: bool = True) -> dict:
+    """Build the plan in ``stage`` (or restore it from the build cache); return provenance."""
     recipe = load_recipe(plan["app"])
     t0 = time.monotonic()
+    compilers = compiler_identity(plan, recipe.build.languages)
+    libraries = library_versions(plan)
+    templates = {t.src: (paths.recipes_dir() / "templates" / t.src).read_text() for t in recipe.build.templates}
+    inputs = buildcache.key_inputs(plan, sha256_file(tarball), recipe.build.model_dump(mode="json"),
+                                   templates, compilers, libraries)
+    key = buildcache.key_of(inputs)
+    if not use_cache:
+        prov = _build(recipe, plan, tarball, stage, compilers, libraries, t0)
+        prov["cache"] = {"hit": False, "key": key, "used": False}
+        atomic_write_json(stage / "provenance.json", prov)
+        return prov
+    with buildcache.locked(key):
+        entry, note = buildcache.lookup(key)
+        if note:
+            print(f"apptune: {note}", flush=True)
+        if entry is not None:
+            buildcache.restore(entry, stage)
+            prov = json.loads((stage / "provenance.json").read_text())
+            prov["cache"] = {"hit": True, "key": key, "entry": str(entry.path),
+                             "restore_seconds": round(time.monotonic() - t0, 2)}
+            atomic_write_json(stage / "provenance.json", prov)
+            print(f"apptune: build cache hit {key[:16]}: restored "
+                  f"{', '.join(f['file'] for f in entry.manifest['files'])}", flush=True)
+            return prov
+        prov = _build(recipe, plan, tarball, stage, compilers, libraries, t0)
+        prov["cache"] = {"hit": False, "key": key}
+        atomic_write_json(stage / "provenance.json", prov)
+        files = [p["file"] for p in prov["products"]] + ["provenance.json", "compile-lines.jsonl"]
+        buildcache.store(key, inputs, stage, files)
+    buildcache.prune()
+    return prov
+
+
+def _build(recipe, plan: dict, tarball: Path, stage: Path, compilers: dict, libraries: dict,
+           t0: float) -> dict:
     src = stage / "src"
     if src.exists():
         shutil.rmtree(src)  # a flag change must never reuse stale objects
@@ -193,7 +229,7 @@ def build(plan: dict, tarball: Path, stage: Path) -> dict:
         shutil.copy2(f, stage / Path(p).name)
         products.append({"file": Path(p).name, "sha256": sha256_file(f)})
     lines = check_compile_lines(plan, stage / "compile-lines.jsonl")
-    prov = {
+    return {
         "app": plan["app"], "version": plan["version"], "variant": plan["variant"],
         "environment": plan["environment"], "family": plan["family"],
         "source": {"file": tarball.name, "sha256": sha256_file(tarball)},
@@ -201,16 +237,14 @@ def build(plan: dict, tarball: Path, stage: Path) -> dict:
         "flags": {"cflags": plan["cflags"], "fflags": plan["fflags"], "cppflags": plan["cppflags"],
                   "ldflags": plan["ldflags"], "per_file": plan["per_file"]},
         "axes": plan["axes"],
-        "compilers": compiler_identity(plan, recipe.build.languages),
-        "libraries": library_versions(plan),
+        "compilers": compilers,
+        "libraries": libraries,
         "compile_lines": lines,
         "products": products,
         "build_seconds": round(time.monotonic() - t0, 2),
         "host": platform.node(),
         "plan_sha256": _digest(plan),
     }
-    atomic_write_json(stage / "provenance.json", prov)
-    return prov
 
 
 def _digest(obj) -> str:
@@ -223,15 +257,17 @@ def main(argv=None) -> int:
     ap.add_argument("--plan", required=True, type=Path)
     ap.add_argument("--source", required=True, type=Path)
     ap.add_argument("--stage", default=Path.cwd(), type=Path)
+    ap.add_argument("--no-cache", action="store_true", help="build even if the build cache has it")
     a = ap.parse_args(argv)
     try:
         plan = json.loads(a.plan.read_text())
-        prov = build(plan, a.source.resolve(), a.stage.resolve())
+        prov = build(plan, a.source.resolve(), a.stage.resolve(), use_cache=not a.no_cache)
     except ApptuneError as e:
         print(f"apptune: error: {e}", file=sys.stderr, flush=True)
         return 1
-    print(f"apptune: built {prov['app']} {prov['variant']} with {prov['environment']} in "
-          f"{prov['build_seconds']} s; {prov['compile_lines']['compiles']} compile lines checked", flush=True)
+    how = "restored from the build cache" if prov["cache"]["hit"] else f"built in {prov['build_seconds']} s"
+    print(f"apptune: {prov['app']} {prov['variant']} with {prov['environment']} {how}; "
+          f"{prov['compile_lines']['compiles']} compile lines checked", flush=True)
     return 0
 
 

@@ -92,6 +92,11 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
     #: The recipe's build runs on the login/build node.
     build_locally = True
 
+    #: Reuse an identical earlier build from apptune's content-addressed build
+    #: cache (``-S use_build_cache=0`` forces a rebuild).
+    #: :type: bool
+    use_build_cache = variable(bool, value=True, loggable=True)
+
     @property
     def recipe(self):
         return recipes.load_recipe(self.app)
@@ -110,9 +115,11 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
         with open(os.path.join(self.stagedir, 'plan.json'), 'w') as f:
             json.dump(plan.to_dict(), f, indent=1)
         tarball = paths.cache_dir() / 'sources' / recipe.source.file
-        self.build_system.commands = [shlex.join([
-            sys.executable, '-m', 'apptune.build', '--plan', 'plan.json',
-            '--source', str(tarball), '--stage', '.'])]
+        cmd = [sys.executable, '-m', 'apptune.build', '--plan', 'plan.json',
+               '--source', str(tarball), '--stage', '.']
+        if not self.use_build_cache:
+            cmd.append('--no-cache')
+        self.build_system.commands = [shlex.join(cmd)]
         self.build_system.max_concurrency = recipe.build.jobs
 
     @sanity_function

@@ -1,0 +1,226 @@
+"""Content-addressed build cache: rebuild only what changed, never use a corrupted entry.
+
+A build's key is the sha256 of everything that decides its binaries: the
+resolved build plan (flags per file, libraries, patch hashes, make arguments),
+the source tarball's sha256, the recipe's build section and template texts,
+the identities of the compilers and libraries (``--version`` lines, package
+versions), the environment variables that steer compiler wrappers, and
+apptune's own build code.  Same key: the installed products are copied (or
+hard-linked) from the cache into the stage; different key: build and store.
+
+Layout under ``$APPTUNE_BUILD_CACHE`` (default ``<download cache>/builds``)::
+
+    <key[:2]>/<key>/manifest.json      key, inputs, products with sha256, size, times
+    <key[:2]>/<key>/last-used          touched on every use (LRU pruning)
+    <key[:2]>/<key>/files/...          products, provenance.json, compile-lines.jsonl
+    locks/<key>.lock                   one builder per key at a time (fcntl)
+
+Entries are written to a temporary directory and renamed into place, so a
+crash never leaves a half entry; each product's sha256 is checked on every
+use, and a mismatching entry is removed and rebuilt.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths
+from .recipes import sha256_file
+
+#: Environment variables that change what a compiler wrapper runs.
+STEERING_VARS = ("OMPI_CC", "OMPI_CXX", "OMPI_FC", "MPICH_CC", "MPICH_CXX", "MPICH_FC",
+                 "I_MPI_CC", "I_MPI_CXX", "I_MPI_F90", "I_MPI_FC", "CPATH", "LIBRARY_PATH")
+MANIFEST = "manifest.json"
+#: Touched on every use; its mtime orders entries for pruning (atime is unreliable
+#: under relatime/noatime mounts).
+LAST_USED = "last-used"
+
+
+def root() -> Path:
+    env = os.environ.get("APPTUNE_BUILD_CACHE")
+    return Path(env) if env else paths.cache_dir() / "builds"
+
+
+def max_bytes() -> int:
+    return int(float(os.environ.get("APPTUNE_BUILD_CACHE_MAX_GB", "5")) * 2**30)
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def code_identity() -> str:
+    """apptune's own build code: a change to how we build is a different build."""
+    here = Path(__file__).parent
+    h = hashlib.sha256()
+    for name in ("build.py", "ccwrap.py", "sources.py"):
+        h.update((here / name).read_bytes())
+    return h.hexdigest()
+
+
+def key_inputs(plan: dict, source_sha256: str, recipe_build: dict, templates: dict[str, str],
+               compilers: dict, libraries: dict, environ: dict | None = None) -> dict:
+    environ = os.environ if environ is None else environ
+    return {
+        "plan": plan,
+        "source_sha256": source_sha256,
+        "recipe_build": recipe_build,
+        "templates": {k: hashlib.sha256(v.encode()).hexdigest() for k, v in sorted(templates.items())},
+        "compilers": compilers,
+        "libraries": libraries,
+        "environment": {v: environ.get(v) for v in STEERING_VARS if environ.get(v) is not None},
+        "apptune_build_code": code_identity(),
+    }
+
+
+def key_of(inputs: dict) -> str:
+    return _digest(inputs)
+
+
+def entry_dir(key: str) -> Path:
+    return root() / key[:2] / key
+
+
+@contextlib.contextmanager
+def locked(key: str):
+    lockdir = root() / "locks"
+    lockdir.mkdir(parents=True, exist_ok=True)
+    with open(lockdir / f"{key}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@dataclass
+class Entry:
+    key: str
+    path: Path
+    manifest: dict
+
+    @property
+    def size(self) -> int:
+        return self.manifest.get("size", 0)
+
+
+def _check(entry_path: Path) -> tuple[dict | None, str | None]:
+    """(manifest, None) when the entry is intact, else (manifest or None, reason)."""
+    try:
+        m = json.loads((entry_path / MANIFEST).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        return None, f"unreadable manifest ({e.__class__.__name__})"
+    for f in m.get("files", []):
+        p = entry_path / "files" / f["file"]
+        if not p.is_file():
+            return m, f"{f['file']} is missing"
+        if sha256_file(p) != f["sha256"]:
+            return m, f"{f['file']} does not match its sha256"
+    return m, None
+
+
+def lookup(key: str) -> tuple[Entry | None, str | None]:
+    """The intact entry for ``key``; a corrupted one is removed and reported."""
+    d = entry_dir(key)
+    if not d.exists():
+        return None, None
+    m, bad = _check(d)
+    if bad:
+        shutil.rmtree(d, ignore_errors=True)
+        return None, f"build cache entry {key[:16]} was corrupted ({bad}); removed, rebuilding"
+    (d / LAST_USED).touch()
+    return Entry(key, d, m), None
+
+
+def restore(entry: Entry, stage: Path) -> list[str]:
+    """Put the entry's files into the stage (hard links where possible)."""
+    out = []
+    for f in entry.manifest["files"]:
+        src = entry.path / "files" / f["file"]
+        dst = stage / f["file"]
+        if dst.exists():
+            dst.unlink()
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+        out.append(f["file"])
+    return out
+
+
+def store(key: str, inputs: dict, stage: Path, files: list[str]) -> Entry:
+    """Copy the build's files into a new entry, atomically (rename into place)."""
+    final = entry_dir(key)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key[:16]}.", dir=final.parent))
+    try:
+        (tmp / "files").mkdir()
+        recs, size = [], 0
+        for name in files:
+            src = stage / name
+            shutil.copy2(src, tmp / "files" / name)
+            recs.append({"file": name, "sha256": sha256_file(src)})
+            size += src.stat().st_size
+        manifest = {"key": key, "inputs": inputs, "files": recs, "size": size, "created": time.time(),
+                    "app": inputs["plan"].get("app"), "variant": inputs["plan"].get("variant"),
+                    "environment": inputs["plan"].get("environment")}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str))
+        (tmp / LAST_USED).touch()
+        if final.exists():
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Entry(key, final, manifest)
+
+
+def entries() -> list[Entry]:
+    out = []
+    for m in root().glob("??/*/" + MANIFEST):
+        try:
+            out.append(Entry(m.parent.name, m.parent, json.loads(m.read_text())))
+        except (OSError, json.JSONDecodeError):
+            out.append(Entry(m.parent.name, m.parent, {}))
+    return sorted(out, key=lambda e: e.manifest.get("created", 0))
+
+
+def last_used(e: Entry) -> float:
+    try:
+        return (e.path / LAST_USED).stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def prune(limit: int | None = None) -> list[Entry]:
+    """Remove least recently used entries until the cache fits in ``limit`` bytes."""
+    limit = max_bytes() if limit is None else limit
+    es = sorted(entries(), key=last_used)
+    total = sum(e.size for e in es)
+    removed = []
+    for e in es:
+        if total <= limit:
+            break
+        with locked(e.key):
+            shutil.rmtree(e.path, ignore_errors=True)
+        total -= e.size
+        removed.append(e)
+    return removed
+
+
+def verify_all() -> list[tuple[Entry, str]]:
+    """Every corrupted entry with the reason (entries are left in place)."""
+    bad = []
+    for e in entries():
+        _, why = _check(e.path)
+        if why:
+            bad.append((e, why))
+    return bad

@@ -1,0 +1,96 @@
+"""Content-addressed build cache: keyed by everything that decides the binary."""
+import json
+import multiprocessing
+import os
+
+import pytest
+
+from apptune import build, buildcache, cli, recipes, sources
+
+
+@pytest.fixture
+def toy(toy_root, tmp_path, gnu_toolchain):
+    tarball = sources.fetch(recipes.load_recipe("toy"))
+
+    def do(variant="tuned", name="stage", use_cache=True, tc=gnu_toolchain):
+        stage = tmp_path / name
+        stage.mkdir(exist_ok=True)
+        plan = recipes.resolve(recipes.load_recipe("toy"), variant, tc).to_dict()
+        return build.build(plan, tarball, stage, use_cache=use_cache), stage
+    return do
+
+
+def test_same_key_is_restored_without_building(toy, capsys):
+    p1, s1 = toy(name="a")
+    assert p1["cache"]["hit"] is False and (s1 / "src").is_dir()
+    p2, s2 = toy(name="b")
+    assert p2["cache"]["hit"] is True and p2["cache"]["key"] == p1["cache"]["key"]
+    assert not (s2 / "src").exists() and (s2 / "toy").is_file()
+    assert (s2 / "compile-lines.jsonl").read_text() == (s1 / "compile-lines.jsonl").read_text()
+    assert "build cache hit" in capsys.readouterr().out
+
+
+def test_flags_and_patches_change_the_key(toy, toy_root):
+    p1, _ = toy("tuned", "a")
+    p2, _ = toy("baseline", "b")
+    assert p1["cache"]["key"] != p2["cache"]["key"] and not p2["cache"]["hit"]
+    patch = toy_root / "patches/toy/0001-comment.patch"
+    patch.write_text(patch.read_text().replace("patched by apptune's test", "patched again"))
+    p3, _ = toy("tuned", "c")
+    assert p3["cache"]["key"] != p1["cache"]["key"] and not p3["cache"]["hit"]
+
+
+def test_steering_environment_changes_the_key(toy, monkeypatch):
+    p1, _ = toy(name="a")
+    monkeypatch.setenv("OMPI_CC", "clang")
+    p2, _ = toy(name="b")
+    assert p1["cache"]["key"] != p2["cache"]["key"]
+
+
+def test_corrupted_entry_is_detected_and_rebuilt(toy, capsys):
+    p1, _ = toy(name="a")
+    entry = buildcache.entry_dir(p1["cache"]["key"])
+    (entry / "files" / "toy").write_bytes(b"flipped bits")
+    assert cli.main(["cache", "verify"]) == 1
+    assert "does not match its sha256" in capsys.readouterr().out
+    p2, s2 = toy(name="b")
+    assert p2["cache"]["hit"] is False and (s2 / "src").is_dir()
+    assert "was corrupted" in capsys.readouterr().out
+    assert cli.main(["cache", "verify"]) == 0
+
+
+def test_no_cache_builds_and_stores_nothing(toy):
+    p, _ = toy(use_cache=False)
+    assert p["cache"]["hit"] is False and buildcache.entries() == []
+
+
+def test_prune_drops_least_recently_used(toy):
+    pa, _ = toy("tuned", "a")
+    pb, _ = toy("baseline", "b")
+    os.utime(buildcache.entry_dir(pa["cache"]["key"]) / buildcache.LAST_USED, (1, 1))
+    removed = buildcache.prune(limit=max(e.size for e in buildcache.entries()))
+    assert [e.key for e in removed] == [pa["cache"]["key"]]
+    assert [e.key for e in buildcache.entries()] == [pb["cache"]["key"]]
+
+
+def _build_in_process(args):
+    root, cache, mirror, stage = args
+    os.environ.update(APPTUNE_ROOT=root, APPTUNE_CACHE=cache, APPTUNE_SOURCE_MIRROR=mirror)
+    from apptune.recipes import Toolchain
+    tc = Toolchain("gnu", "gnu", "gcc", "g++", "gfortran", "none", "3.1", "openblas", ["gcc"])
+    r = recipes.load_recipe("toy")
+    os.makedirs(stage, exist_ok=True)
+    prov = build.build(recipes.resolve(r, "tuned", tc).to_dict(), sources.fetch(r), __import__("pathlib").Path(stage))
+    return prov["cache"]["hit"]
+
+
+def test_concurrent_builders_build_once(toy_root, tmp_path):
+    sources.fetch(recipes.load_recipe("toy"))
+    args = [(str(toy_root), str(tmp_path / "cache"), str(tmp_path / "mirror"), str(tmp_path / f"s{i}"))
+            for i in range(3)]
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        hits = pool.map(_build_in_process, args)
+    assert sorted(hits) == [False, True, True]
+    assert len(buildcache.entries()) == 1
+    m = buildcache.entries()[0].manifest
+    assert json.dumps(m["inputs"]["plan"]["cflags"]) == '["-O3", "-march=native", "-funroll-loops"]'
