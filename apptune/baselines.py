@@ -69,7 +69,8 @@ def compare(b: BaselineFile | None, entry, figures: dict[str, Figure], values: d
 
 
 def update(system: str, app: str, results: list[dict], default_threshold: float = 0.3,
-           noise_factor: float = 3.0, max_threshold: float = 0.8) -> Path:
+           noise_factor: float = 3.0, max_threshold: float = 0.8, max_threshold_lower: float = 3.0,
+           figures: dict[str, Figure] | None = None) -> Path:
     """Merge verified results into the system's baseline file (atomically).
 
     Several results of the same (environment, variant, tier), e.g. from repeated
@@ -107,7 +108,9 @@ def update(system: str, app: str, results: list[dict], default_threshold: float 
                         "recorded": f"{today}, median of {len(rs)} run(s): {', '.join(runs)}",
                         "figures": figs}
         for n, sp in spread.items():
-            want = min(max_threshold, round(noise_factor * sp, 2))
+            lower = figures is not None and n in figures and figures[n].better == "lower"
+            lower = lower or n == "wall_time"
+            want = min(max_threshold_lower if lower else max_threshold, round(noise_factor * sp, 2))
             have = data["thresholds"].get(n, {}).get("regression", default)
             if want > have:
                 data["thresholds"][n] = {"regression": want}

@@ -243,8 +243,9 @@ class BaselineEntry(Strict):
 
 
 class Threshold(Strict):
-    #: Allowed relative change in the bad direction, e.g. 0.3 = 30 %.
-    regression: float = Field(gt=0, lt=1)
+    #: Allowed relative change in the bad direction, e.g. 0.3 = 30 % (below 1 for
+    #: higher-is-better figures; lower-is-better ones, like latency, may allow more).
+    regression: float = Field(gt=0, le=10)
 
 
 class BaselineFile(Strict):

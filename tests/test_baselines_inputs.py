@@ -115,3 +115,13 @@ def test_malformed_baseline_and_ladder_files(toy_root):
     with pytest.raises(ApptuneError) as e:
         recipes.load_ladders()
     assert "flag-ladders.yaml" in str(e.value) and "families.gnu.tuned.cflags" in str(e.value)
+
+
+def test_lower_is_better_thresholds_may_exceed_100_percent(toy_root):
+    def res(lat, run):
+        return {"app": "toy", "environment": "gnu", "variant": "tuned", "tier": "ci", "run_id": run,
+                "verification": {"ok": True}, "figures": {"rate": 10.0, "lat": lat}}
+    baselines.update("local", "toy", [res(0.3, "a"), res(0.6, "b"), res(0.35, "c")], figures=FIGS)
+    _, b = baselines.load("local", "toy")
+    # spread (0.6-0.3)/0.35 = 0.86 -> 3 x 0.86 = 2.57 (< cap 3.0 for lower-is-better)
+    assert b.thresholds["lat"].regression == 2.57

@@ -61,6 +61,14 @@ def test_hpcc_ci_gnu_tuned_end_to_end(tmp_path):
     assert "## hpcc — tier ci" in md and "| gnu/tuned | ✓ |" in md
     html = (run_dir / "report.html").read_text()
     assert "provenance.json" in html
+    # a second session rebuilds nothing: the build comes from the build cache
+    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(tmp_path / "again"), "--",
+                             "-n", "build.variant=tuned$", "-p", "^gnu$"], cwd=REPO)
+    assert rc == 0, out[-3000:]
+    again = results(tmp_path / "again")[("gnu", "tuned")]
+    assert again["provenance"]["cache"]["hit"] is True
+    assert again["provenance"]["cache"]["key"] == prov["cache"]["key"]
+    assert again["verification"]["ok"]
 
 
 def test_broken_patch_and_perf_regression_fail_with_clear_reasons(tmp_path):
