@@ -89,12 +89,23 @@ def collect(report_file: Path) -> dict:
         if res != "pass":
             failures.append(_row_failure(tc, row))
     si = rep.get("session_info", {})
+    session = {k: si.get(k) for k in ("uuid", "time_start", "time_end", "time_elapsed", "cmdline",
+                                      "hostname", "version", "num_cases", "num_failures", "num_skipped")}
+    for k in ("time_start", "time_end"):
+        session[k] = _readable_time(session[k])
     return {
-        "session": {k: si.get(k) for k in ("uuid", "time_start", "time_end", "time_elapsed", "cmdline",
-                                            "hostname", "version", "num_cases", "num_failures",
-                                            "num_skipped")},
+        "session": session,
         "failures": failures, "skipped": skipped, "apps": _matrices(rows), "results": rows,
     }
+
+
+def _readable_time(stamp):
+    """ReFrame's compact 20261121T220731+0000 as 2026-11-21 22:07:31 +0000."""
+    import datetime
+    try:
+        return datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%S%z").strftime("%Y-%m-%d %H:%M:%S %z")
+    except (TypeError, ValueError):
+        return stamp
 
 
 def _row_failure(tc: dict, row: dict | None) -> dict:

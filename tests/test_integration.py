@@ -58,7 +58,7 @@ def test_hpcc_ci_gnu_tuned_end_to_end(tmp_path):
     assert r["energy"]["trust"] == "none" and "no energy meter" in r["energy"]["reason"]
     assert r["baseline"]["found"], "reference/baselines/local/hpcc.yaml has no gnu/tuned ci entry"
     md = (run_dir / "report.md").read_text()
-    assert "## hpcc — tier ci" in md and "| gnu/tuned | ✓ |" in md
+    assert "## hpcc — tier ci" in md and "| figure | gnu/tuned |" in md and "| verified | ✓ |" in md
     html = (run_dir / "report.html").read_text()
     assert "provenance.json" in html
     # a second session rebuilds nothing: the build comes from the build cache

@@ -45,5 +45,5 @@ def test_report_orders_failures_first_and_marks_best(tmp_path):
     assert tuned["speedup"]["HPL"] == 1.5
     md, html = (p.read_text() for p in report.render(s, tmp_path)[1:])
     assert md.index("## Failures") < md.index("## Skipped") < md.index("## hpcc")
-    assert "**15**" in md and "| gnu/aggressive | ✗ |" in md
-    assert 'class="fail"' in html
+    assert "**15**" in md and "| verified | ✗ | ✓ | ✓ |" in md
+    assert 'class="bad"' in html and "<th class=\"variant\">gnu/aggressive</th>" in html
