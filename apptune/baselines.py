@@ -34,13 +34,14 @@ def lookup(b: BaselineFile | None, env: str, variant: str, tier: str):
     return next((e for e in b.entries if (e.environment, e.variant, e.tier) == (env, variant, tier)), None)
 
 
-def reframe_reference(b: BaselineFile | None, entry, figures: dict[str, Figure]) -> dict:
+def reframe_reference(b: BaselineFile | None, entry, figures: dict[str, Figure],
+                      skip: set[str] = frozenset()) -> dict:
     """``{'*': {fig: (value, lower, upper, unit)}}`` in ReFrame's reference format."""
     if entry is None:
         return {}
     ref = {}
     for name, fig in figures.items():
-        if name not in entry.figures:
+        if name not in entry.figures or name in skip:
             continue
         thr = threshold(b, name)
         bounds = (-thr, None) if fig.better == "higher" else (None, thr)
@@ -48,12 +49,23 @@ def reframe_reference(b: BaselineFile | None, entry, figures: dict[str, Figure])
     return {"*": ref} if ref else {}
 
 
-def compare(b: BaselineFile | None, entry, figures: dict[str, Figure], values: dict) -> dict:
-    """Per-figure change against the baseline and the verdict, for the report."""
+def compare(b: BaselineFile | None, entry, figures: dict[str, Figure], values: dict,
+            energy_trust: str | None = None) -> dict:
+    """Per-figure change against the baseline and the verdict, for the report.
+
+    Energy figures of a shared node (trust ``measured-shared``) get no verdict.
+    """
+    from .recipes import is_energy_figure
     out = {}
     for name, fig in figures.items():
         v = values.get(name)
-        if entry is None or name not in entry.figures or v is None:
+        if v is None:
+            continue
+        if is_energy_figure(name) and energy_trust == "measured-shared":
+            out[name] = {"value": v, "baseline": None, "change": None,
+                         "verdict": "no verdict (node shared)"}
+            continue
+        if entry is None or name not in entry.figures:
             out[name] = {"value": v, "baseline": None, "change": None, "verdict": "no baseline"}
             continue
         base = entry.figures[name]
@@ -109,7 +121,6 @@ def update(system: str, app: str, results: list[dict], default_threshold: float 
                         "figures": figs}
         for n, sp in spread.items():
             lower = figures is not None and n in figures and figures[n].better == "lower"
-            lower = lower or n == "wall_time"
             want = min(max_threshold_lower if lower else max_threshold, round(noise_factor * sp, 2))
             have = data["thresholds"].get(n, {}).get("regression", default)
             if want > have:

@@ -147,7 +147,7 @@ def cmd_baseline_update(a) -> int:
     for (system, app), rs in by.items():
         before = paths.baselines_file(system, app)
         old = before.read_text() if before.exists() else ""
-        f = baselines.update(system, app, rs, figures=recipes.load_recipe(app).run.figures)
+        f = baselines.update(system, app, rs, figures=recipes.figure_specs(recipes.load_recipe(app)))
         import difflib
         diff = "".join(difflib.unified_diff(old.splitlines(True), f.read_text().splitlines(True),
                                             str(f) + " (before)", str(f) + " (after)"))

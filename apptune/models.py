@@ -140,6 +140,8 @@ class RunSpec(Strict):
     output: OutputSpec
     figures: dict[str, Figure] = Field(min_length=1)
     own_checks: list[OwnCheck] = []
+    #: Rate figures also reported per watt when energy is known (e.g. HPL: the Green500 measure).
+    per_watt: list[str] = []
 
 
 class Recipe(Strict):
@@ -163,6 +165,9 @@ class Recipe(Strict):
         if self.run.primary != "wall_time" and self.run.primary not in self.run.figures:
             raise ValueError(f"run.primary: '{self.run.primary}' is not a figure "
                              f"(figures: {', '.join(self.run.figures)}, or wall_time)")
+        for f in self.run.per_watt:
+            if f not in self.run.figures:
+                raise ValueError(f"run.per_watt: '{f}' is not a figure")
         for axis, default in self.defaults.items():
             if axis not in self.axes:
                 raise ValueError(f"defaults.{axis}: no such axis (axes: {', '.join(self.axes) or 'none'})")

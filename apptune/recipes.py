@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import paths
 from .errors import ApptuneError
-from .models import FlagLadders, Libraries, Recipe
+from .models import Figure, FlagLadders, Libraries, Recipe
 from .yamlio import load_model
 
 
@@ -36,6 +36,30 @@ def load_recipe(app_or_path: str | os.PathLike) -> Recipe:
         if not (paths.recipes_dir() / "templates" / t.src).is_file():
             raise ApptuneError(p, "build.templates.src", f"template {t.src} not found under build-recipes/templates/")
     return r
+
+
+#: Figures every run may have besides the application's own: time and energy.
+COMMON_FIGURES = {
+    "wall_time": Figure(field="", unit="s", better="lower"),
+    "energy_J": Figure(field="", unit="J", better="lower"),
+    "avg_power_W": Figure(field="", unit="W", better="lower"),
+    "peak_power_W": Figure(field="", unit="W", better="lower"),
+    "edp_Js": Figure(field="", unit="J*s", better="lower"),
+}
+ENERGY_FIGURES = ("energy_J", "avg_power_W", "peak_power_W", "edp_Js")
+
+
+def figure_specs(recipe: Recipe) -> dict[str, Figure]:
+    """All figures of a run: the recipe's, wall time, energy ones and rates per watt."""
+    out = dict(recipe.run.figures)
+    out.update(COMMON_FIGURES)
+    for n in recipe.run.per_watt:
+        out[f"{n}_per_W"] = Figure(field="", unit=f"{recipe.run.figures[n].unit}/W", better="higher")
+    return out
+
+
+def is_energy_figure(name: str) -> bool:
+    return name in ENERGY_FIGURES or name.endswith("_per_W")
 
 
 def list_recipes() -> list[str]:

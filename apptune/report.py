@@ -139,15 +139,16 @@ def _matrices(rows: list[dict]) -> list[dict]:
     for (app, tier) in sorted({(r["app"], r["tier"]) for r in rows}):
         try:
             recipe = recipes.load_recipe(app)
-            figures = dict(recipe.run.figures)
+            figures = recipes.figure_specs(recipe)
             primary = recipe.run.primary
         except ApptuneError:
-            figures, primary = {}, "wall_time"
-        names = list(figures) + ["wall_time"]
-        better = {n: (figures[n].better if n in figures else "lower") for n in names}
-        units = {n: (figures[n].unit if n in figures else "s") for n in names}
+            figures, primary = dict(recipes.COMMON_FIGURES), "wall_time"
         sel = sorted([r for r in rows if r["app"] == app and r["tier"] == tier],
                      key=lambda r: (r["environment"], r["variant"]))
+        present = {n for r in sel for n, v in r["figures"].items() if v is not None}
+        names = [n for n in figures if n in present] + sorted(present - set(figures))
+        better = {n: (figures[n].better if n in figures else "higher") for n in names}
+        units = {n: (figures[n].unit if n in figures else "") for n in names}
         ref = next((r for r in sel if r["verified"] and (r["environment"], r["variant"]) == ("gnu", "baseline")),
                    next((r for r in sel if r["verified"]), None))
         best = {}
@@ -190,12 +191,50 @@ def _pct(v) -> str:
     return "–" if v is None else f"{v:+.1%}"
 
 
+def power_plots(summary: dict, run_dir: Path) -> None:
+    """One power-over-time plot per application and tier, a line per variant."""
+    from .energy import TRACE_FILE, read_trace
+    for a in summary["apps"]:
+        traces = []
+        for r in a["rows"]:
+            f = Path(r["outputdir"] or "") / TRACE_FILE
+            if r.get("outputdir") and f.is_file():
+                try:
+                    traces.append((_key(r), r["energy"].get("trust", "?"), read_trace(f)))
+                except (OSError, ValueError, KeyError):
+                    continue
+        a["power_plot"] = None
+        if not traces:
+            continue
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(8, 3.2), dpi=100)
+        for label, trust, pts in traces:
+            ax.plot([t for t, _ in pts], [p for _, p in pts], label=f"{label} ({trust})", linewidth=1.2)
+        grades = sorted({t for _, t, _ in traces})
+        ax.set_title(f"{a['app']} — tier {a['tier']}: power over time ({', '.join(grades)})")
+        ax.set_xlabel("time since job start (s)")
+        ax.set_ylabel("power (W)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+        fig.tight_layout()
+        out = run_dir / "plots" / f"power-{a['app']}-{a['tier']}.png"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp.png")
+        fig.savefig(tmp)
+        plt.close(fig)
+        tmp.replace(out)
+        a["power_plot"] = str(out.relative_to(run_dir))
+
+
 def render(summary: dict, run_dir: Path) -> tuple[Path, Path, Path]:
     env = jinja2.Environment(loader=jinja2.PackageLoader("apptune", "templates"),
                              autoescape=jinja2.select_autoescape(["html"]),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(fmt=_fmt, pct=_pct, key=_key)
     env.globals["relpath"] = lambda p: _rel(p, run_dir)
+    power_plots(summary, run_dir)
     md = env.get_template("report.md.j2").render(**summary)
     html = env.get_template("report.html.j2").render(**summary)
     paths = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")

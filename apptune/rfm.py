@@ -50,10 +50,10 @@ def _last_line(path: str) -> str | None:
 
 
 def _site_environments() -> set[str]:
-    """Environment names of the current system's partitions in the ReFrame config."""
+    """Environment names defined in the ReFrame configuration (not only those -p selected)."""
     try:
         from reframe.core.runtime import runtime
-        return {e.name for p in runtime().system.partitions for e in p.environs}
+        return {e['name'] for e in runtime().site_config['environments']}
     except Exception:  # not inside a ReFrame session (e.g. unit tests)
         return set()
 
@@ -163,13 +163,21 @@ class AppRun(rfm.RunOnlyRegressionTest):
             raise ApptuneError(recipes.recipe_path(self.app), f'tiers.{self.tier}.variants',
                                f'unknown environment {", ".join(unknown)} '
                                f'(site config has: {", ".join(sorted(known))})')
+        # `-S valid_prog_environs=gnu,llvm` narrows the tier's environments (ReFrame's -p
+        # only selects checks that have at least one matching environment).
+        try:
+            preset = list(self.valid_prog_environs)
+        except Exception:  # unset: the tier decides
+            preset = None
+        if preset and preset != ['*']:
+            envs = [e for e in envs if e in preset]
         self.valid_prog_environs = envs
         self.tags |= {self.tier, self.app}
         self.descr = f'{self.app} {r.version} {self.build_variant} on tier {self.tier}'
         t = r.tiers[self.tier]
         self.time_limit = t.time_limit
         self.keep_files = [RESULT_FILE, 'provenance.json', 'verification.json', 'energy.json',
-                           r.run.output.file]
+                           energy.TRACE_FILE, r.run.output.file]
 
     @run_before('run')
     def prepare(self):
@@ -182,16 +190,30 @@ class AppRun(rfm.RunOnlyRegressionTest):
         self.env_vars.update(r.run.env)
         self.prerun_cmds = ['date +%s.%N > .apptune-t0']
         self.postrun_cmds = ['date +%s.%N > .apptune-t1']
+        self.start_energy_sampler()
+
+    def start_energy_sampler(self):
         part = self.current_partition
-        names = list(part.extras.get('energy_meters', []))
-        self.meter, self.energy_record = energy.choose(names, part.fullname)
-        if self.meter is not None:
-            self.meter.start(self.stagedir)
+        ex = part.extras
+        sched = part.scheduler.registered_name
+        context = {
+            'power_model': ex.get('power_model'),
+            'scheduler': sched,
+            'ncpus': part.processor.num_cpus,
+            'nodes': max(1, -(-self.num_tasks // (self.num_tasks_per_node or self.num_tasks))),
+            # with the local scheduler the job id is the pid of the job script
+            'pid': (lambda: self.job.jobid) if sched == 'local' else None,
+            'jobid': lambda: self.job.jobid,
+        }
+        self.sampler = energy.Sampler(list(ex.get('energy_meters', [])), part.fullname, self.stagedir,
+                                      hz=float(ex.get('energy_sample_hz', 10)),
+                                      options=ex.get('energy_meter_options', {}), context=context,
+                                      exclusive=bool(self.exclusive_access or ex.get('exclusive_node')))
+        self.sampler.start()
 
     @run_after('run')
-    def stop_meter(self):
-        if self.meter is not None:
-            self.energy_record = self.meter.stop()
+    def stop_energy_sampler(self):
+        self.energy_record = self.sampler.stop()
         atomic_write_json(os.path.join(self.stagedir, 'energy.json'), self.energy_record.to_dict())
 
     # ----------------------------------------------------------------- results
@@ -210,11 +232,13 @@ class AppRun(rfm.RunOnlyRegressionTest):
 
     def figures(self) -> dict:
         vals = self._values()
+        run = self.recipe.run
         out = {}
-        for name, fig in self.recipe.run.figures.items():
+        for name, fig in run.figures.items():
             v = vals.get(fig.field)
             out[name] = v * fig.scale if isinstance(v, (int, float)) else None
         out['wall_time'] = self._wall_seconds()
+        out.update(self.energy_record.figures(out['wall_time'], {n: out.get(n) for n in run.per_watt}))
         return out
 
     def _result(self) -> dict:
@@ -257,7 +281,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
         result['figures'] = self.figures()
         bfile, b, entry = self._baseline()
         result['baseline'] = {'file': str(bfile.relative_to(paths.root())), 'found': entry is not None,
-                              'figures': baselines.compare(b, entry, r.run.figures, result['figures'])}
+                              'figures': baselines.compare(b, entry, recipes.figure_specs(r),
+                                                           result['figures'], self.energy_record.trust)}
         atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
         return sn.assert_true(v.ok, msg=f'{self.app}/{self.tier} {self.build_variant}: {v.summary()}')
 
@@ -278,14 +303,17 @@ class AppRun(rfm.RunOnlyRegressionTest):
 
     @run_before('performance')
     def set_references(self):
-        figures = self.recipe.run.figures
+        specs = recipes.figure_specs(self.recipe)
+        present = {n for n, v in self.figures().items() if v is not None}
         _, b, entry = self._baseline()
-        self.reference = baselines.reframe_reference(b, entry, figures)
+        # energy of a shared node is recorded but given no verdict
+        skip = ({n for n in specs if recipes.is_energy_figure(n)}
+                if self.energy_record.trust == 'measured-shared' else set())
+        self.reference = baselines.reframe_reference(b, entry, specs, skip)
         self.perf_variables = {
             name: sn.make_performance_function(self._figure(name), fig.unit)
-            for name, fig in figures.items()
+            for name, fig in specs.items() if name in present or name in self.recipe.run.figures
         }
-        self.perf_variables['wall_time'] = sn.make_performance_function(self._figure('wall_time'), 's')
 
     @sn.deferrable
     def _figure(self, name):

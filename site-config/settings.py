@@ -35,9 +35,17 @@ site_configuration = {
                     # Open MPI refuses to run as root unless told; CI and this VM run as root.
                     'env_vars': _ompi_root,
                     'extras': {
-                        # Energy meters in order of preference (see apptune/energy.py).
-                        # None on this VM: no RAPL, no IPMI, no GPU.
-                        'energy_meters': [],
+                        # Energy meters in order of preference (apptune/energy/, docs/energy.md).
+                        # This VM has no RAPL, no IPMI and no GPU: rapl is tried (and the
+                        # record says why it is unusable), then the model is used.
+                        'energy_meters': ['rapl', 'model'],
+                        'energy_sample_hz': 10,
+                        # The model's per-node power. NOMINAL, NOT MEASURED: a 2-vCPU share
+                        # of a two-socket server (~10 W idle, ~30 W loaded per vCPU pair
+                        # incl. memory); every figure from it is graded "modelled".
+                        'power_model': {'idle_W': 20.0, 'load_W': 60.0},
+                        # One job at a time on this machine (max_jobs 1): the node is ours.
+                        'exclusive_node': True,
                     },
                 },
             ],

@@ -45,7 +45,7 @@ def test_hpcc_ci_gnu_tuned_end_to_end(tmp_path):
     run_dir = tmp_path / "run"
     # dev mode: no pass/fail on timings here (the main job, `make run`, judges them)
     rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir), "--",
-                             "-n", "build.variant=tuned$", "-p", "^gnu$"], cwd=REPO)
+                             "-n", "build.variant=tuned$", "-S", "valid_prog_environs=gnu"], cwd=REPO)
     assert rc == 0, out[-3000:]
     r = results(run_dir)[("gnu", "tuned")]
     assert r["verification"]["ok"], r["verification"]
@@ -63,7 +63,7 @@ def test_hpcc_ci_gnu_tuned_end_to_end(tmp_path):
     assert "provenance.json" in html
     # a second session rebuilds nothing: the build comes from the build cache
     rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(tmp_path / "again"), "--",
-                             "-n", "build.variant=tuned$", "-p", "^gnu$"], cwd=REPO)
+                             "-n", "build.variant=tuned$", "-S", "valid_prog_environs=gnu"], cwd=REPO)
     assert rc == 0, out[-3000:]
     again = results(tmp_path / "again")[("gnu", "tuned")]
     assert again["provenance"]["cache"]["hit"] is True
@@ -87,7 +87,7 @@ def test_broken_patch_and_perf_regression_fail_with_clear_reasons(tmp_path):
     env = dict(os.environ, APPTUNE_ROOT=str(root))
     run_dir = tmp_path / "run"
     rc, out = run(APPTUNE + ["run", "--mode", "ci", "--run-dir", str(run_dir), "--",
-                             "-n", "build.variant=tuned", "-p", "^gnu$"], env=env, cwd=root)
+                             "-n", "build.variant=tuned", "-S", "valid_prog_environs=gnu"], env=env, cwd=root)
     assert rc != 0
     summary = json.loads((run_dir / "summary.json").read_text())
     fails = summary["failures"]

@@ -32,6 +32,7 @@ def test_report_orders_failures_first_and_marks_best(tmp_path):
         _tc(tmp_path, "HPCCCheck one", "oneapi", "skip", "tuned",
             deps=[["HPCCBuild oneapi", "local:default", "oneapi"]]),
     ]
+    (tmp_path / "HPCCCheck_tuned" / "gnu" / "power-trace.csv").write_text("t_s,power_W\n0.1,20\n0.2,58\n0.3,59\n")
     rep = tmp_path / "report.json"
     rep.write_text(json.dumps({"session_info": {"num_cases": 5}, "runs": [{"testcases": cases}]}))
     s = report.collect(rep)
@@ -46,4 +47,6 @@ def test_report_orders_failures_first_and_marks_best(tmp_path):
     md, html = (p.read_text() for p in report.render(s, tmp_path)[1:])
     assert md.index("## Failures") < md.index("## Skipped") < md.index("## hpcc")
     assert "**15**" in md and "| verified | ✗ | ✓ | ✓ |" in md
+    assert (tmp_path / "plots" / "power-hpcc-ci.png").stat().st_size > 1000
+    assert '<img class="power" src="plots/power-hpcc-ci.png"' in html
     assert 'class="bad"' in html and "<th class=\"variant\">gnu/aggressive</th>" in html

@@ -1,0 +1,289 @@
+"""Energy meters on fake sysfs trees and recorded tool outputs; the sampler's degradation."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from apptune import energy
+from apptune.energy import EnergyRecord, MeterError, Sampler, ipmi, model, pm_counters, rapl, slurm
+
+DATA = Path(__file__).parent / "data" / "energy"
+
+
+def make_rapl(root: Path, energy_uj=1000, wrap=2**32, dram=True):
+    z = root / "intel-rapl:0"
+    z.mkdir(parents=True)
+    (z / "name").write_text("package-0\n")
+    (z / "energy_uj").write_text(f"{energy_uj}\n")
+    (z / "max_energy_range_uj").write_text(f"{wrap}\n")
+    core = root / "intel-rapl:0:0"
+    core.mkdir()
+    (core / "name").write_text("core\n")
+    (core / "energy_uj").write_text("5\n")
+    if dram:
+        d = root / "intel-rapl:0:1"
+        d.mkdir()
+        (d / "name").write_text("dram\n")
+        (d / "energy_uj").write_text("100\n")
+        (d / "max_energy_range_uj").write_text(f"{wrap}\n")
+    return z
+
+
+# ------------------------------------------------------------------------- rapl
+def test_rapl_sums_package_and_dram_not_core(tmp_path):
+    z = make_rapl(tmp_path)
+    m = rapl.RaplMeter({"root": str(tmp_path)})
+    assert m.available() is None
+    assert m.read().energy_J == 0
+    (z / "energy_uj").write_text("3001000\n")
+    (tmp_path / "intel-rapl:0:1" / "energy_uj").write_text("1000100\n")
+    (tmp_path / "intel-rapl:0:0" / "energy_uj").write_text("999999999\n")
+    assert m.read().energy_J == pytest.approx(4.0)
+
+
+def test_rapl_counter_wrap(tmp_path):
+    z = make_rapl(tmp_path, energy_uj=2**32 - 500_000, wrap=2**32 - 1, dram=False)
+    m = rapl.RaplMeter({"root": str(tmp_path)})
+    assert m.available() is None
+    m.read()
+    (z / "energy_uj").write_text("1500000\n")   # wrapped past max_energy_range_uj
+    assert m.read().energy_J == pytest.approx(2.0)
+
+
+def test_rapl_missing_zone_and_missing_tree(tmp_path):
+    assert "does not exist" in rapl.RaplMeter({"root": str(tmp_path / "nope")}).available()
+    (tmp_path / "intel-rapl:0").mkdir()
+    (tmp_path / "intel-rapl:0" / "name").write_text("psys\n")
+    assert "no RAPL package zones" in rapl.RaplMeter({"root": str(tmp_path)}).available()
+
+
+def test_rapl_permission_denied_says_why(tmp_path, monkeypatch):
+    make_rapl(tmp_path)
+    real = Path.read_text
+
+    def deny(self, *a, **k):
+        if self.name == "energy_uj":
+            raise PermissionError(13, "Permission denied")
+        return real(self, *a, **k)
+    monkeypatch.setattr(Path, "read_text", deny)
+    why = rapl.RaplMeter({"root": str(tmp_path)}).available()
+    assert "permission denied" in why and "docs/energy.md" in why
+
+
+# ------------------------------------------------------------------ pm_counters
+def _put(path: Path, text: str):
+    """Replace a file atomically, as sysfs reads are (no torn reads in the sampler)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def make_pm(root: Path, energy=2906072, power=327, fresh=1000):
+    root.mkdir(parents=True, exist_ok=True)
+    _put(root / "energy", f"{energy} J\n")
+    _put(root / "power", f"{power} W\n")
+    _put(root / "freshness", f"{fresh}\n")
+    _put(root / "accel0_energy", "4566 J\n")
+
+
+def test_pm_counters_reads_energy_power_and_accelerators(tmp_path):
+    make_pm(tmp_path)
+    m = pm_counters.PmCountersMeter({"root": str(tmp_path)})
+    assert m.available() is None
+    r = m.read()
+    assert (r.energy_J, r.power_W) == (2906072.0, 327.0)
+    assert m.accelerators() == {"accel0_energy": 4566.0}
+
+
+def test_pm_counters_stale_freshness_fails_the_meter(tmp_path):
+    make_pm(tmp_path)
+    m = pm_counters.PmCountersMeter({"root": str(tmp_path), "stale_after": 0.05})
+    m.read()
+    time.sleep(0.1)
+    with pytest.raises(MeterError, match="stale"):
+        m.read()
+
+
+# ------------------------------------------------------------------------- ipmi
+def test_ipmi_parses_both_tools_recorded_output():
+    assert ipmi.parse("ipmitool", (DATA / "ipmitool-dcmi-power-reading.txt").read_text()) == 220.0
+    assert ipmi.parse("freeipmi", (DATA / "ipmi-dcmi-system-power-statistics.txt").read_text()) == 236.0
+    with pytest.raises(MeterError, match="no power reading"):
+        ipmi.parse("ipmitool", (DATA / "ipmitool-dcmi-deactivated.txt").read_text())
+
+
+def test_ipmi_meter_with_a_recorded_runner():
+    m = ipmi.IpmiMeter(runner=lambda cmd: (DATA / "ipmi-dcmi-system-power-statistics.txt").read_text()
+                       if cmd[0] == "ipmi-dcmi" else (DATA / "ipmitool-dcmi-deactivated.txt").read_text())
+    assert m.available() is None and m.tool == "freeipmi"
+    assert m.read().power_W == 236.0
+
+
+def test_ipmi_unavailable_without_tools(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert "ipmitool not installed" in ipmi.IpmiMeter().available()
+
+
+# ------------------------------------------------------------------------ slurm
+def test_sacct_job_total_and_missing_energy():
+    assert slurm.parse((DATA / "sacct-energy.txt").read_text(), "4242") == 853215.0
+    assert slurm.parse((DATA / "sacct-no-energy.txt").read_text(), "4243") is None
+    assert slurm.parse((DATA / "sacct-zero-energy.txt").read_text(), "4244") is None
+
+
+def _slurm_record(tmp_path, text, exclusive):
+    s = Sampler(["slurm"], "cluster:compute", tmp_path, context={"scheduler": "slurm", "jobid": "4242"},
+                exclusive=exclusive)
+    s.meters[0].runner = lambda jobid: text
+    s.start()
+    return s.stop()
+
+
+def test_slurm_meter_exclusive_and_shared(tmp_path, monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/" + name)
+    rec = _slurm_record(tmp_path, (DATA / "sacct-energy.txt").read_text(), exclusive=True)
+    assert rec.trust == "measured" and rec.energy_J == 853215.0 and rec.source == "slurm"
+    rec = _slurm_record(tmp_path, (DATA / "sacct-energy.txt").read_text(), exclusive=False)
+    assert rec.trust == "measured-shared" and any("not allocated exclusively" in n for n in rec.notes)
+    rec = _slurm_record(tmp_path, "4242|\n", exclusive=True)
+    assert rec.trust == "none" and "AcctGatherEnergyType" in rec.reason
+
+
+def test_slurm_meter_needs_slurm_scheduler():
+    assert "not Slurm" in slurm.SlurmMeter(context={"scheduler": "local"}).available()
+
+
+# ------------------------------------------------------------------------- nvml
+class FakeNVML:
+    def __init__(self, n=2, fail=False):
+        self.n, self.fail, self.mj = n, fail, 0
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return self.n
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        if self.fail:
+            raise RuntimeError("GPU is lost")
+        self.mj += 1000
+        return self.mj
+
+
+def test_nvml_counter_and_absence():
+    from apptune.energy import nvml
+    m = nvml.NvmlMeter(nvml=FakeNVML())
+    assert m.available() is None
+    assert m.read().energy_J == pytest.approx(3.0)  # 1000 + 2000 mJ over two GPUs
+    assert nvml.NvmlMeter(nvml=FakeNVML(n=0)).available() == "no GPU"
+
+
+# ------------------------------------------------------------------------ model
+def test_model_power_from_utilisation(tmp_path):
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "stat").write_text("cpu  100 0 100 800 0 0 0 0 0 0\n")
+    m = model.ModelMeter({"proc": str(proc)}, {"power_model": {"idle_W": 20, "load_W": 60}, "nodes": 2})
+    assert m.available() is None
+    m.utilisation()  # first sample: no interval yet
+    (proc / "stat").write_text("cpu  175 0 175 850 0 0 0 0 0 0\n")   # 150 busy of 200 jiffies
+    time.sleep(0.01)
+    u = m.utilisation()
+    assert u == pytest.approx(0.75)
+    # P = nodes * (idle + u (load - idle)); the form (n - x) p_idle + x p_load summed over nodes
+    assert 2 * (20 + 0.75 * 40) == 100
+
+
+def test_model_needs_power_model():
+    assert "power_model" in model.ModelMeter(context={}).available()
+
+
+def test_model_tree_utilisation_of_a_busy_child(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"])
+    try:
+        m = model.ModelMeter({"rescan_s": 0.2}, {"power_model": {"idle_W": 10, "load_W": 50},
+                                                "pid": child.pid, "ncpus": 1})
+        assert m.available() is None
+        m.utilisation()
+        time.sleep(0.5)
+        u = m.utilisation()
+        assert u is not None and u > 0.5   # one busy process on a 1-cpu model
+    finally:
+        child.wait()
+
+
+# ---------------------------------------------------------------------- sampler
+def test_sampler_none_when_nothing_configured(tmp_path):
+    s = Sampler([], "local:default", tmp_path)
+    s.start()
+    rec = s.stop()
+    assert rec.trust == "none" and "energy_meters' is empty" in rec.reason
+    assert rec.figures(10.0, {"HPL": 5.0}) == {}
+
+
+def test_sampler_counter_preferred_and_compared_with_integral(tmp_path):
+    root = tmp_path / "pm"
+    make_pm(root, energy=0, power=100)
+    s = Sampler(["pm_counters"], "n:p", tmp_path, hz=50, options={"pm_counters": {"root": str(root)}})
+    s.start()
+    t0 = time.monotonic()
+    for i in range(1, 11):
+        time.sleep(0.05)
+        make_pm(root, energy=int(100 * (time.monotonic() - t0)), power=100, fresh=i)
+    rec = s.stop()
+    assert rec.trust == "measured" and rec.source == "pm_counters"
+    assert rec.energy_J > 0 and rec.energy_integrated_J > 0 and rec.disagreement is not None
+    assert (tmp_path / "power-trace.csv").read_text().startswith("t_s,power_W")
+    assert rec.sampler_cpu_s is not None and rec.coverage > 0.5
+
+
+def test_meter_that_disappears_mid_run_degrades_to_next(tmp_path):
+    root = tmp_path / "pm"
+    make_pm(root)
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "stat").write_text("cpu  100 0 100 800 0 0 0 0 0 0\n")
+    s = Sampler(["pm_counters", "model"], "n:p", tmp_path, hz=50,
+                options={"pm_counters": {"root": str(root)}, "model": {"proc": str(proc)}},
+                context={"power_model": {"idle_W": 20, "load_W": 60}})
+    s.start()
+    time.sleep(0.1)
+    shutil.rmtree(root)
+    time.sleep(0.2)
+    rec = s.stop()
+    assert rec.source == "model" and rec.trust == "modelled"
+    assert any("pm_counters failed during the run" in n and "continuing with model" in n for n in rec.notes)
+    assert rec.energy_J is not None and rec.coverage < 1.0
+
+
+def test_broken_meter_never_raises(tmp_path):
+    class Broken(energy.Meter):
+        name = "broken-test"
+
+        def available(self):
+            raise OSError("device exploded")
+    energy.register(Broken)
+    try:
+        s = Sampler(["broken-test"], "n:p", tmp_path)
+        s.start()
+        rec = s.stop()
+        assert rec.trust == "none" and "device exploded" in rec.reason
+    finally:
+        energy.METERS.pop("broken-test")
+
+
+def test_energy_figures_and_unknown_meter(tmp_path):
+    rec = EnergyRecord(trust="modelled", source="model", energy_J=500.0, avg_power_W=50.0, peak_power_W=60.0)
+    f = rec.figures(10.0, {"HPL": 20.0, "MPIFFT": None})
+    assert f == {"energy_J": 500.0, "avg_power_W": 50.0, "peak_power_W": 60.0, "edp_Js": 5000.0,
+                 "HPL_per_W": 0.4}
+    s = Sampler(["watts-up"], "n:p", tmp_path)
+    assert "unknown meter" in s.reasons[0]
