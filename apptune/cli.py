@@ -54,8 +54,8 @@ def cmd_run(a) -> int:
         if latest.is_symlink() or latest.exists():
             latest.unlink()
         latest.symlink_to(run_dir)
-    except OSError:
-        pass
+    except OSError as e:
+        print(f"apptune: note: could not point {latest} at this run ({e.strerror})", file=sys.stderr)
     if (run_dir / "report.json").exists():
         from . import report
         md, html = report.write(run_dir)[1:]

@@ -47,3 +47,18 @@ def format_validation_error(file, exc) -> ApptuneError:
         msg = "required field is missing"
     more = f" (and {len(errs) - 1} more problem(s))" if len(errs) > 1 else ""
     return ApptuneError(file, field, msg + more)
+
+
+PREFIX = "apptune: error: "
+
+
+def last_error_line(path) -> str | None:
+    """The last ``apptune: error: ...`` line a step wrote to a log file, without the prefix."""
+    try:
+        text = open(path, errors="replace").read()
+    except OSError:
+        return None
+    for line in reversed(text.splitlines()):
+        if line.startswith(PREFIX):
+            return line[len(PREFIX):]
+    return None

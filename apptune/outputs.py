@@ -9,14 +9,13 @@ from .models import OutputSpec
 
 
 def _number(s: str):
-    try:
-        return int(s)
-    except ValueError:
-        pass
-    try:
-        return float(s)  # accepts nan/inf: those are reported by verification, not hidden
-    except ValueError:
-        return s
+    """int, else float (nan/inf included: verification reports them), else the text."""
+    for convert in (int, float):
+        try:
+            return convert(s)
+        except ValueError:
+            continue
+    return s
 
 
 def parse(spec: OutputSpec, stagedir: str | Path) -> dict:

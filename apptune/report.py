@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 
 from . import recipes
-from .errors import ApptuneError
+from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json, atomic_write_text
 
 from .constants import RESULT_FILE, SKIP_FILE
@@ -39,11 +39,9 @@ def _result_file(tc: dict) -> dict | None:
 
 def _skip_reason(tc: dict, by_name: dict, depth: int = 0) -> str:
     """The recorded reason of the test or of the skipped dependency that caused it."""
-    if tc.get("stagedir"):
-        try:
-            return (Path(tc["stagedir"]) / SKIP_FILE).read_text().strip()
-        except OSError:
-            pass
+    skip_file = Path(tc.get("stagedir") or "/nonexistent") / SKIP_FILE
+    if skip_file.is_file():
+        return skip_file.read_text().strip()
     if depth < 5:
         for dep in tc.get("dependencies_actual") or []:
             d = by_name.get((dep[0], dep[2]) if len(dep) > 2 else dep[0])
@@ -114,24 +112,14 @@ def _row_failure(tc: dict, row: dict | None) -> dict:
     if row and row.get("verification") and phase == "sanity":
         reason = row["verification"]
     elif phase in ("compile", "compile_wait") and tc.get("stagedir"):
-        err = _apptune_error(Path(tc["stagedir"]) / "rfm_build.err")
+        err = last_error_line(Path(tc["stagedir"]) / "rfm_build.err")
         reason = err or reason
     elif tc.get("stagedir"):
-        err = _apptune_error(Path(tc["stagedir"]) / (tc.get("job_stderr") or "rfm_job.err"))
+        err = last_error_line(Path(tc["stagedir"]) / (tc.get("job_stderr") or "rfm_job.err"))
         reason = err or reason
     return {"test": tc["display_name"], "environment": tc.get("environ"), "phase": phase,
             "reason": " ".join(str(reason).split())[:500],
             "stagedir": tc.get("stagedir")}
-
-
-def _apptune_error(path: Path) -> str | None:
-    try:
-        for line in reversed(path.read_text(errors="replace").splitlines()):
-            if line.startswith("apptune: error: "):
-                return line[len("apptune: error: "):]
-    except OSError:
-        pass
-    return None
 
 
 def _matrices(rows: list[dict]) -> list[dict]:

@@ -25,20 +25,10 @@ from reframe.core.builtins import (performance_function, run_after, run_before,
                                    sanity_function, variable)
 
 from . import baselines, energy, inputs, outputs, paths, recipes, verify
-from .errors import ApptuneError
+from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json
 
 from .constants import RESULT_FILE, SKIP_FILE
-
-
-def _error_line(path: str) -> str | None:
-    try:
-        for line in reversed(Path(path).read_text(errors="replace").splitlines()):
-            if line.startswith("apptune: error: "):
-                return line[len("apptune: error: "):]
-    except OSError:
-        return None
-    return None
 
 
 def _last_line(path: str) -> str | None:
@@ -75,7 +65,7 @@ class SourceFetch(rfm.RunOnlyRegressionTest):
 
     @sanity_function
     def fetched(self):
-        err = _error_line(os.path.join(self.stagedir, self.stderr.evaluate()))
+        err = last_error_line(os.path.join(self.stagedir, self.stderr.evaluate()))
         return sn.assert_found(r'^apptune: source .* verified', self.stdout,
                                msg=err or f'{self.app}: source was not fetched')
 
@@ -124,7 +114,7 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
 
     @sanity_function
     def built(self):
-        err = _error_line(os.path.join(self.stagedir, 'rfm_build.err'))
+        err = last_error_line(os.path.join(self.stagedir, 'rfm_build.err'))
         return sn.assert_true(os.path.exists(os.path.join(self.stagedir, 'provenance.json')),
                               msg=err or 'build produced no provenance.json')
 
