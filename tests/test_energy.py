@@ -287,3 +287,10 @@ def test_energy_figures_and_unknown_meter(tmp_path):
                  "HPL_per_W": 0.4}
     s = Sampler(["watts-up"], "n:p", tmp_path)
     assert "unknown meter" in s.reasons[0]
+
+
+def test_node_local_meters_refused_for_batch_jobs(tmp_path):
+    make_rapl(tmp_path / "pc")
+    s = Sampler(["rapl"], "cluster:compute", tmp_path, options={"rapl": {"root": str(tmp_path / "pc")}},
+                context={"scheduler": "slurm"})
+    assert s.meters == [] and "per-node sampling agents are not implemented" in s.reasons[0]

@@ -50,6 +50,10 @@ class Meter:
     cumulative = False
     #: Whether the meter can be sampled during the run (sacct only answers afterwards).
     samples = True
+    #: Whether it reads the node it runs on (RAPL, pm_counters, IPMI, NVML, the model).
+    #: Such meters are only valid where the job runs on the sampler's node (local
+    #: scheduler); per-node agents under a batch scheduler are not implemented yet.
+    node_local = True
 
     def __init__(self, options: dict | None = None, context: dict | None = None):
         self.options = options or {}
@@ -127,6 +131,11 @@ def candidates(names: list[str], options: dict | None = None, context: dict | No
             reasons.append(f"{n}: unknown meter (known: {', '.join(sorted(METERS))})")
             continue
         m = cls((options or {}).get(n, {}), context)
+        sched = (context or {}).get("scheduler")
+        if m.node_local and sched not in (None, "local"):
+            reasons.append(f"{n}: reads the node the sampler runs on, but jobs of scheduler "
+                           f"'{sched}' run elsewhere (per-node sampling agents are not implemented)")
+            continue
         try:
             why = m.available()
         except Exception as e:  # a broken meter must not break the check

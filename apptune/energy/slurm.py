@@ -44,6 +44,7 @@ class SlurmMeter(Meter):
     grade = "measured"
     cumulative = True
     samples = False
+    node_local = False
 
     def __init__(self, options=None, context=None, runner=run_sacct):
         super().__init__(options, context)
