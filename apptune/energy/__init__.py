@@ -41,6 +41,18 @@ class MeterError(Exception):
     """A meter stopped working (file vanished, command failed, counter stale)."""
 
 
+def run_command(cmd: list[str], timeout: float = 30) -> str:
+    """Run a meter's tool (argument list, no shell); its failure is a MeterError."""
+    import subprocess
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise MeterError(f"{cmd[0]}: {e}") from None
+    if p.returncode != 0:
+        raise MeterError(f"{cmd[0]} exited {p.returncode}: {(p.stderr or p.stdout).strip()[:200]}")
+    return p.stdout
+
+
 class Meter:
     """Interface of every meter."""
     name = "abstract"

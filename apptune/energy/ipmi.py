@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 
-from . import Meter, MeterError, Reading, register
+from . import Meter, MeterError, Reading, register, run_command
 
 COMMANDS = {
     "ipmitool": (["ipmitool", "dcmi", "power", "reading"],
@@ -26,13 +25,7 @@ def parse(tool: str, text: str) -> float:
 
 
 def run_tool(cmd: list[str]) -> str:
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise MeterError(f"{cmd[0]}: {e}") from None
-    if p.returncode != 0:
-        raise MeterError(f"{cmd[0]} exited {p.returncode}: {(p.stderr or p.stdout).strip()[:200]}")
-    return p.stdout
+    return run_command(cmd, timeout=5)
 
 
 @register

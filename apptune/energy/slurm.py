@@ -8,9 +8,8 @@ only when the job had its nodes exclusively, else ``measured-shared``.
 from __future__ import annotations
 
 import shutil
-import subprocess
 
-from . import Meter, MeterError, Reading, register
+from . import Meter, MeterError, Reading, register, run_command
 
 
 def parse(text: str, jobid: str) -> float | None:
@@ -31,11 +30,8 @@ def parse(text: str, jobid: str) -> float | None:
 
 
 def run_sacct(jobid: str) -> str:
-    p = subprocess.run(["sacct", "--parsable2", "--noheader", "-o", "JobID,ConsumedEnergyRaw",
-                        "-j", str(jobid)], capture_output=True, text=True, timeout=30)
-    if p.returncode != 0:
-        raise MeterError(f"sacct exited {p.returncode}: {p.stderr.strip()[:200]}")
-    return p.stdout
+    return run_command(["sacct", "--parsable2", "--noheader", "-o", "JobID,ConsumedEnergyRaw",
+                        "-j", str(jobid)])
 
 
 @register
