@@ -243,13 +243,9 @@ def _build(recipe, plan: dict, tarball: Path, stage: Path, compilers: dict, libr
         "products": products,
         "build_seconds": round(time.monotonic() - t0, 2),
         "host": platform.node(),
-        "plan_sha256": _digest(plan),
+        "plan_sha256": buildcache.digest(plan),
     }
 
-
-def _digest(obj) -> str:
-    import hashlib
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
 def main(argv=None) -> int:

@@ -53,7 +53,8 @@ def max_bytes() -> int:
     return int(float(os.environ.get("APPTUNE_BUILD_CACHE_MAX_GB", "5")) * 2**30)
 
 
-def _digest(obj) -> str:
+def digest(obj) -> str:
+    """sha256 of a JSON-able object, key order ignored."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -82,7 +83,7 @@ def key_inputs(plan: dict, source_sha256: str, recipe_build: dict, templates: di
 
 
 def key_of(inputs: dict) -> str:
-    return _digest(inputs)
+    return digest(inputs)
 
 
 def entry_dir(key: str) -> Path:

@@ -71,6 +71,11 @@ class Meter:
         self.options = options or {}
         self.context = context or {}
 
+    def path_option(self, env_var: str, default: str):
+        """A filesystem root: the ``root`` option, else ``$env_var`` (tests), else the default."""
+        import os
+        return Path(self.options.get("root", os.environ.get(env_var, default)))
+
     def available(self) -> str | None:
         """None when usable, else the reason it is not."""
         raise NotImplementedError

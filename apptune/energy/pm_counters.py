@@ -8,7 +8,6 @@ are included in ``energy`` already and reported in the notes.
 """
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -32,7 +31,7 @@ class PmCountersMeter(Meter):
 
     def __init__(self, options=None, context=None):
         super().__init__(options, context)
-        self.root = Path(self.options.get("root", os.environ.get("APPTUNE_PM_COUNTERS_ROOT", DEFAULT_ROOT)))
+        self.root = self.path_option("APPTUNE_PM_COUNTERS_ROOT", DEFAULT_ROOT)
         self.stale_after = float(self.options.get("stale_after", 2.0))
         self._fresh = None
         self._fresh_since = None

@@ -8,7 +8,6 @@ reason says so, and docs/energy.md shows the udev rule that opens it.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from . import Meter, MeterError, Reading, register
@@ -28,7 +27,7 @@ class RaplMeter(Meter):
 
     def __init__(self, options=None, context=None):
         super().__init__(options, context)
-        self.root = Path(self.options.get("root", os.environ.get("APPTUNE_POWERCAP_ROOT", DEFAULT_ROOT)))
+        self.root = self.path_option("APPTUNE_POWERCAP_ROOT", DEFAULT_ROOT)
         self.zones: list[Path] = []
         self._last: dict[Path, int] = {}
         self._total_uj = 0
