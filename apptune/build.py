@@ -79,10 +79,47 @@ def write_wrappers(plan: dict, stage: Path, src: Path) -> dict[str, str]:
     return shims
 
 
-def render_templates(recipe, plan: dict, src: Path, shims: dict) -> None:
+def _jinja() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(paths.recipes_dir() / "templates"),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["makeflags"] = make_flags
+    return env
+
+
+def render_word(word: str, ctx: dict, field: str, app: str) -> str:
+    """One word of a build step or product path: a template, never split or shell-parsed."""
+    try:
+        return _jinja().from_string(word).render(**ctx)
+    except jinja2.TemplateError as e:
+        raise ApptuneError(paths.recipes_dir() / f"{app}.yaml", field, f"{word!r}: {e}") from None
+
+
+def steps_of(recipe) -> list:
+    """The build's commands: ``steps``, or the single make step of directory/args/targets."""
+    from .models import BuildStep
+    b = recipe.build
+    return list(b.steps) or [BuildStep(directory=b.directory, make=[*b.args, *b.targets])]
+
+
+def step_argv(recipe, step, i: int, ctx: dict) -> list[str]:
+    words = [render_word(w, ctx, f"build.steps[{i}]", recipe.name) for w in (step.make if step.make is not None else step.command)]
+    if step.make is not None:
+        return ["make", f"-j{1 if step.serial else recipe.build.jobs}", *words]
+    return words
+
+
+def product_paths(recipe, ctx: dict) -> list[tuple[str, str]]:
+    """(path under the source root, installed name) of every product."""
+    out = []
+    for p in recipe.build.products:
+        src = p if isinstance(p, str) else p.src
+        src = render_word(src, ctx, "build.products", recipe.name)
+        out.append((src, Path(src).name if isinstance(p, str) else p.name))
+    return out
+
+
+def render_templates(recipe, plan: dict, src: Path, shims: dict) -> None:
+    env = _jinja()
     ctx = dict(plan, cc=shims["cc"], cxx=shims["cxx"], ftn=shims["ftn"])
     for t in recipe.build.templates:
         try:
@@ -213,21 +250,27 @@ def _build(recipe, plan: dict, tarball: Path, stage: Path, compilers: dict, libr
     apply_patches(plan, src)
     shims = write_wrappers(plan, stage, src)
     render_templates(recipe, plan, src, shims)
-    env = dict(os.environ, CC=shims["cc"], CXX=shims["cxx"], FC=shims["ftn"], F77=shims["ftn"])
-    cmd = ["make", f"-j{recipe.build.jobs}", *recipe.build.args, *recipe.build.targets]
-    print("apptune: running " + shlex.join(cmd), flush=True)
-    proc = subprocess.run(cmd, cwd=src / recipe.build.directory, env=env)
-    if proc.returncode != 0:
-        raise ApptuneError(paths.recipes_dir() / f"{plan['app']}.yaml", "build",
-                           f"make exited with status {proc.returncode} (see rfm_build.err)")
+    env = dict(os.environ, CC=shims["cc"], CXX=shims["cxx"], FC=shims["ftn"], F77=shims["ftn"],
+               MPICC=shims["cc"], MPICXX=shims["cxx"], MPIF90=shims["ftn"])
+    ctx = dict(plan, cc=shims["cc"], cxx=shims["cxx"], ftn=shims["ftn"])
+    rfile = paths.recipes_dir() / f"{plan['app']}.yaml"
+    for i, step in enumerate(steps_of(recipe)):
+        cmd = step_argv(recipe, step, i, ctx)
+        print(f"apptune: running (in {step.directory}) " + shlex.join(cmd), flush=True)
+        try:
+            proc = subprocess.run(cmd, cwd=src / step.directory, env=env)
+        except OSError as e:
+            raise ApptuneError(rfile, f"build.steps[{i}]", f"cannot run {cmd[0]}: {e}") from None
+        if proc.returncode != 0:
+            raise ApptuneError(rfile, f"build.steps[{i}]" if recipe.build.steps else "build",
+                               f"{cmd[0]} exited with status {proc.returncode} (see rfm_build.err)")
     products = []
-    for p in recipe.build.products:
-        f = src / p
+    for rel, name in product_paths(recipe, ctx):
+        f = src / rel
         if not f.is_file():
-            raise ApptuneError(paths.recipes_dir() / f"{plan['app']}.yaml", "build.products",
-                               f"{p} was not produced by the build")
-        shutil.copy2(f, stage / Path(p).name)
-        products.append({"file": Path(p).name, "sha256": sha256_file(f)})
+            raise ApptuneError(rfile, "build.products", f"{rel} was not produced by the build")
+        shutil.copy2(f, stage / name)
+        products.append({"file": name, "sha256": sha256_file(f)})
     lines = check_compile_lines(plan, stage / "compile-lines.jsonl")
     return {
         "app": plan["app"], "version": plan["version"], "variant": plan["variant"],

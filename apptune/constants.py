@@ -3,3 +3,5 @@
 RESULT_FILE = "apptune-result.json"
 #: Why a check was skipped (ReFrame's run report does not keep skip messages).
 SKIP_FILE = "apptune-skip.txt"
+#: Curves (NetPIPE, micro-benchmarks) as CSV data files, in the test's stage/output directory.
+CURVES_DIR = "curves"

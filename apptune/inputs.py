@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 from pathlib import Path
 
 import jinja2
@@ -22,6 +23,8 @@ def load_input(app: str, tier: str) -> tuple[Path, InputSpec]:
     for dest, tmpl in spec.files.items():
         if not (d / tmpl).is_file():
             raise ApptuneError(f, f"files.{dest}", f"template {tmpl} not found in {d}")
+    if not spec.files and not spec.from_build:
+        raise ApptuneError(f, "files", "the input has no files (give 'files' or 'from_build')")
     return d, spec
 
 
@@ -59,11 +62,36 @@ def resolve_parameters(spec: InputSpec, ranks: int, nodes: int = 1,
     return values
 
 
+def render_words(words: list[str], params: dict, app: str, field: str) -> list[str]:
+    """Render each word of an argument list as a template (never split, never a shell).
+
+    A word that renders empty is dropped, so optional arguments are written as
+    conditionals: ``["{{ '-q' if partitions }}", "{{ partitions }}"]``.
+    """
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    out = []
+    for w in words:
+        try:
+            r = env.from_string(w).render(**params)
+            if r != "" or w == "":
+                out.append(r)
+        except jinja2.TemplateError as e:
+            raise ApptuneError(paths.recipes_dir() / f"{app}.yaml", field, f"{w!r}: {e}") from None
+    return out
+
+
 def render(app: str, tier: str, dest: Path, ranks: int, nodes: int = 1,
-           mem_per_node: int | None = None) -> dict:
+           mem_per_node: int | None = None, build_dir: Path | None = None) -> dict:
     """Write the tier's input files into ``dest``; return the parameters used."""
     d, spec = load_input(app, tier)
     params = resolve_parameters(spec, ranks, nodes, mem_per_node)
+    for out, product in spec.from_build.items():
+        src = Path(build_dir or ".") / product
+        if build_dir is None or not src.is_file():
+            raise ApptuneError(d / "input.yaml", f"from_build.{out}",
+                               f"build product '{product}' not found in {build_dir} "
+                               f"(list it in the recipe's build.products)")
+        shutil.copyfile(src, Path(dest) / out)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(d), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
     for out, tmpl in spec.files.items():

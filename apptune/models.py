@@ -49,16 +49,44 @@ class Template(Strict):
     dest: str
 
 
+class BuildStep(Strict):
+    """One command of a multi-step build; every word is a jinja2 template (plan + ``vars``)."""
+    #: Directory to run in, relative to the source root.
+    directory: str = "."
+    #: ``make -jJOBS`` followed by these words (variables, ``-f FILE``, targets) ...
+    make: list[str] | None = None
+    #: ... or any other command, e.g. ``[./configure, ...]`` (an argument list, never a shell).
+    command: list[str] | None = Field(default=None, min_length=1)
+    #: Run this step with one job even when ``jobs`` > 1 (e.g. Fortran module races).
+    serial: bool = False
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        if (self.make is None) == (self.command is None):
+            raise ValueError("give exactly one of 'make' or 'command'")
+        return self
+
+
+class Product(Strict):
+    #: Path relative to the source root (a jinja2 template, e.g. ``examl/examl{{ vars.suffix }}``).
+    src: str
+    #: Name in the build's install directory (what ``run.executable`` and inputs refer to).
+    name: str = Field(pattern=r"^[^/]+$")
+
+
 class BuildSpec(Strict):
     system: Literal["make"]
-    #: Directory to run make in, relative to the source root.
+    #: Single-step builds: directory, make arguments and targets (``steps`` for more).
     directory: str = "."
     args: list[str] = []
     targets: list[str] = []
+    #: Multi-step builds (e.g. the program and its input parser), run in order.
+    steps: list[BuildStep] = []
     jobs: int = Field(default=2, ge=1)
     templates: list[Template] = []
-    #: Files the build must produce (relative to the source root); copied to the install dir.
-    products: list[str] = Field(min_length=1)
+    #: Files the build must produce (relative to the source root); copied to the install dir
+    #: (a plain path keeps its base name; ``{src, name}`` renames).
+    products: list[str | Product] = Field(min_length=1)
     languages: list[Literal["c", "cxx", "fortran"]] = ["c"]
     #: Flags the source itself needs with every compiler and ladder (e.g. -fcommon).
     cflags: list[str] = []
@@ -83,14 +111,26 @@ class AxisOption(Strict):
     #: Library key from site-config/libraries.yaml that this option links.
     library: str | None = None
     cppflags: list[str] = []
+    #: Values for templates (build steps, products, makefile templates) as ``vars.NAME``.
+    vars: dict[str, str] = {}
 
 
 class PerFileOverride(Strict):
     #: Globs relative to the source root.
     files: list[str] = Field(min_length=1)
-    #: Ladder whose flags replace the variant's ladder flags for these files.
-    flags: str
+    #: Ladder whose flags replace the variant's ladder flags for these files ...
+    flags: str | None = None
+    #: ... or explicit flags (e.g. upstream's ``-O1`` for one file), replacing them.
+    cflags: list[str] | None = None
+    fflags: list[str] | None = None
     reason: str
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        explicit = self.cflags is not None or self.fflags is not None
+        if (self.flags is None) == (not explicit):
+            raise ValueError("give either 'flags' (a ladder name) or explicit 'cflags'/'fflags'")
+        return self
 
 
 class TierSpec(Strict):
@@ -105,18 +145,101 @@ class Figure(Strict):
     unit: str
     better: Literal["higher", "lower"]
     scale: float = 1.0
+    #: Divide by another extracted field (e.g. inference time / search iterations).
+    per: str | None = None
+
+
+class RegexField(Strict):
+    #: Regex whose first group is the value (``occurrence: count`` counts matches instead).
+    pattern: str
+    occurrence: Literal["first", "last", "count"] = "last"
+
+    @field_validator("pattern")
+    @classmethod
+    def _regex(cls, v):
+        try:
+            c = re.compile(v)
+        except re.error as e:
+            raise ValueError(f"not a valid regular expression: {e}") from None
+        return v
+
+
+class CurveDerived(Strict):
+    """A figure computed from a curve: ``y`` at the first/last row, its max/min, or the
+    first ``x`` where ``y`` reaches ``fraction`` of its maximum (NetPIPE's half-peak size)."""
+    op: Literal["first", "last", "max", "min", "x_at_fraction_of_max"]
+    y: str
+    x: str | None = None
+    fraction: float | None = Field(default=None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if self.op == "x_at_fraction_of_max" and (self.x is None or self.fraction is None):
+            raise ValueError("op x_at_fraction_of_max needs 'x' and 'fraction'")
+        return self
+
+
+class CurvePlot(Strict):
+    x: str
+    y: list[str] = Field(min_length=1)
+    xlog: bool = True
+    ylog: bool = False
 
 
 class OutputSpec(Strict):
+    #: File in the run's stage directory; ``stdout`` means the job's standard output.
     file: str
-    format: Literal["keyvalue"]
+    #: keyvalue: ``key=value`` lines (between ``begin``/``end``); regex: one field per
+    #: pattern; newick_rf: Robinson-Foulds distance of the tree in ``file`` to the stored
+    #: tree ``reference`` (under reference/); curve: whitespace columns, figures derived.
+    format: Literal["keyvalue", "regex", "newick_rf", "curve"]
     begin: str | None = None
     end: str | None = None
+    patterns: dict[str, RegexField] = {}
+    #: newick_rf: stored tree (relative to reference/; ``{tier}`` is replaced) and
+    #: the field name the distance is stored under.
+    reference: str | None = None
+    field: str | None = None
+    #: curve: column names, the curve's name (data file ``curves/NAME.csv``), derived fields.
+    columns: list[str] = []
+    name: str | None = None
+    derived: dict[str, CurveDerived] = {}
+    plot: CurvePlot | None = None
+
+    @model_validator(mode="after")
+    def _shape(self):
+        need = {"regex": ["patterns"], "newick_rf": ["reference", "field"],
+                "curve": ["columns", "name"]}.get(self.format, [])
+        for n in need:
+            if not getattr(self, n):
+                raise ValueError(f"format {self.format} needs '{n}'")
+        for n, d in self.derived.items():
+            for col in (d.y, d.x):
+                if col is not None and col not in self.columns:
+                    raise ValueError(f"derived.{n}: column '{col}' not in columns {self.columns}")
+        if self.plot:
+            for col in [self.plot.x, *self.plot.y]:
+                if col not in self.columns:
+                    raise ValueError(f"plot: column '{col}' not in columns {self.columns}")
+        return self
+
+
+class PreRun(Strict):
+    """A step of the run before the measured program (e.g. ExaML's alignment parser)."""
+    #: Argument list; words are jinja2 templates with the input parameters.  The first word
+    #: names a build product (installed name) or a command on PATH.
+    command: list[str] = Field(min_length=1)
+    #: Start it with the job's parallel launcher (e.g. NetPIPE's integrity pass).
+    launch: bool = False
+    #: Redirect its standard output into this file of the stage directory.
+    stdout: str | None = Field(default=None, pattern=r"^[^/]+$")
 
 
 class OwnCheck(Strict):
     #: Regex that must (``min_count``) or must not (``forbid``) match in the output file.
     pattern: str
+    #: File searched (default: the first output's file; ``stdout``: the job's output).
+    file: str | None = None
     min_count: int = 1
     forbid: bool = False
     message: str
@@ -132,16 +255,24 @@ class OwnCheck(Strict):
 
 
 class RunSpec(Strict):
+    #: Installed name of a build product.
     executable: str
     #: The figure that ranks variants in the report ("fastest correct variant").
     primary: str = "wall_time"
+    #: Words are jinja2 templates with the input parameters.
     args: list[str] = []
     env: dict[str, str] = {}
-    output: OutputSpec
+    prerun: list[PreRun] = []
+    #: Where the fields come from: one output spec or several (field names must not clash).
+    output: OutputSpec | list[OutputSpec]
     figures: dict[str, Figure] = Field(min_length=1)
     own_checks: list[OwnCheck] = []
     #: Rate figures also reported per watt when energy is known (e.g. HPL: the Green500 measure).
     per_watt: list[str] = []
+
+    @property
+    def outputs(self) -> list[OutputSpec]:
+        return list(self.output) if isinstance(self.output, list) else [self.output]
 
 
 class Recipe(Strict):
@@ -165,6 +296,15 @@ class Recipe(Strict):
         if self.run.primary != "wall_time" and self.run.primary not in self.run.figures:
             raise ValueError(f"run.primary: '{self.run.primary}' is not a figure "
                              f"(figures: {', '.join(self.run.figures)}, or wall_time)")
+        names = [p.name if isinstance(p, Product) else p.rsplit("/", 1)[-1] for p in self.build.products]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"build.products: installed name {dup[0]!r} used twice (give 'name')")
+        if self.run.executable not in names:
+            raise ValueError(f"run.executable: '{self.run.executable}' is not a build product "
+                             f"(products: {', '.join(names)})")
+        if self.build.steps and (self.build.args or self.build.targets or self.build.directory != "."):
+            raise ValueError("build: give 'steps' or 'directory'/'args'/'targets', not both")
         for f in self.run.per_watt:
             if f not in self.run.figures:
                 raise ValueError(f"run.per_watt: '{f}' is not a figure")
@@ -202,7 +342,12 @@ class GridParam(Strict):
 class InputSpec(Strict):
     description: str
     #: destination file name -> template under this input directory
-    files: dict[str, str] = Field(min_length=1)
+    files: dict[str, str] = {}
+    #: destination file name -> installed build product (data shipped in the source
+    #: tarball, e.g. ExaML's testData/49 or QE's pseudopotentials)
+    from_build: dict[str, str] = {}
+    #: What the input stands for (ci inputs name the nightly input they reduce).
+    stands_for: str | None = None
     parameters: dict[str, int | float | str | FromMemory | GridParam] = {}
 
 

@@ -1,11 +1,25 @@
-"""Extract fields from application outputs (parseable blocks, not scraped prose)."""
+"""Extract fields from application outputs.
+
+Formats (``run.output`` in a recipe, one spec or a list):
+
+* ``keyvalue``  ``key=value`` lines, optionally between begin/end markers (HPCC);
+* ``regex``     one field per anchored pattern, first/last match or a match count;
+* ``newick_rf`` Robinson-Foulds distance of a result tree to the stored reference tree;
+* ``curve``     whitespace-separated columns (NetPIPE, micro-benchmarks): the curve is
+                kept as data and figures are derived from it (first, max, half-peak x).
+"""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
+from . import paths
 from .errors import ApptuneError
 from .models import OutputSpec
+
+#: ``file: stdout`` in a recipe means the job's standard output.
+STDOUT = "stdout"
 
 
 def _number(s: str):
@@ -18,10 +32,21 @@ def _number(s: str):
     return s
 
 
-def parse(spec: OutputSpec, stagedir: str | Path) -> dict:
-    path = Path(stagedir) / spec.file
+def output_path(spec_file: str, stagedir: str | Path, stdout: str = "rfm_job.out") -> Path:
+    return Path(stagedir) / (stdout if spec_file == STDOUT else spec_file)
+
+
+def parse(spec: OutputSpec, stagedir: str | Path, stdout: str = "rfm_job.out", tier: str = "") -> dict:
+    """Fields of one output spec (curves under the key ``__curve__``)."""
+    path = output_path(spec.file, stagedir, stdout)
     if not path.is_file():
         raise ApptuneError(path, None, "output file was not written (did the run crash?)")
+    if spec.format == "regex":
+        return _parse_regex(spec, path)
+    if spec.format == "newick_rf":
+        return _parse_newick_rf(spec, path, tier)
+    if spec.format == "curve":
+        return _parse_curve(spec, path)
     lines = path.read_text(errors="replace").splitlines()
     if spec.begin:
         try:
@@ -45,3 +70,86 @@ def parse(spec: OutputSpec, stagedir: str | Path) -> dict:
 
 def is_bad_number(v) -> bool:
     return isinstance(v, float) and not math.isfinite(v)
+
+
+def parse_all(specs: list[OutputSpec], stagedir: str | Path, stdout: str = "rfm_job.out",
+              tier: str = "") -> tuple[dict, dict]:
+    """Fields of every output spec, and the curves ``{name: {columns, rows}}``."""
+    fields, curves = {}, {}
+    for spec in specs:
+        got = parse(spec, stagedir, stdout, tier)
+        curve = got.pop("__curve__", None)
+        if curve is not None:
+            curves[spec.name] = curve
+        fields.update(got)
+    return fields, curves
+
+
+def _parse_regex(spec: OutputSpec, path: Path) -> dict:
+    text = path.read_text(errors="replace")
+    out = {}
+    for name, rf in spec.patterns.items():
+        found = re.findall(rf.pattern, text, flags=re.M)
+        if rf.occurrence == "count":
+            out[name] = len(found)
+        elif found:
+            m = found[0] if rf.occurrence == "first" else found[-1]
+            out[name] = _number((m[0] if isinstance(m, tuple) else m).strip())
+    return out
+
+
+def _parse_newick_rf(spec: OutputSpec, path: Path, tier: str) -> dict:
+    from .phylo import parse_newick, robinson_foulds
+    ref = paths.root() / "reference" / spec.reference.format(tier=tier)
+    if not ref.is_file():
+        raise ApptuneError(ref, None, f"reference tree for '{spec.field}' is missing")
+    got = parse_newick(path.read_text(errors="replace"), path)
+    want = parse_newick(ref.read_text(), ref)
+    return {spec.field: robinson_foulds(got, want, path)}
+
+
+def _parse_curve(spec: OutputSpec, path: Path) -> dict:
+    rows = []
+    for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if len(words) < len(spec.columns):
+            raise ApptuneError(path, f"line {i}", f"expected {len(spec.columns)} columns "
+                               f"({', '.join(spec.columns)}), got {len(words)}")
+        try:
+            rows.append([float(w) for w in words[:len(spec.columns)]])
+        except ValueError:
+            raise ApptuneError(path, f"line {i}", f"not a number in {line.strip()!r}") from None
+    if not rows:
+        raise ApptuneError(path, None, "the curve has no data rows (run incomplete?)")
+    col = {c: [r[k] for r in rows] for k, c in enumerate(spec.columns)}
+    out = {"__curve__": {"columns": list(spec.columns), "rows": rows,
+                         "plot": spec.plot.model_dump() if spec.plot else None}}
+    for name, d in spec.derived.items():
+        ys = col[d.y]
+        if d.op == "first":
+            out[name] = ys[0]
+        elif d.op == "last":
+            out[name] = ys[-1]
+        elif d.op == "max":
+            out[name] = max(ys)
+        elif d.op == "min":
+            out[name] = min(ys)
+        else:
+            target = d.fraction * max(ys)
+            out[name] = next(x for x, y in zip(col[d.x], ys) if y >= target)
+    return out
+
+
+def write_curves(curves: dict, directory: Path) -> dict:
+    """Each curve as ``DIR/NAME.csv`` (header row = column names); returns name -> file."""
+    from .yamlio import atomic_write_text
+    out = {}
+    for name, c in curves.items():
+        lines = [",".join(c["columns"])] + [",".join(f"{v:.10g}" for v in row) for row in c["rows"]]
+        f = Path(directory) / f"{name}.csv"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(f, "\n".join(lines) + "\n")
+        out[name] = {"file": f"{directory.name}/{f.name}", "columns": c["columns"], "plot": c["plot"]}
+    return out

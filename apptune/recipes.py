@@ -194,6 +194,8 @@ class BuildPlan:
     patches: list[dict]
     per_file: list[dict]
     make_args: list[str]
+    #: Template values from the chosen axis options (``vars.NAME`` in templates).
+    vars: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -235,9 +237,10 @@ def resolve(recipe: Recipe, variant: str, tc: Toolchain,
                                    f"not one of {sorted(recipe.axes[axis])}")
         axes[axis] = chosen
 
-    cppflags, ldflags, libs = [], [], {}
+    cppflags, ldflags, libs, tvars = [], [], {}, {}
     for axis, choice in axes.items():
         opt = recipe.axes[axis][choice]
+        tvars.update(opt.vars)
         cppflags += opt.cppflags
         if opt.library:
             lib = libraries.libraries.get(opt.library)
@@ -261,6 +264,10 @@ def resolve(recipe: Recipe, variant: str, tc: Toolchain,
 
     per_file = []
     for i, o in enumerate(recipe.per_file):
+        if o.flags is None:  # explicit flags from the recipe (e.g. upstream's -O1 for one file)
+            per_file.append({"files": list(o.files), "cflags": list(o.cflags or []),
+                             "fflags": list(o.fflags or []), "ladder": "recipe", "reason": o.reason})
+            continue
         if o.flags not in fam:
             raise ApptuneError(rfile, f"per_file[{i}].flags",
                                f"unknown flag ladder '{o.flags}' (allowed: {', '.join(sorted(fam))})")
@@ -273,4 +280,4 @@ def resolve(recipe: Recipe, variant: str, tc: Toolchain,
                      app_cflags=list(recipe.build.cflags), app_fflags=list(recipe.build.fflags),
                      cppflags=cppflags,
                      ldflags=ldflags, axes=axes, libraries=libs, patches=patches, per_file=per_file,
-                     make_args=list(recipe.build.args))
+                     make_args=list(recipe.build.args), vars=tvars)

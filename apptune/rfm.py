@@ -28,7 +28,7 @@ from . import baselines, energy, inputs, outputs, paths, recipes, verify
 from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json
 
-from .constants import RESULT_FILE, SKIP_FILE
+from .constants import CURVES_DIR, RESULT_FILE, SKIP_FILE
 
 
 def _last_line(path: str) -> str | None:
@@ -167,18 +167,33 @@ class AppRun(rfm.RunOnlyRegressionTest):
         t = r.tiers[self.tier]
         self.time_limit = t.time_limit
         self.keep_files = [RESULT_FILE, 'provenance.json', 'verification.json', 'energy.json',
-                           energy.TRACE_FILE, r.run.output.file]
+                           energy.TRACE_FILE, CURVES_DIR,
+                           *(o.file for o in r.run.outputs if o.file != outputs.STDOUT)]
 
     @run_before('run')
     def prepare(self):
         r = self.recipe
         t = r.tiers[self.tier]
         self.num_tasks = self.num_ranks or t.ranks
-        self.input_parameters = inputs.render(self.app, self.tier, Path(self.stagedir), self.num_tasks)
+        self.input_parameters = inputs.render(self.app, self.tier, Path(self.stagedir), self.num_tasks,
+                                              build_dir=Path(self.build.stagedir))
         self.executable = os.path.join(self.build.stagedir, r.run.executable)
-        self.executable_opts = list(r.run.args)
+        self.executable_opts = inputs.render_words(r.run.args, self.input_parameters,
+                                                   self.app, 'run.args')
         self.env_vars.update(r.run.env)
+        # the timed region starts before the run's own preparation steps (e.g. ExaML's parser)
         self.prerun_cmds = ['date +%s.%N > .apptune-t0']
+        for i, step in enumerate(r.run.prerun):
+            argv = inputs.render_words(step.command, self.input_parameters, self.app, f'run.prerun[{i}]')
+            product = Path(self.build.stagedir, argv[0])
+            if product.is_file():
+                argv[0] = str(product)
+            cmd = shlex.join(argv)
+            if step.launch:
+                cmd = f'{self.job.launcher.run_command(self.job)} {cmd}'
+            if step.stdout:
+                cmd += f' > {shlex.quote(step.stdout)}'
+            self.prerun_cmds.append(cmd)
         self.postrun_cmds = ['date +%s.%N > .apptune-t1']
         self.start_energy_sampler()
 
@@ -209,7 +224,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
     # ----------------------------------------------------------------- results
     def _values(self):
         if not hasattr(self, '_parsed'):
-            self._parsed = outputs.parse(self.recipe.run.output, self.stagedir)
+            self._parsed, self._curves = outputs.parse_all(
+                self.recipe.run.outputs, self.stagedir, self.stdout.evaluate(), self.tier)
         return self._parsed
 
     def _wall_seconds(self):
@@ -226,6 +242,9 @@ class AppRun(rfm.RunOnlyRegressionTest):
         out = {}
         for name, fig in run.figures.items():
             v = vals.get(fig.field)
+            if fig.per is not None:
+                d = vals.get(fig.per)
+                v = v / d if isinstance(v, (int, float)) and isinstance(d, (int, float)) and d else None
             out[name] = v * fig.scale if isinstance(v, (int, float)) else None
         out['wall_time'] = self._wall_seconds()
         out.update(self.energy_record.figures(out['wall_time'], {n: out.get(n) for n in run.per_watt}))
@@ -258,9 +277,15 @@ class AppRun(rfm.RunOnlyRegressionTest):
             result['verification'] = {'ok': False, 'summary': msg}
             atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
             return sn.assert_true(False, msg=msg)
-        out_text = Path(self.stagedir, r.run.output.file).read_text(errors='replace')
-        v = verify.verify(self.app, self.tier, values, r.run.own_checks, out_text,
-                          self.current_environ.name, self.build_variant)
+        result['curves'] = outputs.write_curves(self._curves, Path(self.stagedir, CURVES_DIR))
+        texts = {}
+        for c in r.run.own_checks:
+            f = c.file or r.run.outputs[0].file
+            if f not in texts:
+                p = outputs.output_path(f, self.stagedir, self.stdout.evaluate())
+                texts[f] = p.read_text(errors='replace') if p.is_file() else ''
+        v = verify.verify(self.app, self.tier, values, r.run.own_checks, texts,
+                          self.current_environ.name, self.build_variant, r.run.outputs[0].file)
         with open(os.path.join(self.build.stagedir, 'provenance.json')) as f:
             atomic_write_json(os.path.join(self.stagedir, 'provenance.json'), json.load(f))
         if crash:
@@ -309,5 +334,5 @@ class AppRun(rfm.RunOnlyRegressionTest):
     def _figure(self, name):
         v = self.figures().get(name)
         if v is None:
-            raise ApptuneError(self.recipe.run.output.file, name, 'figure missing from the output')
+            raise ApptuneError(self.recipe.run.outputs[0].file, name, 'figure missing from the output')
         return v

@@ -99,10 +99,12 @@ def compare_field(name: str, tol, value) -> FieldResult:
     return FieldResult(name, value, expected, round(used, 4) if math.isfinite(used) else None, ok, msg)
 
 
-def run_own_checks(checks: list[OwnCheck], text: str) -> list[dict]:
+def run_own_checks(checks: list[OwnCheck], text: str | dict, default_file: str = "") -> list[dict]:
+    """``text`` is the output text, or {file: text} for checks naming their ``file``."""
     out = []
     for c in checks:
-        n = len(re.findall(c.pattern, text, flags=re.M))
+        t = text if isinstance(text, str) else text.get(c.file or default_file, "")
+        n = len(re.findall(c.pattern, t, flags=re.M))
         ok = (n == 0) if c.forbid else (n >= c.min_count)
         out.append({"pattern": c.pattern, "matches": n, "ok": ok,
                     "message": c.message if not ok else f"{c.message}: ok ({n} matches)"})
@@ -117,11 +119,11 @@ def xfail_reason(ref: ReferenceFile, environment: str | None, variant: str | Non
 
 
 def verify(app: str, tier: str, values: dict, own_checks: list[OwnCheck] = (),
-           output_text: str = "", environment: str | None = None,
-           variant: str | None = None) -> Verification:
+           output_text: str | dict = "", environment: str | None = None,
+           variant: str | None = None, default_file: str = "") -> Verification:
     f, ref = load_reference(app, tier)
     fields = [compare_field(name, tol, values.get(name)) for name, tol in ref.fields.items()]
-    own = run_own_checks(list(own_checks), output_text)
+    own = run_own_checks(list(own_checks), output_text, default_file)
     ok = all(x.ok for x in fields) and all(c["ok"] for c in own)
     return Verification(reference=str(f.relative_to(paths.root())), ok=ok, fields=fields,
                         own_checks=own, xfail=xfail_reason(ref, environment, variant))
