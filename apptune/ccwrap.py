@@ -53,8 +53,11 @@ def main(argv):
     if rule is not None:
         drop = set(cfg["ladder"].get(lang, []))
         args = [a for a in args if a not in drop] + list(rule["flags"].get(lang, []))
-    record = {"cwd": os.getcwd(), "lang": lang, "kind": "compile" if "-c" in args else "link",
-              "source": rel, "rule": rule["ladder"] if rule else None, "argv": [real] + args}
+    # "compile" is any line that compiles a source (also compile-and-link in one command,
+    # e.g. NetPIPE's `$(MPICC) $(CFLAGS) netpipe.c mpi.c -o NPmpi`); "link" only links.
+    record = {"cwd": os.getcwd(), "lang": lang, "kind": "compile" if ("-c" in args or srcs) else "link",
+              "source": rel, "sources": [os.path.relpath(os.path.realpath(x), root) for x in srcs],
+              "rule": rule["ladder"] if rule else None, "argv": [real] + args}
     line = (json.dumps(record) + "\n").encode()
     fd = os.open(cfg["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

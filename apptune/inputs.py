@@ -23,8 +23,6 @@ def load_input(app: str, tier: str) -> tuple[Path, InputSpec]:
     for dest, tmpl in spec.files.items():
         if not (d / tmpl).is_file():
             raise ApptuneError(f, f"files.{dest}", f"template {tmpl} not found in {d}")
-    if not spec.files and not spec.from_build:
-        raise ApptuneError(f, "files", "the input has no files (give 'files' or 'from_build')")
     return d, spec
 
 

@@ -166,8 +166,9 @@ class RegexField(Strict):
 
 class CurveDerived(Strict):
     """A figure computed from a curve: ``y`` at the first/last row, its max/min, or the
-    first ``x`` where ``y`` reaches ``fraction`` of its maximum (NetPIPE's half-peak size)."""
-    op: Literal["first", "last", "max", "min", "x_at_fraction_of_max"]
+    first ``x`` where ``y`` reaches ``fraction`` of its maximum (NetPIPE's half-peak size),
+    or the number of rows (``count``)."""
+    op: Literal["first", "last", "max", "min", "count", "x_at_fraction_of_max"]
     y: str
     x: str | None = None
     fraction: float | None = Field(default=None, gt=0, le=1)
@@ -263,6 +264,9 @@ class RunSpec(Strict):
     args: list[str] = []
     env: dict[str, str] = {}
     prerun: list[PreRun] = []
+    #: Runtime placements (a ReFrame parameter of the check): name -> MPI library (the
+    #: environment's ``extras.mpi``) -> launcher options, e.g. binding and mapping.
+    placements: dict[str, dict[str, list[str]]] = {}
     #: Where the fields come from: one output spec or several (field names must not clash).
     output: OutputSpec | list[OutputSpec]
     figures: dict[str, Figure] = Field(min_length=1)

@@ -136,6 +136,8 @@ def _parse_curve(spec: OutputSpec, path: Path) -> dict:
             out[name] = max(ys)
         elif d.op == "min":
             out[name] = min(ys)
+        elif d.op == "count":
+            out[name] = len(ys)
         else:
             target = d.fraction * max(ys)
             out[name] = next(x for x, y in zip(col[d.x], ys) if y >= target)

@@ -123,6 +123,11 @@ def all_variants(recipe: Recipe) -> list[str]:
     return seen
 
 
+def placements(recipe: Recipe) -> list[str]:
+    """Values of a check's ``placement`` parameter (``default``: the launcher's own)."""
+    return list(recipe.run.placements) or ["default"]
+
+
 def environments_for(recipe: Recipe, tier: str, variant: str) -> list[str]:
     t = recipe.tiers[tier]
     return [env for env, specs in t.variants.items()

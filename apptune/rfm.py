@@ -143,6 +143,12 @@ class AppRun(rfm.RunOnlyRegressionTest):
         info = type(self).get_variant_info(self.variant_num, recurse=True)
         return info['fixtures']['build']['params']['variant']
 
+    @property
+    def run_variant(self) -> str:
+        """The build variant, plus ``@placement`` when the check has a runtime placement."""
+        p = getattr(self, 'placement', 'default')
+        return self.build_variant if p == 'default' else f'{self.build_variant}@{p}'
+
     @run_after('init')
     def select_environments(self):
         r = self.recipe
@@ -181,6 +187,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         self.executable_opts = inputs.render_words(r.run.args, self.input_parameters,
                                                    self.app, 'run.args')
         self.env_vars.update(r.run.env)
+        self.apply_placement()
         # the timed region starts before the run's own preparation steps (e.g. ExaML's parser)
         self.prerun_cmds = ['date +%s.%N > .apptune-t0']
         for i, step in enumerate(r.run.prerun):
@@ -190,12 +197,26 @@ class AppRun(rfm.RunOnlyRegressionTest):
                 argv[0] = str(product)
             cmd = shlex.join(argv)
             if step.launch:
+                self.job.num_tasks = self.num_tasks  # ReFrame copies it only when the job runs
                 cmd = f'{self.job.launcher.run_command(self.job)} {cmd}'
             if step.stdout:
-                cmd += f' > {shlex.quote(step.stdout)}'
+                cmd += f' > {shlex.quote(step.stdout)} 2>&1'
             self.prerun_cmds.append(cmd)
         self.postrun_cmds = ['date +%s.%N > .apptune-t1']
         self.start_energy_sampler()
+
+    def apply_placement(self):
+        p = getattr(self, 'placement', 'default')
+        if p == 'default':
+            return
+        mpi = recipes.Toolchain.from_environ(self.current_environ).mpi
+        opts = self.recipe.run.placements[p].get(mpi)
+        if opts is None:
+            reason = (f'placement {p!r} has no launcher options for MPI {mpi!r} '
+                      f'({recipes.recipe_path(self.app)}: run.placements.{p})')
+            Path(self.stagedir, SKIP_FILE).write_text(reason + '\n')
+            self.skip(reason)
+        self.job.launcher.options = list(opts)
 
     def start_energy_sampler(self):
         part = self.current_partition
@@ -255,7 +276,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
         with open(prov_file) as f:
             prov = json.load(f)
         return {
-            'app': self.app, 'tier': self.tier, 'variant': self.build_variant,
+            'app': self.app, 'tier': self.tier, 'variant': self.run_variant,
+            'build_variant': self.build_variant, 'placement': getattr(self, 'placement', 'default'),
             'environment': self.current_environ.name, 'system': self.current_system.name,
             'partition': self.current_partition.name, 'test': self.unique_name,
             'ranks': self.num_tasks, 'input': self.input_parameters, 'provenance': prov,
@@ -285,7 +307,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
                 p = outputs.output_path(f, self.stagedir, self.stdout.evaluate())
                 texts[f] = p.read_text(errors='replace') if p.is_file() else ''
         v = verify.verify(self.app, self.tier, values, r.run.own_checks, texts,
-                          self.current_environ.name, self.build_variant, r.run.outputs[0].file)
+                          self.current_environ.name, self.run_variant, r.run.outputs[0].file)
         with open(os.path.join(self.build.stagedir, 'provenance.json')) as f:
             atomic_write_json(os.path.join(self.stagedir, 'provenance.json'), json.load(f))
         if crash:
@@ -299,21 +321,21 @@ class AppRun(rfm.RunOnlyRegressionTest):
                               'figures': baselines.compare(b, entry, recipes.figure_specs(r),
                                                            result['figures'], self.energy_record.trust)}
         atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
-        return sn.assert_true(v.ok, msg=f'{self.app}/{self.tier} {self.build_variant}: {v.summary()}')
+        return sn.assert_true(v.ok, msg=f'{self.app}/{self.tier} {self.run_variant}: {v.summary()}')
 
     def __rfm_xfail_sanity__(self):
         # The contract of @rfm.xfail (ReFrame >= 4.9), with the reason taken per
         # environment/variant from reference/APP/<tier>.yaml ``xfail`` (data, reviewed
         # as a diff) instead of being fixed in check code.
         _, ref = verify.load_reference(self.app, self.tier)
-        reason = verify.xfail_reason(ref, self.current_environ.name, self.build_variant)
+        reason = verify.xfail_reason(ref, self.current_environ.name, self.run_variant)
         return reason is not None, reason
 
     # ------------------------------------------------------------- performance
     def _baseline(self):
         system = self.baseline_system or self.current_system.name
         bfile, b = baselines.load(system, self.app)
-        entry = baselines.lookup(b, self.current_environ.name, self.build_variant, self.tier)
+        entry = baselines.lookup(b, self.current_environ.name, self.run_variant, self.tier)
         return bfile, b, entry
 
     @run_before('performance')

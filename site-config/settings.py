@@ -15,6 +15,9 @@ import sys
 
 # The virtualenv ReFrame runs from holds PyPI's MKL and Intel MPI.
 _prefix = sys.prefix
+# MPICH's wrappers and launcher under their generic names (site-config/mpich/bin), the
+# way `module load mpich` provides them on a cluster.
+_mpich_bin = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'mpich', 'bin')
 _ompi_root = [['OMPI_ALLOW_RUN_AS_ROOT', '1'], ['OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1']]
 
 site_configuration = {
@@ -30,7 +33,7 @@ site_configuration = {
                     'descr': 'All cores of this node',
                     'scheduler': 'local',
                     'launcher': 'mpirun',
-                    'environs': ['gnu', 'llvm', 'gnu-mkl', 'oneapi'],
+                    'environs': ['gnu', 'gnu-mpich', 'llvm', 'gnu-mkl', 'oneapi'],
                     'max_jobs': 1,
                     # Open MPI refuses to run as root unless told; CI and this VM run as root.
                     'env_vars': _ompi_root,
@@ -58,6 +61,16 @@ site_configuration = {
             'env_vars': [['OMPI_CC', 'gcc'], ['OMPI_CXX', 'g++'], ['OMPI_FC', 'gfortran']],
             'extras': {'family': 'gnu', 'mpi': 'openmpi', 'mpi_standard': '3.1', 'blas': 'openblas',
                        'requires': ['gcc', 'gfortran', 'mpicc']},
+        },
+        {
+            # GCC with MPICH 4.0 instead of Open MPI (the MPI axis of NetPIPE and the
+            # micro-benchmarks); the launcher 'mpirun' resolves to MPICH's through PATH.
+            'name': 'gnu-mpich',
+            'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpifort',
+            'env_vars': [['PATH', f'{_mpich_bin}:$PATH'], ['MPICH_CC', 'gcc'], ['MPICH_CXX', 'g++'],
+                         ['MPICH_FC', 'gfortran']],
+            'extras': {'family': 'gnu', 'mpi': 'mpich', 'mpi_standard': '4.0', 'blas': 'openblas',
+                       'requires': ['gcc', 'mpicc.mpich', 'mpirun.mpich']},
         },
         {
             'name': 'llvm',
