@@ -81,7 +81,7 @@ def collect(report_file: Path) -> dict:
             "figures": r.get("figures", {}), "baseline": r.get("baseline", {}),
             "energy": r.get("energy", {}), "provenance": r.get("provenance", {}),
             "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
-            "ranks": r.get("ranks"), "input": r.get("input", {}),
+            "ranks": r.get("ranks"), "input": r.get("input", {}), "curves": r.get("curves", {}),
         }
         rows.append(row)
         if res != "pass":
@@ -216,6 +216,61 @@ def power_plots(summary: dict, run_dir: Path) -> None:
         a["power_plot"] = str(out.relative_to(run_dir))
 
 
+def _read_curve(f: Path) -> dict[str, list[float]]:
+    lines = f.read_text().splitlines()
+    cols = lines[0].split(",")
+    rows = [[float(x) for x in l.split(",")] for l in lines[1:] if l.strip()]
+    return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+
+
+def curve_plots(summary: dict, run_dir: Path) -> None:
+    """Curves (NetPIPE, micro-benchmarks): one plot per curve and y column, a line per variant."""
+    for a in summary["apps"]:
+        a["curve_plots"] = []
+        found: dict[tuple[str, str], list] = {}
+        for r in a["rows"]:
+            for name, c in (r.get("curves") or {}).items():
+                plot = c.get("plot")
+                f = Path(r.get("outputdir") or "") / c["file"]
+                if not plot or not r.get("outputdir") or not f.is_file():
+                    continue
+                try:
+                    data = _read_curve(f)
+                except (OSError, ValueError, IndexError):
+                    continue
+                for y in plot["y"]:
+                    found.setdefault((name, y), []).append((_key(r), r["verified"], plot, data))
+        if not found:
+            continue
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        for (name, y), lines in found.items():
+            plot = lines[0][2]
+            fig, ax = plt.subplots(figsize=(8, 3.2), dpi=100)
+            for label, ok, _, data in lines:
+                ax.plot(data[plot["x"]], data[y], label=label + ("" if ok else " (NOT verified)"),
+                        linewidth=1.2, marker=".", markersize=3)
+            if plot.get("xlog"):
+                ax.set_xscale("log", base=2)
+            if plot.get("ylog"):
+                ax.set_yscale("log")
+            ax.set_title(f"{a['app']} — tier {a['tier']}: {name} {y} vs {plot['x']}")
+            ax.set_xlabel(plot["x"])
+            ax.set_ylabel(y)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            out = run_dir / "plots" / f"curve-{a['app']}-{a['tier']}-{name}-{y}.png"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_suffix(".tmp.png")
+            fig.savefig(tmp)
+            plt.close(fig)
+            tmp.replace(out)
+            a["curve_plots"].append({"name": name, "y": y, "x": plot["x"],
+                                     "file": str(out.relative_to(run_dir))})
+
+
 def render(summary: dict, run_dir: Path) -> tuple[Path, Path, Path]:
     env = jinja2.Environment(loader=jinja2.PackageLoader("apptune", "templates"),
                              autoescape=jinja2.select_autoescape(["html"]),
@@ -223,6 +278,7 @@ def render(summary: dict, run_dir: Path) -> tuple[Path, Path, Path]:
     env.filters.update(fmt=_fmt, pct=_pct, key=_key)
     env.globals["relpath"] = lambda p: _rel(p, run_dir)
     power_plots(summary, run_dir)
+    curve_plots(summary, run_dir)
     md = env.get_template("report.md.j2").render(**summary)
     html = env.get_template("report.html.j2").render(**summary)
     paths = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")
