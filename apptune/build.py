@@ -194,13 +194,22 @@ def library_versions(plan: dict) -> dict:
     return out
 
 
+def mpi_identity(exe: str) -> str:
+    """The MPI library behind a wrapper: Open MPI answers --showme:version, MPICH -v."""
+    for probe in (["--showme:version"], ["-v"]):
+        line = _first_line([exe, *probe])
+        if "MPI" in line and "error" not in line:
+            return line
+    return "unknown MPI"
+
+
 def compiler_identity(plan: dict, languages) -> dict:
     ident = {}
     for lang in ["cc"] + (["ftn"] if "fortran" in languages else []) + (["cxx"] if "cxx" in languages else []):
         exe = plan[lang]
         ident[lang] = {"command": exe, "version": _first_line([exe, "--version"])}
         if exe.startswith("mpi"):
-            ident[lang]["mpi"] = _first_line([exe, "--showme:version"])
+            ident[lang]["mpi"] = mpi_identity(exe)
     return ident
 
 

@@ -44,7 +44,7 @@ def test_plain_reframe_lists_the_ci_tier():
 def test_hpcc_ci_gnu_tuned_end_to_end(tmp_path):
     run_dir = tmp_path / "run"
     # dev mode: no pass/fail on timings here (the main job, `make run`, judges them)
-    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir), "--",
+    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir), "-c", "reframe-checks/hpcc", "--",
                              "-n", "build.variant=tuned$", "-S", "valid_prog_environs=gnu"], cwd=REPO)
     assert rc == 0, out[-3000:]
     r = results(run_dir)[("gnu", "tuned")]
@@ -67,7 +67,7 @@ def test_hpcc_ci_gnu_tuned_end_to_end(tmp_path):
     html = (run_dir / "report.html").read_text()
     assert "provenance.json" in html
     # a second session rebuilds nothing: the build comes from the build cache
-    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(tmp_path / "again"), "--",
+    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(tmp_path / "again"), "-c", "reframe-checks/hpcc", "--",
                              "-n", "build.variant=tuned$", "-S", "valid_prog_environs=gnu"], cwd=REPO)
     assert rc == 0, out[-3000:]
     again = results(tmp_path / "again")[("gnu", "tuned")]
@@ -91,7 +91,7 @@ def test_broken_patch_and_perf_regression_fail_with_clear_reasons(tmp_path):
     before = {p: p.read_bytes() for p in (root / "reference").rglob("*.yaml")}
     env = dict(os.environ, APPTUNE_ROOT=str(root))
     run_dir = tmp_path / "run"
-    rc, out = run(APPTUNE + ["run", "--mode", "ci", "--run-dir", str(run_dir), "--",
+    rc, out = run(APPTUNE + ["run", "--mode", "ci", "--run-dir", str(run_dir), "-c", "reframe-checks/hpcc", "--",
                              "-n", "build.variant=tuned", "-S", "valid_prog_environs=gnu"], env=env, cwd=root)
     assert rc != 0
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -107,3 +107,50 @@ def test_broken_patch_and_perf_regression_fail_with_clear_reasons(tmp_path):
     md = (run_dir / "report.md").read_text()
     assert md.index("## Failures") < md.index("## hpcc")
     assert {p: p.read_bytes() for p in (root / "reference").rglob("*.yaml")} == before
+
+
+def test_examl_and_netpipe_ci_build_run_verify_and_plot(tmp_path):
+    """ExaML (two-step build, per-file -O1, parser pre-run, lnL + RF verification) and
+    NetPIPE (Open MPI and MPICH, two placements, integrity pass, curve) end to end."""
+    run_dir = tmp_path / "run"
+    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir),
+                             "-c", "reframe-checks/examl", "-c", "reframe-checks/netpipe", "--",
+                             "-n", "build.variant=tuned$", "-S", "valid_prog_environs=gnu,gnu-mpich"],
+                  cwd=REPO)
+    assert rc == 0, out[-3000:]
+    res = {}
+    for base in ("output", "stage"):
+        for f in (run_dir / base).rglob("apptune-result.json"):
+            r = json.loads(f.read_text())
+            res.setdefault((r["app"], r["environment"], r["variant"]), r)
+    ex = res[("examl", "gnu", "tuned")]
+    assert ex["verification"]["ok"], ex["verification"]
+    fields = {f["field"]: f for f in ex["verification"]["fields"]}
+    assert fields["rf_distance"]["value"] == 0 and fields["final_lnL"]["ok"]
+    assert ex["figures"]["time_per_iteration"] > 0
+    assert ex["provenance"]["compile_lines"]["overridden"] == ["examl/models.c"]
+    assert {p["file"] for p in ex["provenance"]["products"]} >= {"examl", "parse-examl", "49.phy"}
+    for env, mpi in (("gnu", "Open MPI"), ("gnu-mpich", "MPICH")):
+        for placement in ("bound", "unbound"):
+            np_ = res[("netpipe", env, f"tuned@{placement}")]
+            assert np_["verification"]["ok"], np_["verification"]
+            assert np_["figures"]["latency"] > 0 and np_["figures"]["peak_throughput"] > 0
+            assert "netpipe" in np_["curves"]
+        assert mpi in json.dumps(np_["provenance"]["compilers"]), np_["provenance"]["compilers"]
+    assert (run_dir / "plots" / "curve-netpipe-ci-netpipe-mbps.png").is_file()
+    md = (run_dir / "report.md").read_text()
+    assert "## examl — tier ci" in md and "## netpipe — tier ci" in md
+
+    # a corrupted stored reference value fails that check, naming the quantity
+    root = tmp_path / "tree"
+    for d in ("build-recipes", "patches", "inputs", "reference", "site-config", "reframe-checks"):
+        shutil.copytree(REPO / d, root / d)
+    ref = root / "reference/examl/ci.yaml"
+    ref.write_text(ref.read_text().replace("value: -16221.368990\n", "value: -16200.0\n", 1))
+    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(tmp_path / "bad"),
+                             "-c", "reframe-checks/examl", "--",
+                             "-n", "build.variant=tuned$", "-S", "valid_prog_environs=gnu"],
+                  env=dict(os.environ, APPTUNE_ROOT=str(root)), cwd=root)
+    assert rc != 0
+    fails = json.loads((tmp_path / "bad" / "summary.json").read_text())["failures"]
+    assert any("final_lnL = -16221.4" in f["reason"] and "expected -16200" in f["reason"] for f in fails), fails
