@@ -50,12 +50,14 @@ def cmd_run(a) -> int:
     env = dict(os.environ, APPTUNE_ROOT=str(root))
     rc = subprocess.run(cmd, cwd=run_dir, env=env).returncode
     latest = runs_dir() / "latest"
-    try:
-        if latest.is_symlink() or latest.exists():
-            latest.unlink()
-        latest.symlink_to(run_dir)
-    except OSError as e:
-        print(f"apptune: note: could not point {latest} at this run ({e.strerror})", file=sys.stderr)
+    # runs/latest follows runs kept under runs/; an explicit --run-dir elsewhere leaves it alone
+    if run_dir.parent == runs_dir().resolve():
+        try:
+            if latest.is_symlink() or latest.exists():
+                latest.unlink()
+            latest.symlink_to(run_dir)
+        except OSError as e:
+            print(f"apptune: note: could not point {latest} at this run ({e.strerror})", file=sys.stderr)
     if (run_dir / "report.json").exists():
         from . import report
         md, html = report.write(run_dir)[1:]
