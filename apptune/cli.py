@@ -122,9 +122,18 @@ def cmd_validate(a) -> int:
                                        f"{', '.join(sorted(known_envs))})")
         for tier in r.tiers:
             inputs.load_input(app, tier)
-            if paths.reference_file(app, tier).exists():
-                verify.load_reference(app, tier)
-                n += 1
+            ref = paths.reference_file(app, tier)
+            if not ref.exists():
+                raise ApptuneError(ref, None, f"no stored reference for {app} tier '{tier}': "
+                                   "every tier's numbers are verified")
+            verify.load_reference(app, tier)
+            for o in r.run.outputs:
+                if o.format == "newick_rf":
+                    tree = paths.root() / "reference" / o.reference.format(tier=tier)
+                    if not tree.is_file():
+                        raise ApptuneError(recipes.recipe_path(app), "run.output.reference",
+                                           f"reference tree {tree} for tier '{tier}' is missing")
+            n += 1
         for bdir in (paths.root() / "reference" / "baselines").glob("*"):
             baselines.load(bdir.name, app)
         n += 1
