@@ -24,6 +24,22 @@ def test_validate_unknown_environment(tmp_path, monkeypatch, capsys):
     assert err.startswith("apptune: error: ") and "tiers.ci.variants.lvm" in err and "llvm" in err
 
 
+def test_validate_missing_reference_and_reference_tree(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "tree"
+    for d in ("build-recipes", "patches", "inputs", "reference", "site-config"):
+        shutil.copytree(REPO / d, root / d)
+    monkeypatch.setenv("APPTUNE_ROOT", str(root))
+    (root / "reference/examl/ci.tree").unlink()
+    assert cli.main(["validate"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "examl.yaml: run.output.reference" in err and "ci.tree" in err
+    shutil.copy(REPO / "reference/examl/ci.tree", root / "reference/examl/ci.tree")
+    (root / "reference/netpipe/nightly.yaml").unlink()
+    assert cli.main(["validate"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "reference/netpipe/nightly.yaml" in err and "no stored reference" in err
+
+
 def test_run_command_is_plain_reframe(tmp_path):
     cmd = cli.reframe_command(REPO, "ci", [], tmp_path, "site-config/settings.py", ["-p", "gnu"])
     assert Path(cmd[0]).name == "reframe"
