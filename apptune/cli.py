@@ -105,7 +105,7 @@ def site_environments(config: Path) -> set[str]:
 
 
 def cmd_validate(a) -> int:
-    from . import inputs, verify
+    from . import inputs, outputs, verify
     n = 0
     recipes.load_ladders()
     recipes.load_libraries()
@@ -129,7 +129,7 @@ def cmd_validate(a) -> int:
             verify.load_reference(app, tier)
             for o in r.run.outputs:
                 if o.format == "newick_rf":
-                    tree = paths.root() / "reference" / o.reference.format(tier=tier)
+                    tree = outputs.reference_tree(o, tier)
                     if not tree.is_file():
                         raise ApptuneError(recipes.recipe_path(app), "run.output.reference",
                                            f"reference tree {tree} for tier '{tier}' is missing")

@@ -15,6 +15,14 @@ NAME_RE = r"^[a-z0-9][a-z0-9_.-]*$"
 SHA256_RE = r"^[0-9a-f]{64}$"
 
 
+def _valid_regex(v: str) -> str:
+    try:
+        re.compile(v)
+    except re.error as e:
+        raise ValueError(f"not a valid regular expression: {e}") from None
+    return v
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -157,11 +165,7 @@ class RegexField(Strict):
     @field_validator("pattern")
     @classmethod
     def _regex(cls, v):
-        try:
-            c = re.compile(v)
-        except re.error as e:
-            raise ValueError(f"not a valid regular expression: {e}") from None
-        return v
+        return _valid_regex(v)
 
 
 class CurveDerived(Strict):
@@ -248,11 +252,7 @@ class OwnCheck(Strict):
     @field_validator("pattern")
     @classmethod
     def _regex(cls, v):
-        try:
-            re.compile(v)
-        except re.error as e:
-            raise ValueError(f"not a valid regular expression: {e}") from None
-        return v
+        return _valid_regex(v)
 
 
 class RunSpec(Strict):

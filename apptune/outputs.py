@@ -98,9 +98,14 @@ def _parse_regex(spec: OutputSpec, path: Path) -> dict:
     return out
 
 
+def reference_tree(spec: OutputSpec, tier: str) -> Path:
+    """The stored tree a ``newick_rf`` output is compared with, for one tier."""
+    return paths.root() / "reference" / spec.reference.format(tier=tier)
+
+
 def _parse_newick_rf(spec: OutputSpec, path: Path, tier: str) -> dict:
     from .phylo import parse_newick, robinson_foulds
-    ref = paths.root() / "reference" / spec.reference.format(tier=tier)
+    ref = reference_tree(spec, tier)
     if not ref.is_file():
         raise ApptuneError(ref, None, f"reference tree for '{spec.field}' is missing")
     got = parse_newick(path.read_text(errors="replace"), path)

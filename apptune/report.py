@@ -179,6 +179,18 @@ def _pct(v) -> str:
     return "–" if v is None else f"{v:+.1%}"
 
 
+def _save_figure(fig, out: Path) -> Path:
+    """Write a matplotlib figure atomically (a reader never sees half a PNG) and close it."""
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(out)
+    return out
+
+
 def power_plots(summary: dict, run_dir: Path) -> None:
     """One power-over-time plot per application and tier, a line per variant."""
     from .energy import TRACE_FILE, read_trace
@@ -206,13 +218,7 @@ def power_plots(summary: dict, run_dir: Path) -> None:
         ax.set_ylabel("power (W)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
-        fig.tight_layout()
-        out = run_dir / "plots" / f"power-{a['app']}-{a['tier']}.png"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp.png")
-        fig.savefig(tmp)
-        plt.close(fig)
-        tmp.replace(out)
+        out = _save_figure(fig, run_dir / "plots" / f"power-{a['app']}-{a['tier']}.png")
         a["power_plot"] = str(out.relative_to(run_dir))
 
 
@@ -260,13 +266,7 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
             ax.set_ylabel(y)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
-            fig.tight_layout()
-            out = run_dir / "plots" / f"curve-{a['app']}-{a['tier']}-{name}-{y}.png"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = out.with_suffix(".tmp.png")
-            fig.savefig(tmp)
-            plt.close(fig)
-            tmp.replace(out)
+            out = _save_figure(fig, run_dir / "plots" / f"curve-{a['app']}-{a['tier']}-{name}-{y}.png")
             a["curve_plots"].append({"name": name, "y": y, "x": plot["x"],
                                      "file": str(out.relative_to(run_dir))})
 

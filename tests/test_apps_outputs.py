@@ -6,7 +6,7 @@ import pytest
 
 from apptune import build, inputs, outputs, recipes, sources, verify
 from apptune.errors import ApptuneError
-from apptune.models import OutputSpec, PerFileOverride, Recipe
+from apptune.models import OutputSpec, PerFileOverride
 from apptune.phylo import parse_newick, robinson_foulds
 
 from conftest import REPO
