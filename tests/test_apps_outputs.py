@@ -264,3 +264,22 @@ def test_netpipe_truncated_curve_fails_verification(tmp_path):
     values, _ = outputs.parse_all(r.run.outputs, tmp_path, tier="ci")
     v = verify.verify("netpipe", "ci", values, r.run.own_checks, {"integrity.log": GOOD}, "gnu", "tuned")
     assert not v.ok and any(m.startswith("last_bytes = 65536") for m in v.failures)
+
+
+def test_input_from_a_missing_build_product_names_file_and_field(toy_root, tmp_path):
+    (toy_root / "inputs/toy/ci/input.yaml").write_text(
+        "description: toy\nfrom_build: {data.txt: nosuch.dat}\nparameters: {n: 1}\n")
+    build_dir = tmp_path / "build"
+    build_dir.mkdir()
+    with pytest.raises(ApptuneError) as e:
+        inputs.render("toy", "ci", tmp_path, 1, build_dir=build_dir)
+    assert "input.yaml: from_build.data.txt" in str(e.value) and "nosuch.dat" in str(e.value)
+    (build_dir / "nosuch.dat").write_text("x\n")
+    inputs.render("toy", "ci", tmp_path, 1, build_dir=build_dir)
+    assert (tmp_path / "data.txt").read_text() == "x\n"
+
+
+def test_invalid_regex_in_a_recipe_pattern_is_refused():
+    from apptune.models import RegexField
+    with pytest.raises(ValueError, match="not a valid regular expression"):
+        RegexField(pattern="([")
