@@ -74,7 +74,10 @@ def cmd_list(a) -> int:
     for app in recipes.list_recipes():
         r = recipes.load_recipe(app)
         print(f"{r.name} {r.version}: {r.description}")
-        print(f"  source: {r.source.file} sha256 {r.source.sha256[:16]}…")
+        if r.source.path:
+            print(f"  source: {r.source.path}/ (this repository)")
+        else:
+            print(f"  source: {r.source.file} sha256 {r.source.sha256[:16]}…")
         for p in r.patches:
             print(f"  patch: {p.file} — {p.reason}")
         for tname, t in r.tiers.items():

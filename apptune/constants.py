@@ -5,3 +5,5 @@ RESULT_FILE = "apptune-result.json"
 SKIP_FILE = "apptune-skip.txt"
 #: Curves (NetPIPE, micro-benchmarks) as CSV data files, in the test's stage/output directory.
 CURVES_DIR = "curves"
+#: A build that failed as its recipe's ``build.expected_failures`` says (reason, compiler message).
+XFAIL_FILE = "apptune-xfail.json"

@@ -36,17 +36,25 @@ class DebianSource(Strict):
 
 class SourceSpec(Strict):
     #: File name of the tarball in the mirror and the cache.
-    file: str = Field(pattern=r"^[^/]+$")
-    sha256: str = Field(pattern=SHA256_RE)
+    file: str | None = Field(default=None, pattern=r"^[^/]+$")
+    sha256: str | None = Field(default=None, pattern=SHA256_RE)
     debian: DebianSource | None = None
     url: str | None = None
+    #: Project-written source kept in this repository (e.g. ``src/mpi-micro``), pinned by
+    #: git; it is packed into a reproducible tarball named by its content digest.
+    path: str | None = Field(default=None, pattern=r"^[^/.][^\\]*$")
     #: Leading path components to drop when unpacking (the tarball's top directory).
     strip_components: int = Field(default=1, ge=0)
 
     @model_validator(mode="after")
     def _one_origin(self):
-        if (self.debian is None) == (self.url is None):
-            raise ValueError("give exactly one of 'debian' or 'url'")
+        given = [k for k in ("debian", "url", "path") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'debian', 'url' or 'path'")
+        if self.path is None and (self.file is None or self.sha256 is None):
+            raise ValueError("a downloaded source needs 'file' and its pinned 'sha256'")
+        if self.path is not None and (self.file is not None or self.sha256 is not None):
+            raise ValueError("a 'path' source is pinned by the repository: no 'file'/'sha256'")
         return self
 
 
@@ -99,6 +107,38 @@ class BuildSpec(Strict):
     #: Flags the source itself needs with every compiler and ladder (e.g. -fcommon).
     cflags: list[str] = []
     fflags: list[str] = []
+    #: ... and those one compiler family needs (gfortran's -fallow-argument-mismatch,
+    #: flang-new's -flang-experimental-exec to link), keyed by family.
+    family_flags: dict[str, "FamilyFlags"] = {}
+    #: Builds known to fail, e.g. a compiler that cannot compile the source yet. The
+    #: build is reported as an expected failure (XFAIL) when its log matches ``match``;
+    #: any other failure, or a success, is reported as such.
+    expected_failures: list["ExpectedBuildFailure"] = []
+
+
+class FamilyFlags(Strict):
+    cflags: list[str] = []
+    fflags: list[str] = []
+    #: Link flags (before the libraries), e.g. ``-flang-experimental-exec``.
+    ldflags: list[str] = []
+
+
+class ExpectedBuildFailure(Strict):
+    #: ReFrame environments (e.g. ``llvm``) this applies to.
+    environments: list[str] = Field(min_length=1)
+    #: Variants (globs, ``*`` for all).
+    variants: list[str] = ["*"]
+    #: A regular expression the build log must contain (the compiler's own message).
+    match: str
+    reason: str
+
+    @field_validator("match")
+    @classmethod
+    def _regex(cls, v):
+        return _valid_regex(v)
+
+
+BuildSpec.model_rebuild()
 
 
 class PatchWhen(Strict):

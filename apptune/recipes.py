@@ -128,6 +128,15 @@ def placements(recipe: Recipe) -> list[str]:
     return list(recipe.run.placements) or ["default"]
 
 
+def expected_build_failure(recipe: Recipe, environment: str, variant: str):
+    """The recipe's ``build.expected_failures`` entry for this build, if any."""
+    import fnmatch
+    for i, x in enumerate(recipe.build.expected_failures):
+        if environment in x.environments and any(fnmatch.fnmatch(variant, g) for g in x.variants):
+            return i, x
+    return None
+
+
 def environments_for(recipe: Recipe, tier: str, variant: str) -> list[str]:
     t = recipe.tiers[tier]
     return [env for env, specs in t.variants.items()
@@ -192,6 +201,8 @@ class BuildPlan:
     fflags: list[str]
     app_cflags: list[str]
     app_fflags: list[str]
+    #: Link flags the recipe gives this compiler family (``build.family_flags``).
+    app_ldflags: list[str]
     cppflags: list[str]
     ldflags: list[str]
     axes: dict[str, str]
@@ -279,10 +290,13 @@ def resolve(recipe: Recipe, variant: str, tc: Toolchain,
         per_file.append({"files": list(o.files), "cflags": list(fam[o.flags].cflags),
                          "fflags": list(fam[o.flags].fflags), "ladder": o.flags, "reason": o.reason})
 
+    fam_flags = recipe.build.family_flags.get(tc.family)
     return BuildPlan(app=recipe.name, version=recipe.version, variant=v.name,
                      environment=tc.environment, family=tc.family, cc=tc.cc, cxx=tc.cxx, ftn=tc.ftn,
                      cflags=list(ladder.cflags), fflags=list(ladder.fflags),
-                     app_cflags=list(recipe.build.cflags), app_fflags=list(recipe.build.fflags),
+                     app_cflags=list(recipe.build.cflags) + (fam_flags.cflags if fam_flags else []),
+                     app_fflags=list(recipe.build.fflags) + (fam_flags.fflags if fam_flags else []),
+                     app_ldflags=list(fam_flags.ldflags) if fam_flags else [],
                      cppflags=cppflags,
                      ldflags=ldflags, axes=axes, libraries=libs, patches=patches, per_file=per_file,
                      make_args=list(recipe.build.args), vars=tvars)

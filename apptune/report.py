@@ -18,7 +18,7 @@ from . import recipes
 from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json, atomic_write_text
 
-from .constants import RESULT_FILE, SKIP_FILE
+from .constants import RESULT_FILE, SKIP_FILE, XFAIL_FILE
 
 
 def _load_json(path: Path):
@@ -45,9 +45,21 @@ def _skip_reason(tc: dict, by_name: dict, depth: int = 0) -> str:
     if depth < 5:
         for dep in tc.get("dependencies_actual") or []:
             d = by_name.get((dep[0], dep[2]) if len(dep) > 2 else dep[0])
+            if d and d.get("result") == "xfail":
+                return f"depends on {d['display_name']}, an expected failure: {_xfail_reason(d)}"
             if d and d.get("result") == "skip":
                 return _skip_reason(d, by_name, depth + 1)
     return tc.get("fail_reason") or "skipped (no reason recorded)"
+
+
+def _xfail_reason(tc: dict) -> str:
+    """Why a test failed as expected: the build's record (reason and the compiler's own
+    message) or ReFrame's message."""
+    rec = next((r for d in (tc.get("outputdir"), tc.get("stagedir")) if d
+                for r in [_load_json(Path(d) / XFAIL_FILE)] if r), None)
+    if rec:
+        return f"{rec['reason']} (compiler said: {rec['compiler_said']})"
+    return " ".join(str(tc.get("fail_reason") or "expected failure").split())[:500]
 
 
 def collect(report_file: Path) -> dict:
@@ -57,9 +69,13 @@ def collect(report_file: Path) -> dict:
     cases = [tc for run in rep.get("runs", []) for tc in run.get("testcases", [])]
     by_name = {(tc["unique_name"], tc.get("environ")): tc for tc in cases}
     by_name.update({tc["unique_name"]: tc for tc in cases})
-    rows, failures, skipped = [], [], []
+    rows, failures, skipped, xfailed = [], [], [], []
     for tc in cases:
         res = tc.get("result")
+        if res == "xfail":
+            xfailed.append({"test": tc["display_name"], "environment": tc.get("environ"),
+                            "reason": _xfail_reason(tc)})
+            continue
         if tc.get("fixture"):
             if res == "fail":
                 failures.append(_row_failure(tc, None))
@@ -93,7 +109,7 @@ def collect(report_file: Path) -> dict:
         session[k] = _readable_time(session[k])
     return {
         "session": session,
-        "failures": failures, "skipped": skipped, "apps": _matrices(rows), "results": rows,
+        "failures": failures, "expected_failures": xfailed, "skipped": skipped, "apps": _matrices(rows), "results": rows,
     }
 
 

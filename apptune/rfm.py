@@ -24,11 +24,11 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from . import baselines, energy, inputs, outputs, paths, recipes, verify
+from . import baselines, energy, inputs, outputs, paths, recipes, sources, verify
 from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json
 
-from .constants import CURVES_DIR, RESULT_FILE, SKIP_FILE
+from .constants import CURVES_DIR, RESULT_FILE, SKIP_FILE, XFAIL_FILE
 
 
 def _last_line(path: str) -> str | None:
@@ -104,7 +104,7 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
         plan = recipes.resolve(recipe, self.variant, tc)
         with open(os.path.join(self.stagedir, 'plan.json'), 'w') as f:
             json.dump(plan.to_dict(), f, indent=1)
-        tarball = paths.cache_dir() / 'sources' / recipe.source.file
+        tarball = sources.tarball_path(recipe)
         cmd = [sys.executable, '-m', 'apptune.build', '--plan', 'plan.json',
                '--source', str(tarball), '--stage', '.']
         if not self.use_build_cache:
@@ -112,11 +112,28 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
         self.build_system.commands = [shlex.join(cmd)]
         self.build_system.max_concurrency = recipe.build.jobs
 
+    @run_after('init')
+    def keep_build_records(self):
+        self.keep_files = ['plan.json', 'provenance.json', 'compile-lines.jsonl', XFAIL_FILE]
+
     @sanity_function
     def built(self):
+        xf = Path(self.stagedir, XFAIL_FILE)
+        if xf.is_file():
+            rec = json.loads(xf.read_text())
+            return sn.assert_true(False, msg=f'{rec["reason"]} (compiler said: {rec["compiler_said"]})')
         err = last_error_line(os.path.join(self.stagedir, 'rfm_build.err'))
         return sn.assert_true(os.path.exists(os.path.join(self.stagedir, 'provenance.json')),
                               msg=err or 'build produced no provenance.json')
+
+    def __rfm_xfail_sanity__(self):
+        # The recipe's build.expected_failures (data, reviewed as a diff): the build is
+        # reported XFAIL when it fails with the compiler's stated message, XPASS (a
+        # failure: the entry is stale) when it builds.
+        x = recipes.expected_build_failure(self.recipe, self.current_environ.name, self.variant)
+        if x is None:
+            return False, ''
+        return True, f'expected build failure: {x[1].reason}'
 
 
 class AppRun(rfm.RunOnlyRegressionTest):

@@ -71,8 +71,73 @@ def _download(uri: str, dest: Path) -> None:
         raise ApptuneError(None, "source", f"download of {uri.rsplit('/', 1)[-1]} failed: {e}") from None
 
 
+def tree_digest(directory: Path) -> str:
+    """sha256 over the relative paths, modes and contents of every file, in order."""
+    import hashlib
+    h = hashlib.sha256()
+    for f in sorted(p for p in directory.rglob("*") if p.is_file() and not _ignored(p, directory)):
+        rel = f.relative_to(directory).as_posix()
+        h.update(f"{rel}\0{f.stat().st_mode & 0o111 and 1}\0".encode())
+        h.update(sha256_file(f).encode())
+    return h.hexdigest()
+
+
+def _ignored(p: Path, root: Path) -> bool:
+    parts = p.relative_to(root).parts
+    return any(x.startswith(".") or x == "__pycache__" for x in parts) or p.suffix in (".o", ".mod", ".pyc")
+
+
+def local_source(recipe: Recipe) -> Path:
+    d = (paths.root() / recipe.source.path).resolve()
+    if paths.root().resolve() not in d.parents:
+        raise ApptuneError(recipe_path(recipe.name), "source.path",
+                           f"{recipe.source.path} is outside the repository")
+    if not d.is_dir():
+        raise ApptuneError(recipe_path(recipe.name), "source.path", f"directory {d} does not exist")
+    return d
+
+
+def tarball_path(recipe: Recipe, cache: Path | None = None) -> Path:
+    """Where the build takes the source tarball from (after :func:`fetch`)."""
+    cache = cache or paths.cache_dir()
+    if recipe.source.path is not None:
+        return cache / "sources" / f"{recipe.name}-{tree_digest(local_source(recipe))[:16]}.tar.gz"
+    return cache / "sources" / recipe.source.file
+
+
+def _pack_local(recipe: Recipe, target: Path) -> Path:
+    """A reproducible tarball of a repository directory (sorted, owner 0, mtime 0)."""
+    import gzip
+    import tarfile
+    d = local_source(recipe)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(target.parent / f".{target.name}.lock"):
+        if target.is_file():
+            return target
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        os.close(fd)
+        try:
+            with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
+                    tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf:
+                for f in sorted(p for p in d.rglob("*") if p.is_file() and not _ignored(p, d)):
+                    info = tf.gettarinfo(str(f), arcname=f"{recipe.name}/{f.relative_to(d).as_posix()}")
+                    info.uid = info.gid = 0
+                    info.uname = info.gname = ""
+                    info.mtime = 0
+                    info.mode = 0o755 if f.stat().st_mode & 0o111 else 0o644
+                    with open(f, "rb") as fh:
+                        tf.addfile(info, fh)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return target
+
+
 def fetch(recipe: Recipe, cache: Path | None = None, mirror: Path | None = None) -> Path:
     """Return the path of the verified tarball in the download cache."""
+    if recipe.source.path is not None:
+        return _pack_local(recipe, tarball_path(recipe, cache))
     cache = cache or paths.cache_dir()
     mirror = mirror if mirror is not None else paths.mirror_dir()
     name = recipe.source.file
@@ -112,22 +177,43 @@ def _copy_atomic(src: Path, dest: Path) -> None:
             os.unlink(tmp)
 
 
-def unpack(tarball: Path, dest: Path, strip_components: int) -> None:
-    """Unpack with Python's tarfile ('data' filter: no absolute paths or links out)."""
+def unpack(tarball: Path, dest: Path, strip_components: int) -> list[str]:
+    """Unpack with Python's tarfile ('data' filter: no absolute paths or links out).
+
+    Symbolic links that point outside the tree (QE 6.7 ships one to an absolute path
+    in its GUI) are left out, never followed; their names are returned (and printed).
+    """
     import tarfile
     dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(tarball) as tf:
-        members = []
-        for m in tf.getmembers():
-            parts = Path(m.name).parts[strip_components:]
-            if not parts:
-                continue
-            m.name = str(Path(*parts))
-            if m.islnk():
-                lparts = Path(m.linkname).parts[strip_components:]
-                m.linkname = str(Path(*lparts)) if lparts else m.linkname
-            members.append(m)
-        tf.extractall(dest, members=members, filter="data")
+    skipped: list[str] = []
+
+    def safe(member, path):
+        try:
+            return tarfile.data_filter(member, path)
+        except (tarfile.AbsoluteLinkError, tarfile.LinkOutsideDestinationError):
+            if member.issym():
+                skipped.append(f"{member.name} -> {member.linkname}")
+                return None
+            raise
+
+    try:
+        with tarfile.open(tarball) as tf:
+            members = []
+            for m in tf.getmembers():
+                parts = Path(m.name).parts[strip_components:]
+                if not parts:
+                    continue
+                m.name = str(Path(*parts))
+                if m.islnk():
+                    lparts = Path(m.linkname).parts[strip_components:]
+                    m.linkname = str(Path(*lparts)) if lparts else m.linkname
+                members.append(m)
+            tf.extractall(dest, members=members, filter=safe)
+    except (tarfile.TarError, OSError) as e:
+        raise ApptuneError(tarball, None, f"cannot unpack: {e}") from None
+    for s in skipped:
+        print(f"apptune: left out symbolic link pointing outside the source tree: {s}", flush=True)
+    return skipped
 
 
 def main(argv=None) -> int:
@@ -144,7 +230,8 @@ def main(argv=None) -> int:
     except ApptuneError as e:
         print(f"apptune: error: {e}", file=sys.stderr, flush=True)
         return 1
-    print(f"apptune: source {path} verified (sha256 {recipe.source.sha256})", flush=True)
+    pin = recipe.source.sha256 or f"{recipe.source.path} in this repository, tree {path.name}"
+    print(f"apptune: source {path} verified (sha256 {pin})", flush=True)
     return 0
 
 
