@@ -117,7 +117,7 @@ def _pack_local(recipe: Recipe, target: Path) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         os.close(fd)
         try:
-            with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
+            with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz, \
                     tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf:
                 for f in sorted(p for p in d.rglob("*") if p.is_file() and not _ignored(p, d)):
                     info = tf.gettarinfo(str(f), arcname=f"{recipe.name}/{f.relative_to(d).as_posix()}")
