@@ -139,7 +139,9 @@ def check_compile_lines(plan: dict, log: Path) -> dict:
         raise ApptuneError(log, "compile lines", "the build compiled nothing through the apptune "
                            "compiler wrappers (does the template set CC to {{ cc }}?)")
     entries = [json.loads(l) for l in log.read_text().splitlines() if l.strip()]
-    compiles = [e for e in entries if e["kind"] == "compile"]
+    # autoconf's probe programs (conftest.c/.f) test the compiler, they are not the product
+    compiles = [e for e in entries if e["kind"] == "compile"
+                and not (e.get("sources") and all(Path(x).stem == "conftest" for x in e["sources"]))]
     if not compiles:
         raise ApptuneError(log, "compile lines", "no compile commands were recorded")
     for e in compiles:
