@@ -110,6 +110,10 @@ def update(system: str, app: str, results: list[dict], default_threshold: float 
         for n in sorted(names):
             vals = [r["figures"][n] for r in rs if isinstance(r["figures"].get(n), (int, float))]
             med = statistics.median(vals)
+            if med == 0:
+                # below the output's resolution (QE prints 0.00 s for a tiny input's routine
+                # times): a relative threshold on zero cannot judge anything
+                continue
             figs[n] = round(med, 6)
             if len(vals) > 1 and med:
                 spread[n] = (max(vals) - min(vals)) / abs(med)

@@ -66,7 +66,10 @@ def cmd_run(a) -> int:
             with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
                 f.write(md.read_text())
     else:
-        print(f"apptune: ReFrame wrote no run report (exit {rc})", file=sys.stderr)
+        # ReFrame exits 0 when the options select nothing; a run that ran nothing is not a pass
+        print(f"apptune: error: ReFrame wrote no run report (exit {rc}): no test case ran "
+              f"(do the -n/-t/-S options and --mode select anything? `apptune list`)", file=sys.stderr)
+        return rc or 1
     return rc
 
 

@@ -105,6 +105,14 @@ def test_update_takes_median_of_repeats_and_widens_noisy_thresholds(toy_root):
     assert "median of 3 run(s)" in b.entries[0].recorded
 
 
+def test_update_leaves_out_figures_that_are_zero_at_the_outputs_resolution(toy_root):
+    res = {"app": "toy", "environment": "gnu", "variant": "tuned", "tier": "ci", "run_id": "a",
+           "verification": {"ok": True}, "figures": {"rate": 10.0, "fft": 0.0}}
+    baselines.update("local", "toy", [res, dict(res, run_id="b")])
+    _, b = baselines.load("local", "toy")
+    assert b.entries[0].figures == {"rate": 10.0}
+
+
 def test_malformed_baseline_and_ladder_files(toy_root):
     from apptune import recipes
     (toy_root / "reference/baselines/local/toy.yaml").write_text("app: toy\nsystem: local\nthresholds:\n\t- x\n")
