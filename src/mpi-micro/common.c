@@ -25,7 +25,7 @@ static void defaults(mm_opts *o)
     o->max_bytes = 4u << 20;
     o->time_per_size = 0.05;
     o->min_reps = 3;
-    o->max_reps = 1000;
+    o->max_reps = 100000;
     o->verify_reps = 2;
     o->noise_outer = 100;
     o->noise_inner = 100;
@@ -334,26 +334,51 @@ uint64_t mm_tally_report(mm_tally *t, MPI_Comm comm)
 uint64_t mm_total_errors(void) { return total_errors; }
 
 /* ------------------------------------------------------------------ timing */
-/* Run fn once (warm-up), twice (probe), then as often as fits time_per_size (within
- * min/max reps; every rank runs the same count, *reps).  Returns this rank's seconds per
- * timed rep.  Data checks that depend on the number of operations count them in ctx. */
+/* Time fn: once as warm-up, then a probe that doubles its repetitions until it lasts at
+ * least 1 ms (the slowest rank decides, so every rank runs the same counts), then
+ * repetitions fitted to --time-per-size (within min/max reps) in 5 batches.  Returns this
+ * rank's median over the batches of the seconds per repetition: on a node shared with
+ * other work a descheduled batch does not move the figure (NetPIPE keeps the best of
+ * its trials for the same reason).  *reps: the timed repetitions.  Data checks that
+ * depend on the number of operations count them in ctx. */
 double mm_time_loop(MPI_Comm comm, mm_loop_fn fn, void *ctx, const mm_opts *o, long *reps)
 {
-    enum { PROBE = 2 };
+    enum { BATCHES = 5 };
     fn(ctx, 1);
-    double t0 = MPI_Wtime();
-    fn(ctx, PROBE);
-    double per = (MPI_Wtime() - t0) / PROBE;
-    MPI_Allreduce(MPI_IN_PLACE, &per, 1, MPI_DOUBLE, MPI_MAX, comm);
+    long probe = 1;
+    double per;
+    for (;;) {
+        double t0 = MPI_Wtime();
+        fn(ctx, probe);
+        double t = MPI_Wtime() - t0;
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
+        per = t / (double)probe;
+        if (t >= 1e-3 || probe >= o->max_reps || t >= o->time_per_size) break;
+        probe *= 2;
+    }
     double fit = per > 0 ? o->time_per_size / per : (double)o->max_reps;
     long n = fit > (double)o->max_reps ? o->max_reps : (long)fit;
     if (n < o->min_reps) n = o->min_reps;
+    const int nb = n < BATCHES ? (int)n : BATCHES;
+    double t[BATCHES];
+    long done = 0;
     MPI_Barrier(comm);
-    t0 = MPI_Wtime();
-    fn(ctx, n);
-    double t = MPI_Wtime() - t0;
-    if (reps) *reps = n;
-    return t / (double)n;
+    for (int b = 0; b < nb; b++) {
+        long k = n / nb + (b < n % nb);
+        double t0 = MPI_Wtime();
+        fn(ctx, k);
+        t[b] = (MPI_Wtime() - t0) / (double)k;
+        done += k;
+    }
+    /* median of the batches (insertion sort of at most 5) */
+    for (int i = 1; i < nb; i++)
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    if (reps) *reps = done;
+    return nb % 2 ? t[nb / 2] : 0.5 * (t[nb / 2 - 1] + t[nb / 2]);
 }
 
 /* A fixed amount of integer work (a xorshift chain): same result for every compiler and

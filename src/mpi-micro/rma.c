@@ -3,7 +3,8 @@
  * put / get / accumulate (uint64 SUM) from rank 0 to rank 1, contiguous and strided (8-byte
  * elements at a 128 B stride on the target), per size from 8 B to --rma-max-bytes:
  *   latency   one operation + MPI_Win_flush, per operation;
- *   bandwidth --rma-window operations to distinct target regions + one flush.
+ *   bandwidth --rma-window operations to distinct target regions + one flush;
+ *   the two modes share one size's --time-per-size (half each).
  * Each size starts with one fully checked operation, and after the timed loops every
  * target region (put, accumulate: checked by the target) or origin buffer (get) is checked
  * again; accumulate regions must hold their initial value + (number of operations) x the
@@ -148,6 +149,8 @@ static void transfers(rma_ctx *c, const mm_opts *o, int kind, const char *name, 
 {
     mm_tally t;
     mm_tally_init(&t, name, o);
+    mm_opts half = *o;
+    half.time_per_size = o->time_per_size / 2;
     c->kind = kind;
     char file[64], what[64];
     snprintf(file, sizeof file, "%s.dat", name);
@@ -171,7 +174,7 @@ static void transfers(rma_ctx *c, const mm_opts *o, int kind, const char *name, 
             verify(c, &t, 1, tmp, want);
             for (int bw = 0; bw < 2; bw++) {
                 c->bw = bw;
-                double sec = mm_time_loop(c->comm, xfer_loop, c, o, NULL);
+                double sec = mm_time_loop(c->comm, xfer_loop, c, &half, NULL);
                 MPI_Allreduce(MPI_IN_PLACE, &sec, 1, MPI_DOUBLE, MPI_MAX, c->comm);
                 res[strided][bw] = bw ? (double)c->W * (double)s / (sec * 1e6) : sec * 1e6;
             }
