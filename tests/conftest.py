@@ -138,3 +138,43 @@ def gnu_toolchain():
     from apptune.recipes import Toolchain
     return Toolchain(environment="gnu", family="gnu", cc="gcc", cxx="g++", ftn="gfortran",
                      mpi="none", mpi_standard="3.1", blas="openblas", requires=["gcc"])
+
+
+@pytest.fixture(autouse=True)
+def _private_history(tmp_path_factory, monkeypatch):
+    """Runs made by tests (``apptune run`` in the integration tests) go to a throw-away
+    history and ReFrame results database, never the user's."""
+    monkeypatch.setenv("APPTUNE_HISTORY", str(tmp_path_factory.mktemp("history")))
+
+
+def write_run(run_dir: Path, uuid: str, start: float, results: list[dict], mode: str = "nightly",
+              system: str = "local") -> Path:
+    """A run directory as ``apptune run`` leaves it: ReFrame's report.json and one
+    output/.../apptune-result.json per test.  ``results``: dicts with app, tier,
+    environment, variant, figures and optionally ok, provenance, repeat, result."""
+    import json
+    cases = []
+    for i, r in enumerate(results):
+        rep = r.get("repeat")
+        name = f"{r['app'].upper()}Check %tier={r['tier']}" + (f" %.repeat_no={rep}" if rep is not None else "") \
+            + f" %build.variant={r['variant']}"
+        out = run_dir / "output" / system / "default" / r["environment"] / f"T{i}"
+        out.mkdir(parents=True)
+        ok = r.get("ok", True)
+        (out / "apptune-result.json").write_text(json.dumps({
+            "app": r["app"], "tier": r["tier"], "variant": r["variant"], "environment": r["environment"],
+            "system": system, "partition": "default", "test": f"T{i}", "figures": r["figures"],
+            "verification": {"ok": ok, "summary": "verified 2 fields" if ok else "sum = nan, expected 1.64 ± 1e-9",
+                             "fields": r.get("fields", [])},
+            "energy": {"trust": "none"}, "provenance": r.get("provenance", {}), "baseline": {}}))
+        cases.append({"display_name": name, "unique_name": f"T{i}", "environ": r["environment"],
+                      "system": system, "partition": "default",
+                      "result": r.get("result", "pass" if ok else "fail"),
+                      "fail_phase": None if ok else "sanity", "fail_reason": None if ok else "sanity",
+                      "fixture": False, "outputdir": str(out), "stagedir": str(out)})
+    (run_dir / "report.json").write_text(json.dumps({
+        "session_info": {"uuid": uuid, "time_start_unix": start, "time_start": "x", "hostname": "vm",
+                         "version": "4.10.4", "num_cases": len(cases), "num_failures": 0,
+                         "cmdline": f"reframe -C site-config/settings.py --mode {mode} -r"},
+        "runs": [{"testcases": cases}]}))
+    return run_dir

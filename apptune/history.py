@@ -1,0 +1,391 @@
+"""The history store: every run's results (figures, verdicts, provenance, energy) in SQLite.
+
+One database file, ``history.sqlite``, in the history directory
+(``$APPTUNE_HISTORY``, default ``${XDG_DATA_HOME:-~/.local/share}/apptune/history``),
+next to ReFrame's own results database (``reframe-results.db``, which
+``apptune run`` enables).  The schema is in ``MIGRATIONS`` and documented in
+docs/regressions.md.
+
+Safe with several writers (nightly, a developer, a second partition's job):
+WAL journal, a busy timeout, and every change in one ``BEGIN IMMEDIATE``
+transaction, so a run is stored whole or not at all (a crash or a kill in the
+middle leaves nothing behind).  Ingesting a run twice stores it once: a run is
+keyed by ReFrame's session uuid.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import json
+import os
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import recipes
+from .errors import ApptuneError
+
+DB_FILE = "history.sqlite"
+#: ReFrame's results database (``--performance-compare``, ``--list-stored-sessions``).
+REFRAME_DB_FILE = "reframe-results.db"
+BUSY_TIMEOUT_S = 60
+
+#: Ordered schema migrations: version -> statements.  A new version appends an entry
+#: (never edits an old one); opening a database applies the missing ones in one
+#: transaction each.
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (1, [
+        """CREATE TABLE runs (
+             id INTEGER PRIMARY KEY,
+             session_uuid TEXT NOT NULL UNIQUE,  -- ReFrame's session uuid
+             run_dir TEXT,
+             started_unix REAL,
+             started TEXT,                       -- ISO 8601, UTC
+             mode TEXT,                          -- ReFrame --mode (ci, nightly, dev), if any
+             hostname TEXT,
+             reframe_version TEXT,
+             cmdline TEXT,
+             num_cases INTEGER,
+             num_failures INTEGER,
+             ingested TEXT NOT NULL
+           )""",
+        """CREATE TABLE provenance (
+             id INTEGER PRIMARY KEY,
+             sha256 TEXT NOT NULL UNIQUE,        -- of the canonical JSON: one row per distinct build
+             json TEXT NOT NULL
+           )""",
+        """CREATE TABLE results (
+             id INTEGER PRIMARY KEY,
+             run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+             test TEXT NOT NULL,                 -- ReFrame display name without the repeat
+             repeat INTEGER NOT NULL DEFAULT 0,  -- --repeat index
+             system TEXT,                        -- system:partition
+             app TEXT, tier TEXT, environment TEXT, variant TEXT,
+             result TEXT NOT NULL,               -- ReFrame's: pass, fail, skip, xfail, ...
+             fail_phase TEXT,
+             reason TEXT,                        -- failure/skip reason, or verification summary
+             verified INTEGER NOT NULL,          -- 1 when the numbers matched the reference
+             provenance_id INTEGER REFERENCES provenance(id),
+             energy TEXT,                        -- energy record (JSON)
+             UNIQUE (run_id, test, environment, repeat)
+           )""",
+        """CREATE TABLE figures (
+             result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+             figure TEXT NOT NULL,
+             value REAL NOT NULL,
+             unit TEXT,
+             better TEXT,                        -- higher or lower
+             baseline REAL,                      -- the baseline file's value, if any
+             baseline_verdict TEXT,              -- regression, improvement, within threshold, ...
+             PRIMARY KEY (result_id, figure)
+           )""",
+        "CREATE INDEX results_series ON results(system, app, tier, environment, variant)",
+        "CREATE INDEX runs_started ON runs(started_unix)",
+    ]),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+_REPEAT = re.compile(r"\s*%\.repeat_no=(\d+)")
+
+
+def history_dir() -> Path:
+    env = os.environ.get("APPTUNE_HISTORY")
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "apptune" / "history"
+
+
+class History:
+    """A connection to the history database (created and migrated on open)."""
+
+    def __init__(self, directory: str | os.PathLike | None = None):
+        self.dir = Path(directory) if directory else history_dir()
+        self.path = self.dir / DB_FILE
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE below)
+            self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.execute("PRAGMA foreign_keys = ON")
+            self.db.row_factory = sqlite3.Row
+            self._migrate()
+        except sqlite3.Error as e:
+            raise ApptuneError(self.path, None, f"history database: {e}") from None
+
+    def close(self):
+        self.db.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """One write transaction: all of it is stored, or none (also after a crash)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def version(self) -> int:
+        self.db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = self.db.execute("SELECT max(version) FROM schema_version").fetchone()
+        return row[0] or 0
+
+    def _migrate(self):
+        if self.version() > SCHEMA_VERSION:
+            raise ApptuneError(self.path, "schema_version",
+                               f"version {self.version()} is newer than this apptune knows "
+                               f"({SCHEMA_VERSION}): update apptune")
+        for version, statements in MIGRATIONS:
+            with self.transaction() as db:
+                # checked inside the write lock: a concurrent opener may have just applied it
+                if (db.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0) >= version:
+                    continue
+                for s in statements:
+                    db.execute(s)
+                db.execute("INSERT INTO schema_version VALUES (?)", (version,))
+
+    # ------------------------------------------------------------------ ingest
+    def ingest(self, run_dir: str | os.PathLike, report_file: str | os.PathLike | None = None,
+               report: dict | None = None) -> tuple[str, int, bool]:
+        """Store a run (its ReFrame run report and apptune's per-test results).
+
+        Returns (session uuid, number of results, whether it was stored now).
+        """
+        run = read_run(Path(run_dir), Path(report_file) if report_file else None, report)
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM runs WHERE session_uuid = ?", (run.uuid,)).fetchone():
+                return run.uuid, len(run.results), False
+            cur = db.execute(
+                "INSERT INTO runs (session_uuid, run_dir, started_unix, started, mode, hostname, "
+                "reframe_version, cmdline, num_cases, num_failures, ingested) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (run.uuid, str(run.run_dir), run.started_unix, run.started, run.mode, run.hostname,
+                 run.reframe_version, run.cmdline, run.num_cases, run.num_failures,
+                 datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")))
+            run_id = cur.lastrowid
+            for r in run.results:
+                prov_id = self._provenance_id(db, r.provenance) if r.provenance else None
+                cur = db.execute(
+                    "INSERT INTO results (run_id, test, repeat, system, app, tier, environment, variant, "
+                    "result, fail_phase, reason, verified, provenance_id, energy) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (run_id, r.test, r.repeat, r.system, r.app, r.tier, r.environment, r.variant,
+                     r.result, r.fail_phase, r.reason, int(r.verified), prov_id,
+                     json.dumps(r.energy, sort_keys=True) if r.energy else None))
+                db.executemany(
+                    "INSERT INTO figures (result_id, figure, value, unit, better, baseline, "
+                    "baseline_verdict) VALUES (?,?,?,?,?,?,?)",
+                    [(cur.lastrowid, f.name, f.value, f.unit, f.better, f.baseline, f.verdict)
+                     for f in r.figures])
+        return run.uuid, len(run.results), True
+
+    @staticmethod
+    def _provenance_id(db, prov: dict) -> int:
+        text = json.dumps(prov, sort_keys=True)
+        sha = hashlib.sha256(text.encode()).hexdigest()
+        db.execute("INSERT OR IGNORE INTO provenance (sha256, json) VALUES (?, ?)", (sha, text))
+        return db.execute("SELECT id FROM provenance WHERE sha256 = ?", (sha,)).fetchone()[0]
+
+    # ------------------------------------------------------------------- query
+    def runs(self, mode: str | None = None) -> list[sqlite3.Row]:
+        q = "SELECT * FROM runs" + (" WHERE mode = ?" if mode else "") + " ORDER BY started_unix, id"
+        return self.db.execute(q, (mode,) if mode else ()).fetchall()
+
+    def samples(self, system: str | None = None, mode: str | None = None,
+                app: str | None = None) -> list[sqlite3.Row]:
+        """Every verified figure value, with its run, in run order."""
+        where, args = ["res.verified = 1", "res.result IN ('pass', 'fail')"], []
+        for col, val in (("res.system", system), ("runs.mode", mode), ("res.app", app)):
+            if val:
+                where.append(f"({col} = ? OR {col} LIKE ?)" if col == "res.system" else f"{col} = ?")
+                args += [val, f"{val}:%"] if col == "res.system" else [val]
+        return self.db.execute(
+            "SELECT runs.session_uuid, runs.started, runs.started_unix, runs.run_dir, runs.mode, "
+            "res.system, res.app, res.tier, res.environment, res.variant, res.test, res.repeat, "
+            "f.figure, f.value, f.unit, f.better, f.baseline, p.json AS provenance "
+            "FROM figures f JOIN results res ON f.result_id = res.id "
+            "JOIN runs ON res.run_id = runs.id LEFT JOIN provenance p ON res.provenance_id = p.id "
+            f"WHERE {' AND '.join(where)} ORDER BY runs.started_unix, runs.id, res.repeat",
+            args).fetchall()
+
+
+# ---------------------------------------------------------------------- reading a run
+@dataclass
+class FigureRec:
+    name: str
+    value: float
+    unit: str | None
+    better: str | None
+    baseline: float | None = None
+    verdict: str | None = None
+
+
+@dataclass
+class ResultRec:
+    test: str
+    repeat: int
+    system: str | None
+    app: str | None
+    tier: str | None
+    environment: str | None
+    variant: str | None
+    result: str
+    fail_phase: str | None
+    reason: str | None
+    verified: bool
+    provenance: dict | None
+    energy: dict | None
+    figures: list[FigureRec] = field(default_factory=list)
+
+
+@dataclass
+class RunRec:
+    uuid: str
+    run_dir: Path
+    started_unix: float | None
+    started: str | None
+    mode: str | None
+    hostname: str | None
+    reframe_version: str | None
+    cmdline: str | None
+    num_cases: int | None
+    num_failures: int | None
+    results: list[ResultRec]
+
+
+_TIME_UNITS = {"s", "ms", "us", "ns", "min", "h"}
+
+
+def _figure_specs(app: str | None) -> dict:
+    try:
+        return recipes.figure_specs(recipes.load_recipe(app)) if app else {}
+    except ApptuneError:
+        return dict(recipes.COMMON_FIGURES)
+
+
+def _mode(cmdline: str | None) -> str | None:
+    m = re.search(r"--mode[= ](\S+)", cmdline or "")
+    return m.group(1) if m else None
+
+
+def read_run(run_dir: Path, report_file: Path | None = None, rep: dict | None = None) -> RunRec:
+    """A run from ReFrame's run report (what ReFrame's results database stores as well)
+    and apptune's per-test result files.  Tests without an apptune result (plain ReFrame
+    checks) keep their performance values from the run report."""
+    from . import report as _report
+    if rep is None:
+        report_file = report_file or run_dir / "report.json"
+        try:
+            rep = json.loads(report_file.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ApptuneError(report_file, None, f"not a readable ReFrame run report ({e})") from None
+    si = rep.get("session_info") or {}
+    if not si.get("uuid"):
+        raise ApptuneError(report_file or run_dir, "session_info.uuid", "run report has no session uuid")
+    start = si.get("time_start_unix")
+    results = []
+    for run in rep.get("runs", []):
+        for tc in run.get("testcases", []):
+            if tc.get("fixture"):
+                if tc.get("result") == "fail":
+                    results.append(_failed_fixture(tc))
+                continue
+            results.append(_result(tc, _report))
+    # --reruns: the same test in several runs of the session is stored once per run
+    seen: dict[tuple, int] = {}
+    for r in results:
+        k = (r.test, r.environment, r.repeat)
+        if k in seen:
+            seen[k] += 1
+            r.repeat += 1000 * seen[k]
+        else:
+            seen[k] = 0
+    return RunRec(
+        uuid=si["uuid"], run_dir=run_dir.resolve(), started_unix=start,
+        started=(datetime.datetime.fromtimestamp(start, datetime.timezone.utc).isoformat(timespec="seconds")
+                 if start else None),
+        mode=_mode(si.get("cmdline")), hostname=si.get("hostname"), reframe_version=si.get("version"),
+        cmdline=si.get("cmdline"), num_cases=si.get("num_cases"), num_failures=si.get("num_failures"),
+        results=results)
+
+
+def _split_repeat(name: str) -> tuple[str, int]:
+    m = _REPEAT.search(name)
+    return (_REPEAT.sub("", name), int(m.group(1))) if m else (name, 0)
+
+
+def _failed_fixture(tc: dict) -> ResultRec:
+    from . import report as _report
+    test, repeat = _split_repeat(tc["display_name"])
+    f = _report._row_failure(tc, None)
+    return ResultRec(test=test, repeat=repeat, system=f"{tc.get('system')}:{tc.get('partition')}",
+                     app=None, tier=None, environment=tc.get("environ"), variant=None,
+                     result="fail", fail_phase=tc.get("fail_phase"), reason=f["reason"],
+                     verified=False, provenance=None, energy=None)
+
+
+def _result(tc: dict, _report) -> ResultRec:
+    test, repeat = _split_repeat(tc["display_name"])
+    res = tc.get("result")
+    r = _report._result_file(tc)
+    system = f"{tc.get('system')}:{tc.get('partition')}"
+    if r is None:
+        # a plain ReFrame check (or a test that died before writing its result):
+        # the run report's performance values, direction from the unit
+        figs = []
+        for key, pv in (tc.get("perfvalues") or {}).items():
+            if isinstance(pv, list) and pv and isinstance(pv[0], (int, float)):
+                unit = pv[4] if len(pv) > 4 else None
+                figs.append(FigureRec(key.rsplit(":", 1)[-1], float(pv[0]), unit,
+                                      "lower" if unit in _TIME_UNITS else "higher"))
+        reason = _report._row_failure(tc, None)["reason"] if res == "fail" else tc.get("fail_reason")
+        return ResultRec(test=test, repeat=repeat, system=system, app=None, tier=None,
+                         environment=tc.get("environ"), variant=None, result=res or "?",
+                         fail_phase=tc.get("fail_phase"), reason=reason,
+                         verified=res == "pass", provenance=None, energy=None, figures=figs)
+    specs = _figure_specs(r.get("app"))
+    verdicts = (r.get("baseline") or {}).get("figures") or {}
+    figs = []
+    for name, v in (r.get("figures") or {}).items():
+        if not isinstance(v, (int, float)) or v != v:
+            continue
+        spec = specs.get(name)
+        c = verdicts.get(name) or {}
+        figs.append(FigureRec(name, float(v), spec.unit if spec else None, spec.better if spec else None,
+                              c.get("baseline"), c.get("verdict")))
+    ver = r.get("verification") or {}
+    reason = ver.get("summary")
+    if res == "fail":
+        reason = _report._row_failure(tc, {"verification": ver.get("summary")})["reason"]
+    return ResultRec(test=test, repeat=repeat, system=f"{r.get('system')}:{r.get('partition')}",
+                     app=r.get("app"), tier=r.get("tier"), environment=r.get("environment"),
+                     variant=r.get("variant"), result=res or "?", fail_phase=tc.get("fail_phase"),
+                     reason=reason, verified=bool(ver.get("ok")), provenance=r.get("provenance"),
+                     energy=r.get("energy"), figures=figs)
+
+
+def reframe_sessions(db_file: str | os.PathLike, uuids: list[str] | None = None) -> list[tuple[dict, str | None]]:
+    """Session reports stored in ReFrame's results database (its ``sessions`` table:
+    the same JSON as the run report), with the report file each came from."""
+    path = Path(db_file)
+    if not path.is_file():
+        raise ApptuneError(path, None, "no ReFrame results database here")
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        rows = con.execute("SELECT uuid, json_blob, report_file FROM sessions "
+                           "ORDER BY session_start_unix").fetchall()
+        con.close()
+    except sqlite3.Error as e:
+        raise ApptuneError(path, None, f"cannot read ReFrame's results database: {e}") from None
+    return [(json.loads(blob), rf) for uuid, blob, rf in rows if not uuids or uuid in uuids]
