@@ -7,7 +7,7 @@ from pathlib import Path
 from . import paths
 from .errors import ApptuneError
 from .models import BaselineFile, Figure
-from .yamlio import atomic_write_yaml, load_model
+from .yamlio import atomic_write_text, dump_yaml, load_model
 
 HEADER = ("# Performance baselines, one entry per (environment, variant, tier).\n"
           "# Thresholds are the allowed relative change in the bad direction.\n"
@@ -80,10 +80,17 @@ def compare(b: BaselineFile | None, entry, figures: dict[str, Figure], values: d
     return out
 
 
-def update(system: str, app: str, results: list[dict], default_threshold: float = 0.3,
-           noise_factor: float = 3.0, max_threshold: float = 0.8, max_threshold_lower: float = 3.0,
-           figures: dict[str, Figure] | None = None) -> Path:
-    """Merge verified results into the system's baseline file (atomically).
+def update(system: str, app: str, results: list[dict], **kw) -> Path:
+    """Merge verified results into the system's baseline file (atomically); see ``merge``."""
+    f, text = merge(system, app, results, **kw)
+    atomic_write_text(f, text)
+    return f
+
+
+def merge(system: str, app: str, results: list[dict], default_threshold: float = 0.3,
+          noise_factor: float = 3.0, max_threshold: float = 0.8, max_threshold_lower: float = 3.0,
+          figures: dict[str, Figure] | None = None) -> tuple[Path, str]:
+    """The system's baseline file with verified results merged in: (path, new text).
 
     Several results of the same (environment, variant, tier), e.g. from repeated
     runs, are reduced to their median.  Where repeats exist, a figure's
@@ -131,5 +138,4 @@ def update(system: str, app: str, results: list[dict], default_threshold: float 
                 data["thresholds"][n] = {"regression": want}
     data["entries"] = sorted(entries.values(), key=lambda e: (e["tier"], e["environment"], e["variant"]))
     BaselineFile.model_validate(data)
-    atomic_write_yaml(f, data, HEADER)
-    return f
+    return f, HEADER + dump_yaml(data)

@@ -1,0 +1,179 @@
+"""``apptune bless RUN``: promote a verified run into ``reference/`` and ``reference/baselines/``.
+
+* outputs: the verified fields of the reference variant (``gnu/baseline`` when it
+  ran, else the first verified one) become the ``value`` of each field in
+  ``reference/APP/<tier>.yaml``; tolerances, bounds, ``why`` and comments stay
+  as they are (the file is edited in place, line by line);
+* figures: every verified variant's figures are merged into
+  ``reference/baselines/<system>/APP.yaml`` as ``apptune baseline update`` does
+  (median of repeats; thresholds only widen, from the measured spread).
+
+A run with a failed verification is refused (expected failures, with their
+stated reason, are left out).  Every change is shown as a unified diff first;
+files are written only when confirmed, each atomically (a reader sees the old
+or the new file, never half of one), after all of them were prepared and
+validated.
+"""
+from __future__ import annotations
+
+import datetime
+import difflib
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+from . import baselines, paths, recipes
+from .errors import ApptuneError
+from .models import ReferenceFile
+from .yamlio import atomic_write_text
+
+
+def run_results(run_dir: Path) -> list[dict]:
+    found = sorted((run_dir / "output").rglob("apptune-result.json"))
+    if not found:
+        raise ApptuneError(run_dir, "output", "no apptune results in this run")
+    out = []
+    for f in found:
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ApptuneError(f, None, f"unreadable result ({e})") from None
+        r["run_id"] = run_dir.name
+        out.append(r)
+    return out
+
+
+def refusals(results: list[dict]) -> list[str]:
+    """Why a run cannot be blessed: each result whose verification failed."""
+    bad = []
+    for r in results:
+        v = r.get("verification") or {}
+        if not v.get("ok") and not v.get("xfail"):
+            bad.append(f"{r['app']}/{r['tier']} {r['environment']}/{r['variant']}: "
+                       f"{v.get('summary') or 'not verified'}")
+    return bad
+
+
+def _number(v) -> str:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(v)
+    return str(int(v)) if isinstance(v, int) or float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
+
+
+def reference_text(text: str, values: dict[str, float], recorded: str | None) -> str:
+    """``text`` (a reference file) with each field's ``value`` replaced by ``values``,
+    changing only the lines that hold a value that differs (and ``recorded``, if given)."""
+    lines = text.splitlines(True)
+    out, field, indent = [], None, None
+    in_fields = False
+    for line in lines:
+        stripped = line.strip()
+        if recorded and re.match(r"^recorded:", line):
+            line = f"recorded: {json.dumps(recorded, ensure_ascii=False)}\n"
+        elif re.match(r"^fields:\s*$", line):
+            in_fields = True
+        elif in_fields and line.strip() and not line.startswith((" ", "#")):
+            in_fields = False
+        elif in_fields and stripped and not stripped.startswith("#"):
+            ind = len(line) - len(line.lstrip())
+            m = re.match(r"^(\s+)([^\s:#]+):\s*(\{.*\})?\s*(#.*)?$", line)
+            if m and (indent is None or ind == indent):
+                indent, field = ind, m.group(2)
+                if m.group(3):   # flow style: NAME: {value: X, rel: ...}
+                    line = _replace_value(line, values.get(field), r"(\{\s*|,\s*)value:\s*")
+            elif field and ind > (indent or 0):   # block style: value: X on its own line
+                line = _replace_value(line, values.get(field), r"^(\s+)value:\s*")
+        out.append(line)
+    return "".join(out)
+
+
+def _replace_value(line: str, new, prefix: str) -> str:
+    if new is None:
+        return line
+    m = re.search(prefix + r"([^,}\s#]+)", line)
+    if not m:
+        return line
+    try:
+        if float(m.group(2)) == float(new):
+            return line
+    except ValueError:
+        pass
+    return line[:m.start(2)] + _number(new) + line[m.end(2):]
+
+
+def _pick_reference(rs: list[dict]) -> dict:
+    ok = [r for r in rs if (r.get("verification") or {}).get("ok")]
+    ok.sort(key=lambda r: ((r["environment"], r["variant"]) != ("gnu", "baseline"),
+                           r["environment"], r["variant"], r.get("test", "")))
+    return ok[0]
+
+
+def plan(run_dir: Path, system: str | None = None) -> list[tuple[Path, str, str]]:
+    """(file, old text, new text) for every file the run would change; raises on refusal."""
+    run_dir = run_dir.resolve()
+    results = run_results(run_dir)
+    bad = refusals(results)
+    if bad:
+        raise ApptuneError(run_dir, None, "refused: verification failed in this run — "
+                           + "; ".join(bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""))
+    ok = [r for r in results if (r.get("verification") or {}).get("ok")]
+    if not ok:
+        raise ApptuneError(run_dir, None, "refused: no verified result in this run")
+    changes = []
+    today = datetime.date.today().isoformat()
+    by_tier: dict[tuple, list[dict]] = {}
+    for r in ok:
+        by_tier.setdefault((r["app"], r["tier"]), []).append(r)
+    for (app, tier), rs in sorted(by_tier.items()):
+        ref = _pick_reference(rs)
+        f = paths.reference_file(app, tier)
+        if not f.exists():
+            continue
+        values = {fr["field"]: fr["value"] for fr in ref["verification"].get("fields", [])
+                  if isinstance(fr.get("value"), (int, float)) and not isinstance(fr.get("value"), bool)}
+        old = f.read_text()
+        recorded = f"{today}, {ref['environment']}/{ref['variant']}, blessed from run {run_dir}"
+        if reference_text(old, values, None) == old:
+            continue
+        new = reference_text(old, values, recorded)
+        try:
+            ReferenceFile.model_validate(yaml.safe_load(new))
+        except Exception as e:   # the edit must leave a valid file; never write one that is not
+            raise ApptuneError(f, None, f"blessing would leave an invalid reference ({e})") from None
+        if new != old:
+            changes.append((f, old, new))
+    by_app: dict[tuple, list[dict]] = {}
+    for r in ok:
+        by_app.setdefault((system or r["system"], r["app"]), []).append(r)
+    for (sysname, app), rs in sorted(by_app.items()):
+        try:
+            figures = recipes.figure_specs(recipes.load_recipe(app))
+        except ApptuneError:
+            figures = None
+        f, new = baselines.merge(sysname, app, rs, figures=figures)
+        old = f.read_text() if f.exists() else ""
+        if _without_dates(new) != _without_dates(old):
+            changes.append((f, old, new))
+    return changes
+
+
+def _without_dates(text: str) -> str:
+    """A baseline file without its ``recorded`` lines (a re-bless of the same numbers is no change)."""
+    return re.sub(r"(?m)^\s*recorded: .*$", "", text)
+
+
+def diff(changes: list[tuple[Path, str, str]]) -> str:
+    root = paths.root()
+    out = []
+    for f, old, new in changes:
+        name = str(f.relative_to(root)) if f.is_relative_to(root) else str(f)
+        out.append("".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                                f"a/{name}", f"b/{name}")))
+    return "".join(out)
+
+
+def write(changes: list[tuple[Path, str, str]]) -> None:
+    for f, _, new in changes:
+        atomic_write_text(f, new)
