@@ -109,8 +109,47 @@ def collect(report_file: Path) -> dict:
         session[k] = _readable_time(session[k])
     return {
         "session": session,
-        "failures": failures, "expected_failures": xfailed, "skipped": skipped, "apps": _matrices(rows), "results": rows,
+        "failures": failures, "expected_failures": xfailed, "skipped": skipped,
+        "apps": _matrices(_merge_repeats(rows)), "results": rows,
     }
+
+
+def _merge_repeats(rows: list[dict]) -> list[dict]:
+    """Repeats of a test (``--repeat``) as one matrix column: the median of each figure,
+    its spread ((max - min) / median), verified only when every repeat was."""
+    import re
+    import statistics
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["app"], r["tier"], r["environment"], r["variant"], r["system"]), []).append(r)
+    out = []
+    for (app, tier, env, variant, system), rs in groups.items():
+        if len(rs) == 1:
+            out.append(rs[0])
+            continue
+        m = dict(rs[0], test=re.sub(r"\s*%\.repeat_no=\d+", "", rs[0]["test"]), repeats=len(rs),
+                 verified=all(r["verified"] for r in rs), figures={}, spread={})
+        for n in {n for r in rs for n in r["figures"]}:
+            vals = [r["figures"][n] for r in rs if _num(r["figures"].get(n)) is not None]
+            if vals:
+                med = statistics.median(vals)
+                m["figures"][n] = med
+                m["spread"][n] = (max(vals) - min(vals)) / abs(med) if med else None
+        bad = [r for r in rs if not r["verified"]]
+        m["verification"] = (bad[0]["verification"] if bad else rs[0]["verification"]) + f" ({len(rs)} repeats)"
+        if (rs[0].get("baseline") or {}).get("file"):   # the verdicts, again for the medians
+            from . import baselines
+            try:
+                specs = recipes.figure_specs(recipes.load_recipe(app))
+                b = baselines.load(system.split(":")[0], app)[1]
+            except ApptuneError:
+                b = None
+            if b is not None:
+                entry = baselines.lookup(b, env, variant, tier)
+                m["baseline"] = dict(rs[0]["baseline"], found=entry is not None, figures=baselines.compare(
+                    b, entry, specs, m["figures"], (rs[0].get("energy") or {}).get("trust")))
+        out.append(m)
+    return out
 
 
 def _readable_time(stamp):
@@ -287,7 +326,64 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
                                      "file": str(out.relative_to(run_dir))})
 
 
-def render(summary: dict, run_dir: Path) -> tuple[Path, Path, Path]:
+def trend_plots(summary: dict, run_dir: Path, history_dir: Path) -> None:
+    """Verdicts over the history (runs of this run's mode) and, per application and tier,
+    one trend plot: a panel per figure, a line per variant, change points marked."""
+    from . import history, regressions
+    with history.History(history_dir) as h:
+        uuid = summary["session"].get("uuid")
+        row = h.db.execute("SELECT mode FROM runs WHERE session_uuid = ?", (uuid,)).fetchone()
+        mode = row["mode"] if row else None
+        order = {r["session_uuid"]: i for i, r in enumerate(h.runs(mode=mode))}
+        verdicts = []
+        for system, app in sorted({(r["system"], r["app"]) for r in summary["results"]}):
+            verdicts += regressions.check(h, system=system, mode=mode, app=app)
+    verdicts.sort(key=lambda v: (regressions.ORDER[v.verdict], v.name))
+    summary["history"] = {
+        "dir": str(history_dir), "mode": mode, "runs": len(order), "this_run_stored": uuid in order,
+        "counts": {k: sum(v.verdict == k for v in verdicts) for k in regressions.ORDER},
+        "changes": [v.to_dict() for v in verdicts if v.verdict in ("regression", "improvement")],
+    }
+    for a in summary["apps"]:
+        a["trend_plot"] = None
+        vs = [v for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"]) and len(v.points) >= 2]
+        for r in a["rows"]:
+            r["history_verdicts"] = {v.figure: v.verdict for v in vs
+                                     if (v.environment, v.variant) == (r["environment"], r["variant"])}
+        names = [n for n in a["figures"] if any(v.figure == n for v in vs)]
+        if not names:
+            continue
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
+        cols = min(3, len(names))
+        rows = -(-len(names) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.4 * rows), dpi=80, squeeze=False)
+        for ax in axes.flat[len(names):]:
+            ax.set_visible(False)
+        for ax, n in zip(axes.flat, names):
+            for v in (v for v in vs if v.figure == n):
+                xs = [order.get(p.run, i) for i, p in enumerate(v.points)]
+                ax.plot(xs, [p.value for p in v.points], marker=".", markersize=3, linewidth=1,
+                        label=f"{v.environment}/{v.variant}")
+                for c in v.change_points:
+                    bad = c["direction"] == "regression"
+                    ax.axvline(order.get(c["run"], c["index"]) - 0.5, color="#b00020" if bad else "#1b7a1b",
+                               linestyle="--", linewidth=1)
+                    if c["change"] is not None:
+                        ax.annotate(f"{c['change']:+.1%}", (order.get(c["run"], c["index"]) - 0.5, c["after"]),
+                                    fontsize=6, color="#b00020" if bad else "#1b7a1b")
+            ax.set_title(f"{n} ({a['units'].get(n, '')}, {a['better'].get(n, 'higher')} is better)", fontsize=8)
+            ax.tick_params(labelsize=6)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.grid(alpha=0.3)
+        axes.flat[0].legend(fontsize=6)
+        out = _save_figure(fig, run_dir / "plots" / f"trend-{a['app']}-{a['tier']}.png")
+        a["trend_plot"] = str(out.relative_to(run_dir))
+
+
+def render(summary: dict, run_dir: Path, history_dir: Path | None = None) -> tuple[Path, Path, Path]:
     env = jinja2.Environment(loader=jinja2.PackageLoader("apptune", "templates"),
                              autoescape=jinja2.select_autoescape(["html"]),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -295,6 +391,9 @@ def render(summary: dict, run_dir: Path) -> tuple[Path, Path, Path]:
     env.globals["relpath"] = lambda p: _rel(p, run_dir)
     power_plots(summary, run_dir)
     curve_plots(summary, run_dir)
+    summary["history"] = None
+    if history_dir is not None:
+        trend_plots(summary, run_dir, Path(history_dir))
     md = env.get_template("report.md.j2").render(**summary)
     html = env.get_template("report.html.j2").render(**summary)
     paths = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")
@@ -314,7 +413,8 @@ def _rel(p, base: Path) -> str:
         return str(p)
 
 
-def write(run_dir: Path, report_file: Path | None = None) -> tuple[Path, Path, Path]:
+def write(run_dir: Path, report_file: Path | None = None,
+          history_dir: Path | None = None) -> tuple[Path, Path, Path]:
     run_dir = Path(run_dir)
     summary = collect(report_file or run_dir / "report.json")
-    return render(summary, run_dir)
+    return render(summary, run_dir, history_dir)
