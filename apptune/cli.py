@@ -45,9 +45,12 @@ def cmd_run(a) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     for app in recipes.list_recipes():  # fail fast, with one line, on bad data
         recipes.load_recipe(app)
-    cmd = reframe_command(root, a.mode, a.checks, run_dir, a.config, a.reframe_args)
-    print("apptune: " + shlex.join(cmd), flush=True)
+    extra = (["--repeat", str(a.repeats)] if a.repeats > 1 else []) + a.reframe_args
+    cmd = reframe_command(root, a.mode, a.checks, run_dir, a.config, extra)
     env = dict(os.environ, APPTUNE_ROOT=str(root))
+    storage = reframe_storage_env(env) if not a.no_history else {}
+    env.update(storage)
+    print("apptune: " + shlex.join([f"{k}={v}" for k, v in storage.items()] + cmd), flush=True)
     rc = subprocess.run(cmd, cwd=run_dir, env=env).returncode
     latest = runs_dir() / "latest"
     # runs/latest follows runs kept under runs/; an explicit --run-dir elsewhere leaves it alone
@@ -60,7 +63,18 @@ def cmd_run(a) -> int:
             print(f"apptune: note: could not point {latest} at this run ({e.strerror})", file=sys.stderr)
     if (run_dir / "report.json").exists():
         from . import report
-        md, html = report.write(run_dir)[1:]
+        hdir = None
+        if not a.no_history:
+            from . import history
+            try:
+                with history.History() as h:
+                    uuid, n, _ = h.ingest(run_dir)
+                hdir = h.dir
+                print(f"apptune: history: {n} results of session {uuid[:8]} in {h.path}")
+            except ApptuneError as e:
+                print(f"apptune: error: history: {e}", file=sys.stderr)
+                rc = rc or 2
+        md, html = report.write(run_dir, history_dir=hdir)[1:]
         print(f"apptune: report {md} and {html}")
         if os.environ.get("GITHUB_STEP_SUMMARY"):
             with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
@@ -71,6 +85,15 @@ def cmd_run(a) -> int:
               f"(do the -n/-t/-S options and --mode select anything? `apptune list`)", file=sys.stderr)
         return rc or 1
     return rc
+
+
+def reframe_storage_env(env: dict) -> dict:
+    """ReFrame's own results database, next to apptune's history (unless the caller set it)."""
+    from . import history
+    if "RFM_ENABLE_RESULTS_STORAGE" in env or "RFM_SQLITE_DB_FILE" in env:
+        return {}
+    return {"RFM_ENABLE_RESULTS_STORAGE": "1",
+            "RFM_SQLITE_DB_FILE": str(history.history_dir() / history.REFRAME_DB_FILE)}
 
 
 def cmd_list(a) -> int:
@@ -92,8 +115,12 @@ def cmd_list(a) -> int:
 
 def cmd_report(a) -> int:
     from . import report
+    from . import history
     run_dir = Path(a.run_dir or runs_dir() / "latest").resolve()
-    paths_ = report.write(run_dir, Path(a.report_file) if a.report_file else None)
+    hdir = None if a.no_history else Path(a.history) if a.history else history.history_dir()
+    if hdir is not None and not (hdir / history.DB_FILE).is_file():
+        hdir = None
+    paths_ = report.write(run_dir, Path(a.report_file) if a.report_file else None, history_dir=hdir)
     for p in paths_:
         print(p)
     if a.print:
@@ -172,6 +199,76 @@ def cmd_baseline_update(a) -> int:
     return 0
 
 
+def cmd_history(a) -> int:
+    from . import history
+    with history.History(a.history) as h:
+        if a.hcmd == "list":
+            for r in h.runs(mode=a.mode):
+                print(f"{r['started']}  {r['session_uuid'][:8]}  {r['mode'] or '-':<8} "
+                      f"{r['num_cases'] or 0:>3} cases {r['num_failures'] or 0:>2} failed  {r['run_dir']}")
+            print(f"{len(h.runs(mode=a.mode))} runs in {h.path} (schema version {h.version()})")
+            return 0
+        sources: list[tuple[Path, Path | None, dict | None]] = []
+        if a.reframe_db:
+            for rep, report_file in history.reframe_sessions(a.reframe_db, a.run_dirs or None):
+                rf = Path(report_file) if report_file else None
+                sources.append((rf.parent if rf else Path(a.reframe_db).parent, rf, rep))
+        else:
+            if not a.run_dirs:
+                raise ApptuneError(None, "history ingest", "give run directories (or --reframe-db FILE)")
+            sources = [(Path(d), None, None) for d in a.run_dirs]
+        for run_dir, rf, rep in sources:
+            uuid, n, new = h.ingest(run_dir, rf, rep)
+            print(f"{run_dir}: session {uuid[:8]}: "
+                  + (f"{n} results stored" if new else "already in the history (unchanged)"))
+        print(f"history: {h.path}")
+    return 0
+
+
+def cmd_check_regressions(a) -> int:
+    from . import history, regressions
+    with history.History(a.history) as h:
+        runs = h.runs(mode=a.mode)
+        verdicts = regressions.check(h, system=a.system, mode=a.mode, app=a.app,
+                                     baseline_system=a.baseline_system, alpha=a.alpha,
+                                     min_change=a.min_change)
+        path = h.path
+    verdicts.sort(key=lambda v: (regressions.ORDER[v.verdict], v.name))
+    count = {k: sum(v.verdict == k for v in verdicts) for k in regressions.ORDER}
+    for v in verdicts:
+        if v.verdict in ("regression", "improvement") or a.verbose:
+            print(regressions.format_verdict(v))
+    if a.json:
+        from .yamlio import atomic_write_json
+        atomic_write_json(a.json, [v.to_dict() for v in verdicts])
+    print(f"apptune: check-regressions: {count['regression']} regression(s), "
+          f"{count['improvement']} improvement(s), {count['unchanged']} unchanged, "
+          f"{count['insufficient data']} with insufficient data; {len(verdicts)} series over "
+          f"{len(runs)} run(s){' of mode ' + a.mode if a.mode else ''} in {path}")
+    return 1 if count["regression"] else 0
+
+
+def cmd_bless(a) -> int:
+    from . import bless
+    run_dir = Path(a.run_dir).resolve()
+    changes = bless.plan(run_dir, a.system)
+    if not changes:
+        print(f"apptune: bless: {run_dir} matches reference/ and reference/baselines/: nothing to change")
+        return 0
+    sys.stdout.write(bless.diff(changes))
+    names = ", ".join(str(f.relative_to(paths.root())) for f, _, _ in changes)
+    if not a.yes:
+        if not sys.stdin.isatty():
+            print(f"apptune: bless: no TTY and no --yes: nothing written ({len(changes)} file(s) would change)")
+            return 0
+        if input(f"Write {len(changes)} file(s) ({names})? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("apptune: bless: nothing written")
+            return 0
+    bless.write(changes)
+    print(f"apptune: bless: wrote {names}")
+    return 0
+
+
 def cmd_cache(a) -> int:
     from . import buildcache
     if a.ccmd == "list":
@@ -206,6 +303,10 @@ def main(argv=None) -> int:
     r.add_argument("-c", "--checks", action="append", default=[], help="check file or directory")
     r.add_argument("-C", "--config", default=DEFAULT_CONFIG, help="ReFrame site config")
     r.add_argument("--run-dir", help="where to put stage, output, report (default runs/<time>-<mode>)")
+    r.add_argument("--repeats", type=int, default=1, metavar="N",
+                   help="run each test N times (ReFrame --repeat); verdicts use the median")
+    r.add_argument("--no-history", action="store_true",
+                   help="do not store the run in the history (nor in ReFrame's results database)")
     r.add_argument("reframe_args", nargs="*", help="extra ReFrame options after --, e.g. -- -n HPCC -p gnu")
     r.set_defaults(func=cmd_run)
     l = sub.add_parser("list", help="list applications, patches, tiers and variants")
@@ -214,6 +315,9 @@ def main(argv=None) -> int:
     rp.add_argument("run_dir", nargs="?", help="run directory (default runs/latest)")
     rp.add_argument("--report-file", help="ReFrame run report (default RUN_DIR/report.json)")
     rp.add_argument("--print", action="store_true", help="print the Markdown report")
+    rp.add_argument("--history", help="history directory for trend plots (default $APPTUNE_HISTORY "
+                    "or ~/.local/share/apptune/history)")
+    rp.add_argument("--no-history", action="store_true", help="no trend plots")
     rp.set_defaults(func=cmd_report)
     v = sub.add_parser("validate", help="validate every recipe, input, reference and baseline")
     v.add_argument("-C", "--config", default=DEFAULT_CONFIG, help="ReFrame site config")
@@ -225,6 +329,37 @@ def main(argv=None) -> int:
     bu.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     bu.add_argument("--system", help="baseline system name (default: the ReFrame system)")
     bu.set_defaults(func=cmd_baseline_update)
+    hp = sub.add_parser("history", help="the history store of every run's results")
+    hs = hp.add_subparsers(dest="hcmd", required=True)
+    hi = hs.add_parser("ingest", help="store runs (idempotent: a stored run is left as it is)")
+    hi.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",
+                    help="run directories (with --reframe-db: session uuids, default all)")
+    hi.add_argument("--reframe-db", metavar="FILE", help="read the sessions of ReFrame's results database")
+    hl = hs.add_parser("list", help="stored runs")
+    hl.add_argument("--mode", help="only runs of this ReFrame mode")
+    for p_ in (hi, hl):
+        p_.add_argument("--history", help="history directory (default $APPTUNE_HISTORY or "
+                        "~/.local/share/apptune/history)")
+    hp.set_defaults(func=cmd_history)
+    cr = sub.add_parser("check-regressions", help="verdict per figure over the history; "
+                        "exit 1 on a confirmed regression")
+    cr.add_argument("--history", help="history directory (default $APPTUNE_HISTORY or "
+                    "~/.local/share/apptune/history)")
+    cr.add_argument("--system", help="only this system (or system:partition)")
+    cr.add_argument("--mode", help="only runs of this ReFrame mode (nightly.sh: nightly)")
+    cr.add_argument("--app", help="only this application")
+    cr.add_argument("--baseline-system", help="baselines of this system (default: the run's)")
+    cr.add_argument("--alpha", type=float, default=0.01, help="significance of a change point (default 0.01)")
+    cr.add_argument("--min-change", type=float, default=0.0,
+                    help="smallest relative change reported, e.g. 0.02 (default 0: significance only)")
+    cr.add_argument("--json", help="also write every verdict to this JSON file")
+    cr.add_argument("-v", "--verbose", action="store_true", help="print every series' verdict")
+    cr.set_defaults(func=cmd_check_regressions)
+    bl = sub.add_parser("bless", help="promote a verified run into reference/ and reference/baselines/")
+    bl.add_argument("run_dir", metavar="RUN_DIR")
+    bl.add_argument("--yes", action="store_true", help="write without asking")
+    bl.add_argument("--system", help="baseline system name (default: the ReFrame system)")
+    bl.set_defaults(func=cmd_bless)
     c = sub.add_parser("cache", help="the content-addressed build cache")
     cs = c.add_subparsers(dest="ccmd", required=True)
     cs.add_parser("list", help="entries with app, environment, variant and size")

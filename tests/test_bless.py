@@ -1,0 +1,85 @@
+"""``apptune bless RUN``: a reviewable diff first, nothing written without --yes or a TTY,
+refusal of a run whose verification failed, in-place edits that keep comments."""
+import os
+
+import pytest
+
+from apptune import bless, cli
+from conftest import write_run
+
+FIELDS = [{"field": "sum", "value": 1.6449330668, "ok": True},
+          {"field": "n", "value": 1000000, "ok": True}]
+
+
+def _toy_run(tmp_path, ok=True, rate=123.5, sum_=1.6449330669, name="run"):
+    fields = [dict(FIELDS[0], value=sum_), FIELDS[1]]
+    return write_run(tmp_path / name, f"uuid-{name}", 1.0, [
+        {"app": "toy", "tier": "ci", "environment": "gnu", "variant": "baseline",
+         "figures": {"rate": rate, "wall_time": 1.5}, "ok": ok, "fields": fields, "repeat": rep}
+        for rep in range(3)] + [
+        {"app": "toy", "tier": "ci", "environment": "gnu", "variant": "tuned",
+         "figures": {"rate": rate * 1.2, "wall_time": 1.2}, "ok": True, "fields": fields}])
+
+
+def test_without_yes_and_without_a_tty_only_the_diff_is_shown(toy_root, tmp_path, capsys, monkeypatch):
+    ref = toy_root / "reference/toy/ci.yaml"
+    before = ref.read_text()
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert cli.main(["bless", str(_toy_run(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "--- a/reference/toy/ci.yaml" in out and "+++ b/reference/toy/ci.yaml" in out
+    assert "-  sum: {value: 1.6449330668, rel: 1.0e-9}" in out
+    assert "+  sum: {value: 1.6449330669, rel: 1.0e-9}" in out
+    assert "+++ b/reference/baselines/local/toy.yaml" in out and "rate: 123.5" in out
+    assert "nothing written" in out
+    assert ref.read_text() == before
+    assert not (toy_root / "reference/baselines/local/toy.yaml").exists()
+
+
+def test_yes_writes_reference_and_baselines_in_place(toy_root, tmp_path, capsys):
+    ref = toy_root / "reference/toy/ci.yaml"
+    run = _toy_run(tmp_path)
+    assert cli.main(["bless", str(run), "--yes"]) == 0
+    text = ref.read_text()
+    assert "  sum: {value: 1.6449330669, rel: 1.0e-9}\n" in text
+    assert "  n: {value: 1000000, abs: 0}\n" in text            # unchanged line kept as it was
+    assert "blessed from run" in text and "gnu/baseline" in text
+    base = (toy_root / "reference/baselines/local/toy.yaml").read_text()
+    assert "variant: baseline" in base and "rate: 123.5" in base and "median of 3 run(s)" in base
+    capsys.readouterr()
+    # blessing the same run again changes nothing
+    assert cli.main(["bless", str(run), "--yes"]) == 0
+    assert "nothing to change" in capsys.readouterr().out
+
+
+def test_a_run_whose_verification_failed_is_refused(toy_root, tmp_path, capsys):
+    ref = toy_root / "reference/toy/ci.yaml"
+    before = ref.read_text()
+    assert cli.main(["bless", str(_toy_run(tmp_path, ok=False)), "--yes"]) == 2
+    err = capsys.readouterr().err
+    assert "refused: verification failed" in err and "toy/ci gnu/baseline" in err and "sum = nan" in err
+    assert ref.read_text() == before
+    assert not (toy_root / "reference/baselines/local/toy.yaml").exists()
+
+
+def test_a_failed_write_leaves_every_file_whole(toy_root, tmp_path, monkeypatch):
+    ref = toy_root / "reference/toy/ci.yaml"
+    before = ref.read_text()
+    changes = bless.plan(_toy_run(tmp_path))
+    assert len(changes) == 2
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        bless.write(changes)
+    assert ref.read_text() == before
+    assert sorted(p.name for p in ref.parent.iterdir()) == ["ci.yaml"]
+
+
+def test_block_style_fields_keep_their_comments():
+    text = ("# comment kept\napp: x\ntier: ci\nrecorded: old\nfields:\n"
+            "  lnL:\n    value: -10.5\n    abs: 0.01\n    why: >-\n      a: folded text\n"
+            "  rf: {value: 0, abs: 0}\n")
+    new = bless.reference_text(text, {"lnL": -10.25, "rf": 0}, "today")
+    assert new == text.replace("value: -10.5", "value: -10.25").replace("recorded: old", 'recorded: "today"')

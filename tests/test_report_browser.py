@@ -1,0 +1,102 @@
+"""The HTML report as a person sees it: rendered by headless Chromium.
+
+The report of the last run of the recorded -O1 series (tests/data/history/), with a
+variant whose verification failed and a power trace, is opened in Chromium: the
+DOM must show the failure first, then the regressions found in the history, then
+the variant matrix with the best variant highlighted, and every image must load.
+The screenshot is kept in the test's directory and copied to test-artifacts/
+(uploaded by CI).
+"""
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from apptune import cli, report
+from conftest import write_run
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DATA = Path(__file__).parent / "data" / "history" / "o1-slowdown.json"
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (ci/apt-packages.txt lists it: "
+                       "run ci/bootstrap.sh)"),
+]
+
+# Appended to a copy of the page: after load, writes each image's load state into the DOM.
+PROBE = """<script>
+window.addEventListener('load', () => {
+  const imgs = [...document.images].map(i => ({src: i.getAttribute('src'),
+                                              ok: i.complete && i.naturalWidth > 0}));
+  const pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = JSON.stringify(imgs);
+  document.body.appendChild(pre);
+});
+</script>
+"""
+
+
+def chromium(*args, cwd):
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+           "--allow-file-access-from-files", *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=cwd)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
+def _run_with_history(tmp_path) -> tuple[Path, Path]:
+    data = json.loads(DATA.read_text())
+    hdir = tmp_path / "history"
+    dirs = []
+    for i, run in enumerate(data["runs"]):
+        results = [dict(r, provenance=data["provenance"][r["provenance"]]) for r in run["results"]]
+        if i == len(data["runs"]) - 1:
+            results.append({"app": "hpcc", "tier": "nightly", "environment": "gnu", "variant": "aggressive",
+                            "figures": {"HPL": 99.0, "StarFFT": 9.0, "wall_time": 50.0}, "ok": False,
+                            "provenance": data["provenance"]["tuned"]})
+        dirs.append(write_run(tmp_path / run["uuid"], run["uuid"], run["start"], results))
+    assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
+    last = dirs[-1]
+    for p in (last / "output").rglob("apptune-result.json"):
+        if json.loads(p.read_text())["variant"] == "baseline":
+            (p.parent / "power-trace.csv").write_text("t_s,power_W\n0.0,21\n0.5,58\n1.0,60\n1.5,59\n2.0,22\n")
+    return last, hdir
+
+
+def test_report_in_headless_chromium(tmp_path):
+    run_dir, hdir = _run_with_history(tmp_path)
+    html = report.write(run_dir, history_dir=hdir)[2]
+    probe = run_dir / "probe.html"
+    probe.write_text(html.read_text().replace("</body>", PROBE + "</body>"))
+    dom = chromium("--virtual-time-budget=10000", "--dump-dom", probe.as_uri(), cwd=tmp_path)
+
+    # failures first, then the history's regressions, then the matrix
+    pos = [dom.find(s) for s in ('id="failures"', 'id="history"', 'class="matrix"')]
+    assert -1 not in pos and pos == sorted(pos), pos
+    failures = dom[pos[0]:pos[1]]
+    assert "aggressive" in failures and "sum = nan" in failures
+    regressions = dom[pos[1]:pos[2]]
+    assert regressions.count(">regression<") == 2 and "flags.cflags: -O2 → -O1" in regressions
+    # the matrix: one column per variant (repeats merged), the wrong variant marked, the best highlighted
+    matrix = dom[pos[2]:dom.find("</table>", pos[2])]
+    assert len(re.findall(r'<th class="variant">', matrix)) == 3
+    assert "median of 3" in matrix and 'class="bad"' in matrix
+    assert re.search(r'<b class="best-variant">gnu/(baseline|tuned)</b>', dom)
+    assert re.search(r'<td class="best\s', matrix)
+    # every image (trend, power) loaded in the browser
+    imgs = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1).replace("&quot;", '"'))
+    srcs = {i["src"]: i["ok"] for i in imgs}
+    assert srcs == {"plots/trend-hpcc-nightly.png": True, "plots/power-hpcc-nightly.png": True}, srcs
+
+    shot = tmp_path / "report.png"
+    chromium(f"--screenshot={shot}", "--window-size=1280,2000", html.as_uri(), cwd=tmp_path)
+    assert shot.stat().st_size > 20_000
+    artifacts = REPO / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    shutil.copy(shot, artifacts / "report-headless-chromium.png")
