@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Nightly regression run: the nightly tier with repeats, stored in the history,
+# the report (with trends), then the regression verdict over the history.
+#
+#   ci/nightly.sh                     # from cron, scrontab or by hand; reads no stdin
+#
+# Exit status: 1 when check-regressions confirmed a regression (it printed the
+# figure, the first bad run and what changed in provenance); otherwise the
+# status of the run itself (non-zero when a test failed); 0 only when every test
+# passed and no regression was confirmed.
+#
+# Settings (environment):
+#   APPTUNE_NIGHTLY_REPEATS  runs of each test (default 3); verdicts use their median
+#   APPTUNE_NIGHTLY_ARGS     extra ReFrame options, word-split (e.g. "-n HPCC")
+#   APPTUNE_HISTORY          history directory (default ~/.local/share/apptune/history)
+#   APPTUNE_RUNS             where run directories go (default runs/)
+#   APPTUNE                  the apptune command (default .venv/bin/apptune)
+# Examples for cron and Slurm's scrontab: docs/regressions.md.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+exec </dev/null
+
+apptune=${APPTUNE:-$here/.venv/bin/apptune}
+repeats=${APPTUNE_NIGHTLY_REPEATS:-3}
+run_dir=${APPTUNE_RUNS:-$here/runs}/$(date +%Y%m%dT%H%M%S)-nightly
+
+# 1. the nightly tier, N repeats; `apptune run` stores the run in the history and writes
+#    the report with its trend plots
+run_rc=0
+# shellcheck disable=SC2086  # APPTUNE_NIGHTLY_ARGS is a list of options
+"$apptune" run --mode nightly --repeats "$repeats" --run-dir "$run_dir" -- ${APPTUNE_NIGHTLY_ARGS:-} || run_rc=$?
+if [ ! -f "$run_dir/report.json" ]; then
+  echo "nightly: no run report in $run_dir (apptune run exit $run_rc)" >&2
+  exit $(( run_rc ? run_rc : 2 ))
+fi
+
+# 2. the history has the run (idempotent: a stored run is left as it is)
+"$apptune" history ingest "$run_dir"
+
+# 3. the verdict over the history of nightly runs
+check_rc=0
+"$apptune" check-regressions --mode nightly --json "$run_dir/regressions.json" || check_rc=$?
+
+echo "nightly: run $run_dir: tests exit $run_rc, check-regressions exit $check_rc"
+if [ "$check_rc" -ne 0 ]; then
+  exit "$check_rc"
+fi
+exit "$run_rc"
