@@ -334,9 +334,10 @@ uint64_t mm_tally_report(mm_tally *t, MPI_Comm comm)
 uint64_t mm_total_errors(void) { return total_errors; }
 
 /* ------------------------------------------------------------------ timing */
-/* Time fn: once as warm-up, then a probe that doubles its repetitions until it lasts at
+/* Time fn: once as warm-up, then a probe that grows its repetitions until it lasts at
  * least 1 ms (the slowest rank decides, so every rank runs the same counts), then
- * repetitions fitted to --time-per-size (within min/max reps) in 5 batches.  Returns this
+ * repetitions fitted to --time-per-size (within min/max reps) in 5 batches, stopping
+ * early (all ranks together) once twice that time is spent.  Returns this
  * rank's median over the batches of the seconds per repetition: on a node shared with
  * other work a descheduled batch does not move the figure (NetPIPE keeps the best of
  * its trials for the same reason).  *reps: the timed repetitions.  Data checks that
@@ -354,7 +355,12 @@ double mm_time_loop(MPI_Comm comm, mm_loop_fn fn, void *ctx, const mm_opts *o, l
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
         per = t / (double)probe;
         if (t >= 1e-3 || probe >= o->max_reps || t >= o->time_per_size) break;
-        probe *= 2;
+        /* aim at 2 ms in one step when the probe says how (few synchronisations: on a
+         * loaded node each one can cost a scheduler time slice) */
+        double grow = t > 0 ? 2e-3 / t : 100.0;
+        grow = grow < 2 ? 2 : grow > 100 ? 100 : grow;
+        probe = (long)((double)probe * grow);
+        if (probe > o->max_reps) probe = o->max_reps;
     }
     double fit = per > 0 ? o->time_per_size / per : (double)o->max_reps;
     long n = fit > (double)o->max_reps ? o->max_reps : (long)fit;
@@ -363,22 +369,30 @@ double mm_time_loop(MPI_Comm comm, mm_loop_fn fn, void *ctx, const mm_opts *o, l
     double t[BATCHES];
     long done = 0;
     MPI_Barrier(comm);
-    for (int b = 0; b < nb; b++) {
+    const double start = MPI_Wtime();
+    int b = 0;
+    while (b < nb) {
         long k = n / nb + (b < n % nb);
         double t0 = MPI_Wtime();
         fn(ctx, k);
-        t[b] = (MPI_Wtime() - t0) / (double)k;
+        t[b++] = (MPI_Wtime() - t0) / (double)k;
         done += k;
+        /* a node shared with other work can stall a batch far beyond the probe's estimate:
+         * stop (together) once twice the budget is spent */
+        double spent = MPI_Wtime() - start;
+        MPI_Allreduce(MPI_IN_PLACE, &spent, 1, MPI_DOUBLE, MPI_MAX, comm);
+        if (spent > 2 * o->time_per_size) break;
     }
+    const int nb_done = b;
     /* median of the batches (insertion sort of at most 5) */
-    for (int i = 1; i < nb; i++)
+    for (int i = 1; i < nb_done; i++)
         for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
             double x = t[j];
             t[j] = t[j - 1];
             t[j - 1] = x;
         }
     if (reps) *reps = done;
-    return nb % 2 ? t[nb / 2] : 0.5 * (t[nb / 2 - 1] + t[nb / 2]);
+    return nb_done % 2 ? t[nb_done / 2] : 0.5 * (t[nb_done / 2 - 1] + t[nb_done / 2]);
 }
 
 /* A fixed amount of integer work (a xorshift chain): same result for every compiler and

@@ -119,8 +119,8 @@ static void prepare(rma_ctx *c, uint64_t *tmp)
 /* Check regions 0..nreg-1 (on the target for put/accumulate, the origin for get). */
 static void verify(rma_ctx *c, mm_tally *t, int nreg, uint64_t *tmp, uint64_t *want)
 {
-    MPI_Barrier(c->comm);
-    /* every rank learns the origin's operation counts (accumulate expectations) */
+    /* every rank learns the origin's operation counts (accumulate expectations); the origin
+     * sends them after its last flush, so the target checks completed operations */
     MPI_Bcast(c->ops, 16, MPI_UINT64_T, ORIGIN, c->comm);
     if (mm_rank == TARGET && c->kind != MM_GET) {
         MPI_Win_sync(c->win);
@@ -141,7 +141,7 @@ static void verify(rma_ctx *c, mm_tally *t, int nreg, uint64_t *tmp, uint64_t *w
         for (int j = 0; j < nreg; j++)
             mm_check(t, c->obuf + (size_t)j * c->size, c->size,
                      mm_stream(MM_GET, TARGET, ORIGIN, c->size, c->strided));
-    MPI_Barrier(c->comm);
+    MPI_Barrier(c->comm);   /* no operation may touch a region while it is checked */
 }
 
 static void transfers(rma_ctx *c, const mm_opts *o, int kind, const char *name, uint64_t *tmp,
