@@ -13,11 +13,14 @@ See https://reframe-hpc.readthedocs.io/en/stable/config_reference.html
 import os
 import sys
 
+from apptune.site import load_clusters
+
 # The virtualenv ReFrame runs from holds PyPI's MKL and Intel MPI.
 _prefix = sys.prefix
+_here = os.path.dirname(os.path.abspath(__file__))
 # MPICH's wrappers and launcher under their generic names (site-config/mpich/bin), the
 # way `module load mpich` provides them on a cluster.
-_mpich_bin = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'mpich', 'bin')
+_mpich_bin = os.path.join(_here, 'mpich', 'bin')
 _ompi_root = [['OMPI_ALLOW_RUN_AS_ROOT', '1'], ['OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1']]
 
 site_configuration = {
@@ -132,3 +135,11 @@ site_configuration = {
         },
     ],
 }
+
+# Slurm clusters: one short YAML file each in site-config/clusters/ (docs/slurm.md). They
+# go before 'local', whose hostnames match any host; a cluster without hostnames is
+# selected only with --system NAME (e.g. localslurm, the cluster ci/slurm-local.sh starts).
+_clusters = load_clusters(os.path.join(_here, 'clusters'), site_configuration['environments'])
+site_configuration['systems'][:0] = _clusters['systems']
+site_configuration['environments'] += _clusters['environments']
+site_configuration['modes'] += _clusters['modes']

@@ -1,0 +1,204 @@
+"""Slurm clusters for the ReFrame site config, from a few values per cluster.
+
+``site-config/clusters/NAME.yaml`` describes one Slurm cluster (the system
+``NAME``); ``site-config/settings.py`` turns every such file into ReFrame
+systems, environments and execution modes with :func:`load_clusters`. A site
+writes what differs (hostnames, sbatch options, cores per node, modules); the
+rest has defaults chosen for regression runs:
+
+* scheduler ``squeue``: ReFrame polls with squeue, so no slurmdbd is needed
+  (``slurm`` polls with sacct where accounting exists);
+* ``--no-requeue``: a job on a node that fails is reported as such instead of
+  silently running again;
+* ``srun`` launcher; ``mpirun`` per partition where the MPI lacks PMI support;
+* modes ``ci``, ``dev``, ``nightly`` (energy-grade: nodes exclusive),
+  ``placement`` (nightly fully vs half-subscribed) and ``nodes`` (the ci tier
+  on every idle node, ReFrame's ``--distribute``).
+
+See docs/slurm.md for the schema with an example.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from .errors import ApptuneError
+from .models import Strict, _valid_regex
+from .yamlio import load_model
+
+#: Launchers a partition may use (ReFrame launcher names).
+LAUNCHERS = ("srun", "mpirun", "mpiexec")
+
+
+class ClusterEnvironment(Strict):
+    """What a cluster adds to an environment of the base config (same name)."""
+    #: Modules loaded in the job script and for the build, e.g. ``[gcc/12.2, openmpi/4.1]``.
+    modules: list[str] = []
+    #: Environment variables, e.g. ``{SLURM_MPI_TYPE: pmix}`` for srun with Open MPI.
+    env_vars: dict[str, str] = {}
+    #: Shell commands run before the modules are loaded (e.g. ``source /opt/spack/setup-env.sh``).
+    prepare_cmds: list[str] = []
+
+
+class ClusterPartition(Strict):
+    descr: str = ""
+    #: sbatch options every job of the partition gets, e.g. ``[--partition=cpu, --account=proj]``.
+    sbatch: list[str] = []
+    launcher: Literal["srun", "mpirun", "mpiexec"] = "srun"
+    #: Cores of one node (``ranks_per_node=full|half`` and the energy model need it);
+    #: ``this-host``: the cores of the machine reading the config (a cluster of this host).
+    cores_per_node: int | Literal["this-host"] | None = Field(default=None)
+    #: Jobs ReFrame keeps in the queue at once for this partition.
+    max_jobs: int = Field(default=8, ge=1)
+    #: Every job gets its nodes alone (``--exclusive``): energy figures are then graded
+    #: ``measured`` instead of ``measured-shared``.
+    exclusive: bool = False
+    #: Environments of the base config valid here (default: every one the cluster lists,
+    #: else every base environment).
+    environs: list[str] | None = None
+    #: Variables set in every job script of the partition.
+    env_vars: dict[str, str] = {}
+    #: Energy meters in order of preference (apptune/energy/, docs/energy.md).
+    energy_meters: list[str] = ["slurm"]
+    #: Per-node idle/load power for the ``model`` meter, ``{idle_W: .., load_W: ..}``.
+    power_model: dict[str, float] | None = None
+
+    @field_validator("cores_per_node")
+    @classmethod
+    def _positive(cls, v):
+        if isinstance(v, int) and v < 1:
+            raise ValueError("must be at least 1")
+        return v
+
+
+class Cluster(Strict):
+    """site-config/clusters/NAME.yaml: one Slurm cluster, the ReFrame system NAME."""
+    descr: str = ""
+    #: Regexes of the hosts ReFrame runs on (login nodes); none: only ``--system NAME`` selects it.
+    hostnames: list[str] = []
+    modules_system: Literal["nomod", "tmod", "tmod31", "tmod32", "tmod4", "lmod", "spack"] = "nomod"
+    #: ``squeue`` (polls squeue: works without slurmdbd) or ``slurm`` (polls sacct).
+    scheduler: Literal["squeue", "slurm"] = "squeue"
+    #: Let Slurm requeue a job whose node fails (default no: the check says which node failed).
+    requeue: bool = False
+    partitions: dict[str, ClusterPartition] = Field(min_length=1)
+    environments: dict[str, ClusterEnvironment] = {}
+
+    @field_validator("hostnames")
+    @classmethod
+    def _regexes(cls, v):
+        return [_valid_regex(x) for x in v]
+
+
+#: Matches no host name: a cluster without hostnames is selected only with ``--system``.
+NEVER = r"(?!)"
+
+
+def _cores(v):
+    return (os.cpu_count() or 1) if v == "this-host" else v
+
+
+def cluster_system(name: str, c: Cluster, base_envs: dict[str, dict], file: Path) -> dict:
+    """The ReFrame ``systems`` entry of one cluster."""
+    parts = []
+    for pname, p in c.partitions.items():
+        envs = p.environs if p.environs is not None else (list(c.environments) or list(base_envs))
+        for e in envs:
+            if e not in base_envs:
+                raise ApptuneError(file, f"partitions.{pname}.environs",
+                                   f"unknown environment {e!r} (site config has: {', '.join(sorted(base_envs))})")
+        access = list(p.sbatch)
+        if not c.requeue:
+            access.append("--no-requeue")
+        if p.exclusive:
+            access.append("--exclusive")
+        cores = _cores(p.cores_per_node)
+        extras = {"energy_meters": list(p.energy_meters), "exclusive_node": p.exclusive,
+                  "energy_sample_hz": 10}
+        if p.power_model is not None:
+            extras["power_model"] = dict(p.power_model)
+        part = {
+            "name": pname,
+            "descr": p.descr or f"{name}: {' '.join(p.sbatch) or 'default partition'}",
+            "scheduler": c.scheduler,
+            "launcher": p.launcher,
+            "access": access,
+            "environs": envs,
+            "max_jobs": p.max_jobs,
+            "env_vars": [[k, v] for k, v in p.env_vars.items()],
+            "extras": extras,
+        }
+        if cores:
+            part["processor"] = {"num_cpus": cores, "num_cpus_per_core": 1}
+        parts.append(part)
+    return {
+        "name": name,
+        "descr": c.descr or f"Slurm cluster {name} ({file.name})",
+        "hostnames": list(c.hostnames) or [NEVER],
+        "modules_system": c.modules_system,
+        "partitions": parts,
+        # Jobs pending for a reason that needs an administrator are cancelled (ReFrame's
+        # default list plus the node states a regression run cannot wait out).
+        "sched_options": {"slurm_job_cancel_reasons": ["ReqNodeNotAvail", "NodeDown",
+                                                       "PartitionDown", "PartitionInactive"]},
+    }
+
+
+def cluster_environments(name: str, c: Cluster, base_envs: dict[str, dict], file: Path) -> list[dict]:
+    """Per-cluster definitions of the base environments (modules, extra variables)."""
+    out = []
+    for ename, e in c.environments.items():
+        base = base_envs.get(ename)
+        if base is None:
+            raise ApptuneError(file, f"environments.{ename}",
+                               f"unknown environment (site config has: {', '.join(sorted(base_envs))})")
+        env = copy.deepcopy(base)
+        env["target_systems"] = [name]
+        env["modules"] = list(base.get("modules", [])) + list(e.modules)
+        env["env_vars"] = list(base.get("env_vars", [])) + [[k, v] for k, v in e.env_vars.items()]
+        if e.prepare_cmds:
+            env["prepare_cmds"] = list(base.get("prepare_cmds", [])) + list(e.prepare_cmds)
+        out.append(env)
+    return out
+
+
+def cluster_modes(names: list[str]) -> list[dict]:
+    """Execution modes of the Slurm systems: one word for the options of each use."""
+    if not names:
+        return []
+    async_ = ["--exec-policy=async", "--keep-stage-files"]
+    modes = {
+        # reduced inputs; jobs in parallel up to each partition's max_jobs
+        "ci": ["--tag=^ci$", *async_],
+        # ci inputs, no performance verdict
+        "dev": ["--tag=^ci$", "--skip-performance-check", *async_],
+        # full inputs, nodes exclusive: energy figures are measured-grade where a meter exists
+        "nightly": ["--tag=^nightly$", "-S", "exclusive_access=true", *async_],
+        # nightly fully vs half-subscribed (the same ranks on twice the nodes)
+        "placement": ["--tag=^nightly$", "-P", "ranks_per_node=full,half", "-S", "exclusive_access=true",
+                      *async_],
+        # the ci tier once on every idle node: a slow or broken node stands out
+        "nodes": ["--tag=^ci$", "--distribute=idle", "--skip-performance-check", *async_],
+    }
+    return [{"name": m, "target_systems": list(names), "options": opts} for m, opts in modes.items()]
+
+
+def load_clusters(directory: str | os.PathLike, base_environments: list[dict]) -> dict:
+    """Systems, environments and modes of every ``*.yaml`` in ``directory``."""
+    base = {e["name"]: e for e in base_environments if "target_systems" not in e}
+    systems, envs, names = [], [], []
+    d = Path(directory)
+    for f in sorted(d.glob("*.yaml")) if d.is_dir() else []:
+        name = f.stem
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", name):
+            raise ApptuneError(f, None, "the file name is the ReFrame system name: letters, digits, '-', '_'")
+        c = load_model(f, Cluster)
+        envs.extend(cluster_environments(name, c, base, f))
+        systems.append(cluster_system(name, c, base, f))
+        names.append(name)
+    return {"systems": systems, "environments": envs, "modes": cluster_modes(names)}
