@@ -305,7 +305,8 @@ class RunSpec(Strict):
     env: dict[str, str] = {}
     prerun: list[PreRun] = []
     #: Runtime placements (a ReFrame parameter of the check): name -> MPI library (the
-    #: environment's ``extras.mpi``) -> launcher options, e.g. binding and mapping.
+    #: environment's ``extras.mpi``), or ``srun`` for partitions launching with srun,
+    #: -> launcher options, e.g. binding and mapping.
     placements: dict[str, dict[str, list[str]]] = {}
     #: Where the fields come from: one output spec or several (field names must not clash).
     output: OutputSpec | list[OutputSpec]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import recipes
+from . import recipes, slurm
 from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json, atomic_write_text
 
@@ -98,6 +98,7 @@ def collect(report_file: Path) -> dict:
             "energy": r.get("energy", {}), "provenance": r.get("provenance", {}),
             "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
             "ranks": r.get("ranks"), "input": r.get("input", {}), "curves": r.get("curves", {}),
+            "job": r.get("job"), "placement_layout": r.get("placement_layout"),
         }
         rows.append(row)
         if res != "pass":
@@ -172,6 +173,8 @@ def _row_failure(tc: dict, row: dict | None) -> dict:
     elif tc.get("stagedir"):
         err = last_error_line(Path(tc["stagedir"]) / (tc.get("job_stderr") or "rfm_job.err"))
         reason = err or reason
+    # the scheduler's part (sbatch could not reach slurmctld, job blocked on down nodes)
+    reason = slurm.explain_reframe_failure(tc.get("fail_reason")) or reason
     return {"test": tc["display_name"], "environment": tc.get("environ"), "phase": phase,
             "reason": " ".join(str(reason).split())[:500],
             "stagedir": tc.get("stagedir")}

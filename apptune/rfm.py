@@ -24,7 +24,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from . import baselines, energy, inputs, outputs, paths, recipes, sources, verify
+from . import baselines, energy, inputs, outputs, paths, placement, recipes, slurm, sources, verify
 from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json
 
@@ -151,6 +151,19 @@ class AppRun(rfm.RunOnlyRegressionTest):
     #: :type: int or None
     num_ranks = variable(int, type(None), value=None)
 
+    # Runtime placement (apptune/placement.py). Variables, so that the default names stay;
+    # ``-P ranks_per_node=full,half`` turns one into a parameter (the clusters' ``placement`` mode).
+    #: Ranks per node: ``full`` (a node's cores / threads per rank), ``half`` (half of them,
+    #: the same ranks on twice the nodes), or a number; None: the scheduler packs them.
+    #: :type: str or None
+    ranks_per_node = variable(str, type(None), value=None, loggable=True)
+    #: Cores per rank (``--cpus-per-task``) and ``OMP_NUM_THREADS``.
+    #: :type: int
+    threads_per_rank = variable(int, value=1, loggable=True)
+    #: Rank binding: ``core``, ``socket`` or ``none``, spelled for the launcher; None: its default.
+    #: :type: str or None
+    binding = variable(str, type(None), value=None, loggable=True)
+
     @property
     def recipe(self):
         return recipes.load_recipe(self.app)
@@ -162,9 +175,12 @@ class AppRun(rfm.RunOnlyRegressionTest):
 
     @property
     def run_variant(self) -> str:
-        """The build variant, plus ``@placement`` when the check has a runtime placement."""
+        """The build variant, plus ``@placement`` when the check has a runtime placement
+        (the recipe's ``placement`` parameter, then ranks per node, threads, binding)."""
         p = getattr(self, 'placement', 'default')
-        return self.build_variant if p == 'default' else f'{self.build_variant}@{p}'
+        v = self.build_variant if p == 'default' else f'{self.build_variant}@{p}'
+        rt = placement.label(self.ranks_per_node, self.threads_per_rank, self.binding)
+        return f'{v}@{rt}' if rt else v
 
     @run_after('init')
     def select_environments(self):
@@ -205,6 +221,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
                                                    self.app, 'run.args')
         self.env_vars.update(r.run.env)
         self.apply_placement()
+        self.apply_layout()
         # the timed region starts before the run's own preparation steps (e.g. ExaML's parser)
         self.prerun_cmds = ['date +%s.%N > .apptune-t0']
         for i, step in enumerate(r.run.prerun):
@@ -227,13 +244,60 @@ class AppRun(rfm.RunOnlyRegressionTest):
         if p == 'default':
             return
         mpi = recipes.Toolchain.from_environ(self.current_environ).mpi
-        opts = self.recipe.run.placements[p].get(mpi)
+        # srun places ranks itself, whatever the MPI: its options are under the key 'srun'
+        srun = self.current_partition.launcher_type.registered_name in ('srun', 'srunalloc')
+        key = 'srun' if srun else mpi
+        opts = self.recipe.run.placements[p].get(key)
         if opts is None:
-            reason = (f'placement {p!r} has no launcher options for MPI {mpi!r} '
+            what = 'the srun launcher' if srun else f'MPI {mpi!r}'
+            reason = (f'placement {p!r} has no launcher options for {what} '
                       f'({recipes.recipe_path(self.app)}: run.placements.{p})')
             Path(self.stagedir, SKIP_FILE).write_text(reason + '\n')
             self.skip(reason)
         self.job.launcher.options = list(opts)
+
+    def _cores_per_node(self):
+        part = self.current_partition
+        n = part.processor.num_cpus
+        if not n and part.scheduler.registered_name == 'local':
+            n = os.cpu_count()
+        return n
+
+    def apply_layout(self):
+        """Ranks per node, threads per rank and binding (apptune/placement.py)."""
+        try:
+            lay = placement.layout(self.num_tasks, self.ranks_per_node, self.threads_per_rank,
+                                   self._cores_per_node())
+            launcher = self.current_partition.launcher_type.registered_name
+            mpi = recipes.Toolchain.from_environ(self.current_environ).mpi
+            bind = placement.binding_options(self.binding, launcher, mpi)
+        except placement.PlacementError as e:
+            raise ApptuneError(None, f'{self.unique_name} (-S/-P)', str(e)) from None
+        self.placement_layout = lay
+        if lay.ranks_per_node:
+            self.num_tasks_per_node = lay.ranks_per_node
+        if self.threads_per_rank != 1:
+            self.num_cpus_per_task = self.threads_per_rank
+            self.env_vars['OMP_NUM_THREADS'] = str(self.threads_per_rank)
+        if bind:
+            self.job.launcher.options = list(self.job.launcher.options) + bind
+
+    def _job_outcome(self) -> tuple[dict, str | None]:
+        """The job's record (id, nodes, final state) and, when it did not run to its end
+        (time limit, node failure, ...), one sentence saying so."""
+        sched = self.current_partition.scheduler.registered_name
+        info = {'scheduler': sched, 'jobid': str(self.job.jobid), 'state': self.job.state}
+        if sched not in ('slurm', 'squeue') or self.job.jobid is None:
+            return info, None
+        outcome, why = slurm.job_outcome(self.job.jobid)
+        if outcome is None:
+            info['note'] = why
+            return info, None
+        info.update(outcome.to_dict())
+        nodes = slurm.node_states(outcome.nodes)
+        if nodes:
+            info['node_states'] = {n: {'state': s, 'reason': r} for n, (s, r) in nodes.items()}
+        return info, slurm.explain(outcome, nodes)
 
     def start_energy_sampler(self):
         part = self.current_partition
@@ -299,12 +363,19 @@ class AppRun(rfm.RunOnlyRegressionTest):
             'partition': self.current_partition.name, 'test': self.unique_name,
             'ranks': self.num_tasks, 'input': self.input_parameters, 'provenance': prov,
             'energy': self.energy_record.to_dict(),
+            'placement_layout': dict(self.placement_layout.to_dict(), binding=self.binding),
         }
 
     @sanity_function
     def validate(self):
         r = self.recipe
         result = self._result()
+        result['job'], unfinished = self._job_outcome()
+        if unfinished:
+            # the scheduler ended the job (time limit, node failure, ...): that is the verdict
+            result['verification'] = {'ok': False, 'summary': unfinished}
+            atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
+            return sn.assert_true(False, msg=unfinished)
         crash = None
         if self.job.exitcode not in (0, None):
             tail = _last_line(os.path.join(self.stagedir, self.job.stderr))

@@ -1,0 +1,186 @@
+"""Unit tests: cluster YAML -> ReFrame config, Slurm job outcomes and their reasons,
+runtime placement. The real Slurm is exercised in tests/test_slurm.py."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from apptune import placement, site, slurm
+from apptune.errors import ApptuneError
+
+REPO = Path(__file__).resolve().parent.parent
+BASE_ENVS = [
+    {"name": "gnu", "cc": "mpicc", "env_vars": [["OMPI_CC", "gcc"]], "extras": {"mpi": "openmpi"}},
+    {"name": "gnu-mpich", "cc": "mpicc", "env_vars": [], "extras": {"mpi": "mpich"}},
+]
+
+
+def write(d: Path, name: str, text: str) -> Path:
+    d.mkdir(exist_ok=True)
+    f = d / f"{name}.yaml"
+    f.write_text(text)
+    return f
+
+
+# ------------------------------------------------------------------ site config
+def test_a_cluster_in_a_few_lines(tmp_path):
+    write(tmp_path, "mycluster", """
+hostnames: ['login[0-9]+']
+modules_system: lmod
+partitions:
+  compute: {sbatch: [--partition=cpu, --account=proj42], cores_per_node: 128}
+environments:
+  gnu: {modules: [gcc/12.2, openmpi/4.1], env_vars: {SLURM_MPI_TYPE: pmix}}
+""")
+    cfg = site.load_clusters(tmp_path, BASE_ENVS)
+    (system,) = cfg["systems"]
+    assert system["name"] == "mycluster" and system["hostnames"] == ["login[0-9]+"]
+    assert system["modules_system"] == "lmod"
+    (part,) = system["partitions"]
+    assert part["scheduler"] == "squeue" and part["launcher"] == "srun"
+    assert part["access"] == ["--partition=cpu", "--account=proj42", "--no-requeue"]
+    assert part["processor"] == {"num_cpus": 128, "num_cpus_per_core": 1}
+    assert part["environs"] == ["gnu"] and part["max_jobs"] == 8
+    assert part["extras"]["exclusive_node"] is False
+    (env,) = cfg["environments"]
+    assert env["target_systems"] == ["mycluster"] and env["modules"] == ["gcc/12.2", "openmpi/4.1"]
+    assert env["env_vars"] == [["OMPI_CC", "gcc"], ["SLURM_MPI_TYPE", "pmix"]]
+    assert env["extras"] == {"mpi": "openmpi"}
+    modes = {m["name"]: m for m in cfg["modes"]}
+    assert set(modes) == {"ci", "dev", "nightly", "placement", "nodes"}
+    assert all(m["target_systems"] == ["mycluster"] for m in modes.values())
+    assert "--distribute=idle" in modes["nodes"]["options"]
+    assert "exclusive_access=true" in modes["nightly"]["options"]
+    assert "ranks_per_node=full,half" in modes["placement"]["options"]
+
+
+def test_exclusive_partition_and_no_hostnames(tmp_path):
+    write(tmp_path, "c1", "partitions: {energy: {exclusive: true, launcher: mpirun}}\nrequeue: true\n")
+    (system,) = site.load_clusters(tmp_path, BASE_ENVS)["systems"]
+    assert system["hostnames"] == [site.NEVER]
+    (part,) = system["partitions"]
+    assert part["access"] == ["--exclusive"] and part["extras"]["exclusive_node"] is True
+    assert part["launcher"] == "mpirun" and "processor" not in part
+    assert part["environs"] == ["gnu", "gnu-mpich"]
+
+
+@pytest.mark.parametrize("text, field", [
+    ("partitions: {p: {launcher: aprun}}", "partitions.p.launcher"),
+    ("partitions: {p: {sbtach: [-p, x]}}", "partitions.p.sbtach"),
+    ("partitions: {p: {environs: [intel]}}", "partitions.p.environs"),
+    ("partitions: {p: {cores_per_node: 0}}", "partitions.p.cores_per_node"),
+    ("partitions: {p: {}}\nenvironments: {pgi: {modules: [pgi]}}", "environments.pgi"),
+    ("partitions: {}", "partitions"),
+    ("hostnames: ['login[']\npartitions: {p: {}}", "hostnames"),
+])
+def test_bad_cluster_file_names_file_and_field(tmp_path, text, field):
+    f = write(tmp_path, "bad", text)
+    with pytest.raises(ApptuneError) as e:
+        site.load_clusters(tmp_path, BASE_ENVS)
+    assert e.value.file == str(f) and e.value.field == field, str(e.value)
+
+
+def test_cluster_file_name_is_the_system_name(tmp_path):
+    write(tmp_path, "my cluster", "partitions: {p: {}}")
+    with pytest.raises(ApptuneError, match="file name is the ReFrame system name"):
+        site.load_clusters(tmp_path, BASE_ENVS)
+
+
+def test_shipped_site_config_lists_localslurm_with_plain_reframe(tmp_path):
+    reframe = str(Path(sys.executable).with_name("reframe"))
+    p = subprocess.run([reframe, "-C", str(REPO / "site-config/settings.py"), "-c", str(REPO / "reframe-checks/hpcc"),
+                        "--system", "localslurm:batch", "--mode", "ci", "-S", "valid_prog_environs=gnu",
+                        "-n", "HPCCCheck%tier=ci%build.variant=tuned$", "-l"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "HPCCCheck %tier=ci %build.variant=tuned" in p.stdout
+    assert "~localslurm:batch+gnu" in p.stdout
+
+
+# ------------------------------------------------------------------ job outcomes
+def test_squeue_line_and_explanations():
+    text = "12|TIMEOUT|n1|TimeLimit|1:00\n13|COMPLETED|n2|None|5:00\n"
+    o = slurm.parse_squeue(text, "12")
+    assert (o.state, o.nodes, o.time_limit) == ("TIMEOUT", "n1", "1:00")
+    assert slurm.explain(o) == "job exceeded its time limit (1:00) (Slurm job 12: TIMEOUT, reason TimeLimit)"
+    assert slurm.explain(slurm.parse_squeue(text, "13")) is None
+    assert slurm.parse_squeue(text, "14") is None
+    nf = slurm.parse_squeue("7|NODE_FAIL|n2|NodeDown|5:00", "7")
+    nodes = slurm.parse_sinfo("n2|down|apptune test: node failure\n")
+    assert slurm.explain(nf, nodes) == ("node DOWN: n2 failed while the job ran; now n2 is down "
+                                        "(apptune test: node failure) (Slurm job 7: NODE_FAIL, reason NodeDown)")
+    cancelled = slurm.parse_sacct("9|CANCELLED by 0|n1|None|10:00\n9.batch|CANCELLED|n1||\n", "9")
+    assert cancelled.state == "CANCELLED" and cancelled.source == "sacct"
+    assert slurm.explain(cancelled).startswith("job was cancelled (no reason given)")
+
+
+def test_job_outcome_falls_back_to_sacct_then_says_why():
+    calls = []
+
+    def runner(cmd, timeout=30):
+        calls.append(cmd[0])
+        if cmd[0] == "squeue":
+            return 0, ""
+        return 1, "Slurm accounting storage is disabled"
+
+    o, why = slurm.job_outcome("5", run=runner)
+    assert o is None and calls == ["squeue", "sacct"]
+    assert "MinJobAge" in why
+    o, why = slurm.job_outcome("5", run=lambda cmd, timeout=30: (1, "Unable to contact slurm controller"))
+    assert o is None and why == "squeue failed: Unable to contact slurm controller"
+
+
+@pytest.mark.parametrize("fail_reason, expected", [
+    ("spawned process error: command 'sbatch rfm_job.sh' failed with exit code 1:\n--- stdout ---\n"
+     "--- stderr ---\nsbatch: error: Batch job submission failed: Unable to contact slurm controller "
+     "(connect failure)\n\n--- stderr ---",
+     "slurmctld unreachable at submit: Unable to contact slurm controller (connect failure)"),
+    ("job blocked: job cancelled because it was blocked due to reason: ReqNodeNotAvail, UnavailableNodes:n1",
+     "job cancelled while pending, its nodes cannot run it: ReqNodeNotAvail, UnavailableNodes:n1"),
+    ("--- stderr ---\nsbatch: error: invalid partition specified: gpu\n"
+     "sbatch: error: Batch job submission failed: Invalid partition name specified\n",
+     "sbatch refused the job: Batch job submission failed: Invalid partition name specified"),
+    ("sanity error: HPL_N = 3000, expected 3520", None),
+    (None, None),
+])
+def test_reframe_scheduler_failures_get_a_clear_reason(fail_reason, expected):
+    assert slurm.explain_reframe_failure(fail_reason) == expected
+
+
+# ------------------------------------------------------------------ placement
+def test_layouts():
+    assert placement.layout(2, None, 1, None).to_dict() == {"ranks": 2, "ranks_per_node": None,
+                                                            "threads_per_rank": 1, "nodes": None}
+    full = placement.layout(256, "full", 1, 128)
+    assert (full.ranks_per_node, full.nodes) == (128, 2)
+    half = placement.layout(256, "half", 1, 128)
+    assert (half.ranks_per_node, half.nodes) == (64, 4)
+    hybrid = placement.layout(64, "full", 4, 128)
+    assert (hybrid.ranks_per_node, hybrid.nodes) == (32, 2)
+    assert placement.layout(2, "8", 1, None).ranks_per_node == 2   # never more per node than ranks
+    assert placement.layout(3, 2, 1, None).nodes == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    ((2, "half", 1, None), "needs the cores of a node"),
+    ((2, "half", 4, 4), "leaves no rank"),
+    ((2, "most", 1, 8), "give full, half or a number"),
+    ((2, None, 0, 8), "threads_per_rank=0"),
+])
+def test_bad_layouts(args, message):
+    with pytest.raises(placement.PlacementError, match=message):
+        placement.layout(*args)
+
+
+def test_binding_per_launcher_and_mpi():
+    assert placement.binding_options("core", "srun", "openmpi") == ["--cpu-bind=cores"]
+    assert placement.binding_options("socket", "mpirun", "openmpi") == ["--bind-to", "socket"]
+    assert placement.binding_options("none", "mpiexec", "mpich") == ["-bind-to", "none"]
+    assert placement.binding_options(None, "mpirun", "openmpi") == []
+    with pytest.raises(placement.PlacementError, match="give one of core, socket, none"):
+        placement.binding_options("cores", "srun", "openmpi")
+    with pytest.raises(placement.PlacementError, match="launcher 'local' cannot bind"):
+        placement.binding_options("core", "local", "openmpi")
+    assert placement.label("half", 2, "core") == "rpn=half,tpr=2,bind=core"
+    assert placement.label(None, 1, None) == ""
