@@ -1,0 +1,232 @@
+"""Integration: the HPCC ci tier through a real Slurm (sbatch, srun, squeue polling).
+
+A private cluster of three nodes (one slurmd each, all on this host, with this
+host's CPUs) is started by ``ci/slurm-local.sh`` for the module and torn down
+afterwards, also when a test fails. No slurmdbd: ReFrame polls with squeue and
+apptune reads final job states from slurmctld (docs/slurm.md).
+
+The failures are real: slurmctld is stopped before a submission, a job runs past
+its Slurm time limit, a node is set DOWN under a running job. Each must give its
+check a clear reason while the other checks finish, and the run's summary.json
+must record it.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "ci" / "slurm-local.sh"
+APPTUNE = [sys.executable, "-m", "apptune"]
+REFRAME = str(Path(sys.executable).with_name("reframe"))
+NODES = 3
+SLURM_TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo")
+
+pytestmark = pytest.mark.integration
+
+
+def _unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root: slurmd runs the jobs as their user"
+    missing = [t for t in SLURM_TOOLS if shutil.which(t) is None]
+    if missing:
+        return f"Slurm not installed ({', '.join(missing)} not found; bash ci/bootstrap.sh installs them)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, request):
+    why = _unavailable()
+    if why:
+        if os.environ.get("CI"):  # CI runs as root after the bootstrap: a skip there would hide a defect
+            pytest.fail(f"real-Slurm test cannot run in CI: {why}")
+        pytest.skip(why)
+    d = tmp_path_factory.mktemp("slurm")
+    request.addfinalizer(lambda: subprocess.run(["bash", str(SCRIPT), "stop", str(d)], timeout=120))
+    p = subprocess.run(["bash", str(SCRIPT), "start", str(d), str(NODES)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    env = dict(os.environ, SLURM_CONF=str(d / "slurm.conf"))
+    return {"dir": d, "env": env}
+
+
+def run(cmd, env, cwd=REPO, timeout=600):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    return p.returncode, p.stdout + p.stderr
+
+
+def slurm(args, env) -> str:
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=30, check=True).stdout
+
+
+def results(run_dir: Path) -> list[dict]:
+    found = {}
+    for base in ("output", "stage"):
+        for f in (run_dir / base).rglob("apptune-result.json"):
+            r = json.loads(f.read_text())
+            found.setdefault(r["test"], dict(r, dir=str(f.parent)))
+    return list(found.values())
+
+
+def test_nodes_mode_distributes_over_every_idle_node(cluster, tmp_path):
+    """`--mode nodes` (ReFrame's --distribute=idle) asks the real slurmctld for idle nodes."""
+    rc, out = run([REFRAME, "-C", str(REPO / "site-config/settings.py"), "-c", str(REPO / "reframe-checks/hpcc"),
+                   "--system", "localslurm:batch", "--mode", "nodes", "-S", "valid_prog_environs=gnu",
+                   "-n", "HPCCCheck%tier=ci%build.variant=tuned$", "-l"], cluster["env"], cwd=tmp_path)
+    assert rc == 0, out[-3000:]
+    for i in range(1, NODES + 1):
+        assert f"%.nid=n{i} " in out, out[-3000:]
+
+
+def test_slurmctld_down_at_submit_and_half_subscribed_placement(cluster, tmp_path):
+    """slurmctld is down when the first check submits: that check fails saying so. It
+    comes back, and the next check (the same ci input half-subscribed: 1 rank on each
+    of 2 nodes, srun with PMIx across them) runs, verifies and records where it ran."""
+    env = dict(cluster["env"])
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    # sbatch as ReFrame calls it, plus one pause: after the first (real) failed submission
+    # it waits until the test has restarted slurmctld, so the next check meets it up.
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "sbatch").write_text(f"""#!/bin/bash
+{shutil.which("sbatch")} "$@"; rc=$?
+if [ $rc -ne 0 ] && [ ! -e {sync}/failed ]; then
+  touch {sync}/failed
+  for i in $(seq 600); do [ -e {sync}/up ] && break; sleep 0.2; done
+fi
+exit $rc
+""")
+    (shim / "sbatch").chmod(0o755)
+    env["PATH"] = f"{shim}:{env['PATH']}"
+    subprocess.run(["bash", str(SCRIPT), "ctld-stop", str(cluster["dir"])], check=True, timeout=60)
+
+    def restart():
+        deadline = time.time() + 300
+        while not (sync / "failed").exists() and time.time() < deadline:
+            time.sleep(0.2)
+        subprocess.run(["bash", str(SCRIPT), "ctld-start", str(cluster["dir"])], timeout=60)
+        (sync / "up").touch()
+
+    t = threading.Thread(target=restart, daemon=True)
+    t.start()
+    run_dir = tmp_path / "run"
+    try:
+        rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir), "-c", "reframe-checks/hpcc",
+                                 "--", "--system", "localslurm:batch", "-S", "valid_prog_environs=gnu",
+                                 "-n", "HPCCCheck%tier=ci%build.variant=tuned$",
+                                 "-P", "ranks_per_node=full,half", "--exec-order=name",
+                                 "--exec-policy=serial"], env)
+    finally:
+        (sync / "failed").touch()
+        t.join(timeout=120)
+    assert rc != 0, out[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (fail,) = summary["failures"]
+    assert "ranks_per_node=full" in fail["test"] and fail["phase"] == "run", fail
+    assert fail["reason"].startswith("slurmctld unreachable at submit: Unable to contact slurm controller"), fail
+    (half,) = summary["results"]
+    assert half["result"] == "pass" and half["verified"], half
+    assert half["variant"] == "tuned@rpn=half" and half["system"] == "localslurm:batch"
+    assert half["placement_layout"] == {"ranks": 2, "ranks_per_node": 1, "threads_per_rank": 1, "nodes": 2,
+                                        "binding": None}
+    assert half["job"]["state"] == "COMPLETED" and half["job"]["scheduler"] == "squeue"
+    nodes = slurm(["scontrol", "show", "hostnames", half["job"]["nodes"]], env).split()
+    assert len(nodes) == 2, half["job"]
+    script = (Path(half["outputdir"]) / "rfm_job.sh").read_text()
+    assert "#SBATCH --ntasks-per-node=1" in script and "#SBATCH --no-requeue" in script
+    assert "\nsrun " in script
+
+
+def _slow_tiers(root: Path) -> None:
+    """A copy of the tree whose HPCC recipe has two more tiers with the ci input: 'hang'
+    sleeps past its 1-minute Slurm limit, 'down' sleeps long enough to lose its node."""
+    f = root / "build-recipes/hpcc.yaml"
+    recipe = yaml.safe_load(f.read_text())
+    recipe["run"]["prerun"] = [{"command": ["sleep", "{{ pause | default(0) }}"]}] + recipe["run"].get("prerun", [])
+    for tier, limit, pause in (("hang", "1m", 300), ("down", "5m", 120)):
+        recipe["tiers"][tier] = {"ranks": 2, "time_limit": limit, "variants": {"gnu": ["tuned"]}}
+        shutil.copytree(root / "inputs/hpcc/ci", root / f"inputs/hpcc/{tier}")
+        spec = root / f"inputs/hpcc/{tier}/input.yaml"
+        data = yaml.safe_load(spec.read_text())
+        data["parameters"]["pause"] = pause
+        spec.write_text(yaml.safe_dump(data))
+        ref = yaml.safe_load((root / "reference/hpcc/ci.yaml").read_text())
+        ref["tier"] = tier
+        (root / f"reference/hpcc/{tier}.yaml").write_text(yaml.safe_dump(ref))
+    f.write_text(yaml.safe_dump(recipe, sort_keys=False))
+
+
+def test_time_limit_and_node_down_give_clear_verdicts_while_ci_finishes(cluster, tmp_path):
+    """Plain ReFrame (no apptune CLI), async on three nodes: the ci check passes and
+    verifies, 'hang' is killed by Slurm at its time limit, 'down' loses its node."""
+    env = dict(cluster["env"])
+    root = tmp_path / "tree"
+    for d in ("build-recipes", "patches", "inputs", "reference", "site-config", "reframe-checks"):
+        shutil.copytree(REPO / d, root / d)
+    _slow_tiers(root)
+    env["APPTUNE_ROOT"] = str(root)
+    downed = {}
+
+    def take_node_down():
+        deadline = time.time() + 400
+        while time.time() < deadline and not downed:
+            for line in slurm(["squeue", "-h", "-t", "running", "-o", "%i|%N|%Z"], env).splitlines():
+                jobid, node, workdir = line.split("|")
+                script = Path(workdir, "rfm_job.sh")
+                if script.is_file() and "\nsleep 120\n" in script.read_text():
+                    time.sleep(2)
+                    slurm(["scontrol", "update", f"nodename={node}", "state=down",
+                           "reason=apptune test: node failure"], env)
+                    downed.update(job=jobid, node=node)
+                    return
+            time.sleep(0.5)
+
+    t = threading.Thread(target=take_node_down, daemon=True)
+    t.start()
+    run_dir = tmp_path / "run"
+    t0 = time.time()
+    try:
+        rc, out = run([REFRAME, "-C", "site-config/settings.py", "-c", "reframe-checks/hpcc",
+                       "--system", "localslurm:batch", "-S", "valid_prog_environs=gnu",
+                       "-n", "HPCCCheck%tier=(ci|hang|down)%build.variant=tuned$",
+                       "--exec-policy=async", "--skip-performance-check", "-r",
+                       "--report-file", str(run_dir / "report.json"), "--stage", str(run_dir / "stage"),
+                       "--output", str(run_dir / "output"), "--perflogdir", str(run_dir / "perflogs")],
+                      env, cwd=root)
+    finally:
+        t.join(timeout=30)
+        if downed:
+            slurm(["scontrol", "update", f"nodename={downed['node']}", "state=resume"], env)
+    elapsed = time.time() - t0
+    assert rc != 0, out[-3000:]
+    assert downed, "the 'down' job never ran: " + out[-3000:]
+    rc2, out2 = run(APPTUNE + ["report", str(run_dir)], env, cwd=root)
+    assert rc2 == 0, out2
+    summary = json.loads((run_dir / "summary.json").read_text())
+    by_tier = {r["tier"]: r for r in summary["results"]}
+    fails = {f["test"]: f["reason"] for f in summary["failures"]}
+
+    ci = by_tier["ci"]
+    assert ci["result"] == "pass" and ci["verified"], (ci, fails)
+    assert ci["job"]["state"] == "COMPLETED"
+
+    hang = by_tier["hang"]
+    assert hang["result"] == "fail" and hang["job"]["state"] == "TIMEOUT", hang["job"]
+    assert fails[hang["test"]].startswith("job exceeded its time limit (1:00)"), fails
+
+    down = by_tier["down"]
+    assert down["job"]["state"] == "NODE_FAIL" and down["job"]["nodes"] == downed["node"], down["job"]
+    reason = fails[down["test"]]
+    assert reason.startswith(f"node DOWN: {downed['node']} failed while the job ran"), reason
+    assert "apptune test: node failure" in reason, reason
+    md = (run_dir / "report.md").read_text()
+    assert "job exceeded its time limit" in md and "node DOWN" in md
+    print(f"time-limit/node-down session: {elapsed:.0f} s")
