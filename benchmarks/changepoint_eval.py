@@ -1,0 +1,210 @@
+"""How often the regression verdict is wrong, on series with noise measured on this machine.
+
+Synthetic histories: ``--before`` runs, then a step (a slowdown of 1 %, 5 % or
+10 % in the figure's bad direction) and ``--after`` runs; each run is the
+median of ``--repeats`` values, each value the figure's median times (1 + r)
+with r drawn (bootstrap) from the relative residuals the figure really showed
+here (benchmarks/data/noise-local.json: whole ci-tier runs of HPCC on this
+2-core VM, while other builds ran).  Every series goes through the same code
+as ``apptune check-regressions`` (apptune.regressions.analyse).
+
+* false alarm: a series without a step gets a regression or improvement verdict;
+* miss: a series with a step does not get a regression verdict whose first bad
+  run is within 2 runs of the true one.
+
+    .venv/bin/python benchmarks/changepoint_eval.py                      # the tables in docs/regressions.md
+    .venv/bin/python benchmarks/changepoint_eval.py --record /tmp/bl/run*  # re-measure the noise from runs
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from apptune import regressions
+from apptune.regressions import Point, Verdict
+
+NOISE = Path(__file__).with_name("data") / "noise-local.json"
+STEPS = (0.01, 0.05, 0.10)
+
+
+def record(run_dirs: list[str], out: Path) -> None:
+    """Every verified figure value of the runs, per (app, tier, environment, variant, figure)."""
+    from apptune import history
+    series: dict[tuple, dict] = {}
+    sources = []
+    for d in run_dirs:
+        try:
+            run = history.read_run(Path(d))
+        except Exception as e:  # an unfinished run directory: say so and go on
+            print(f"skipped {d}: {e}", file=sys.stderr)
+            continue
+        sources.append({"run_dir": str(run.run_dir), "session": run.uuid, "started": run.started,
+                        "mode": run.mode})
+        for r in run.results:
+            if not r.verified:
+                continue
+            for f in r.figures:
+                s = series.setdefault((r.app, r.tier, r.environment, r.variant, f.name),
+                                      {"better": f.better, "unit": f.unit, "values": [], "sessions": []})
+                s["values"].append(f.value)
+                s["sessions"].append(run.uuid[:8])
+    data = {"how": "apptune benchmarks/changepoint_eval.py --record " + " ".join(run_dirs),
+            "sources": sources,
+            "series": [{"app": k[0], "tier": k[1], "environment": k[2], "variant": k[3], "figure": k[4], **v}
+                       for k, v in sorted(series.items())]}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"{out}: {len(data['series'])} series from {len(sources)} runs")
+
+
+def residual_pools(data: dict, min_values: int) -> dict[str, dict]:
+    """Relative residuals (value / series median - 1) per figure, pooled over variants."""
+    pools: dict[str, dict] = {}
+    for s in data["series"]:
+        v = np.asarray(s["values"], dtype=float)
+        med = float(np.median(v))
+        if len(v) < min_values or med == 0:
+            continue
+        p = pools.setdefault(f"{s['app']}/{s['tier']} {s['figure']}", {"better": s["better"], "r": [], "series": 0})
+        p["r"] += list(v / med - 1)
+        p["series"] += 1
+    for p in pools.values():
+        r = np.asarray(p["r"])
+        p["r"] = r
+        p["cv"] = float(1.4826 * np.median(np.abs(r - np.median(r))))
+    return pools
+
+
+def series_points(rng, r: np.ndarray, n_before: int, n_after: int, repeats: int, step: float,
+                  better: str) -> list[Point]:
+    n = n_before + n_after
+    draws = 1.0 + rng.choice(r, size=(n, repeats))
+    factor = np.ones(n)
+    factor[n_before:] = (1 - step) if better == "higher" else (1 + step)
+    values = np.median(draws, axis=1) * factor
+    return [Point(f"run{i}", None, None, float(x), None, repeats, None) for i, x in enumerate(values)]
+
+
+def evaluate(pool: dict, n_before: int, n_after: int, repeats: int, trials: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for step in (0.0, *STEPS):
+        wrong, loc = 0, []
+        for _ in range(trials):
+            pts = series_points(rng, pool["r"], n_before, n_after, repeats, step, pool["better"])
+            v = regressions.analyse(Verdict("s", "a", "t", "e", "v", "f", None, pool["better"], pts))
+            if step == 0.0:
+                wrong += v.verdict in ("regression", "improvement")
+            else:
+                idx = int(v.first_bad.run[3:]) if v.first_bad else None
+                hit = v.verdict == "regression" and idx is not None and abs(idx - n_before) <= 2
+                wrong += not hit
+                if hit:
+                    loc.append(abs(idx - n_before))
+        out[step] = {"rate": wrong / trials, "location_error": statistics.mean(loc) if loc else None}
+    return out
+
+
+def o1_series(out: Path, pools: dict, cv: float = 0.015, seed: int = 6) -> None:
+    """The recorded series of tests/test_regressions.py: nightly HPCC, gnu/baseline and
+    gnu/tuned, 3 repeats per run; from run 10 on, gnu/baseline was built with -O1 (a flag
+    ladder edit slipped in) and its StarFFT and wall time are 5 % worse.  Noise: the
+    measured wall_time residuals of this machine, scaled to a robust CV of ``cv``."""
+    rng = np.random.default_rng(seed)
+    shape = pools["hpcc/ci wall_time"]
+    r = shape["r"] * (cv / shape["cv"])
+    prov = json.loads((Path(__file__).with_name("data") / "hpcc-gnu-baseline-provenance.json").read_text())
+    o1 = json.loads(json.dumps(prov))
+    o1["flags"]["cflags"] = ["-O1"]
+    o1["flags"]["fflags"] = ["-O1"]
+    tuned = json.loads(json.dumps(prov))
+    tuned["variant"] = "tuned"
+    tuned["flags"]["cflags"] = tuned["flags"]["fflags"] = ["-O3", "-march=native", "-funroll-loops"]
+    base = {"baseline": {"HPL": 16.9, "StarFFT": 2.85, "wall_time": 95.0},
+            "tuned": {"HPL": 17.1, "StarFFT": 2.94, "wall_time": 93.0}}
+    better = {"HPL": "higher", "StarFFT": "higher", "wall_time": "lower"}
+    change_at, n = 10, 16
+    runs = []
+    for i in range(n):
+        results = []
+        for variant in ("baseline", "tuned"):
+            slipped = variant == "baseline" and i >= change_at
+            for rep in range(3):
+                figs = {}
+                for f, v in base[variant].items():
+                    step = 0.05 if slipped and f != "HPL" else 0.0   # HPL is OpenBLAS: flags do not matter
+                    figs[f] = round(v * (1 + rng.choice(r)) * ((1 - step) if better[f] == "higher" else (1 + step)), 4)
+                results.append({"app": "hpcc", "tier": "nightly", "environment": "gnu", "variant": variant,
+                                "repeat": rep, "figures": figs,
+                                "provenance": "tuned" if variant == "tuned" else "O1" if slipped else "O2"})
+        runs.append({"uuid": f"5e55{i:04d}-0000-4000-8000-{i:012d}", "start": 1795300000 + 86400 * i,
+                     "results": results})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "description": " ".join(o1_series.__doc__.split()).replace("``cv``", f"{cv:.1%}"),
+        "made_by": f"benchmarks/changepoint_eval.py --o1-series {out} (seed {seed})",
+        "change_at": change_at, "provenance": {"O2": prov, "O1": o1, "tuned": tuned}, "runs": runs},
+        indent=1) + "\n")
+    print(f"{out}: {n} runs, -O1 from run {change_at}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--record", nargs="+", metavar="RUN_DIR", help="re-measure the noise from these runs")
+    ap.add_argument("--noise", type=Path, default=NOISE)
+    ap.add_argument("--o1-series", type=Path, metavar="OUT", help="write the -O1 test series (test data)")
+    ap.add_argument("--figures", default="all",
+                    help="comma-separated 'app/tier figure' pools (default all with enough values)")
+    ap.add_argument("--min-values", type=int, default=8, help="values a series needs to enter a pool")
+    ap.add_argument("--before", type=int, default=20)
+    ap.add_argument("--after", type=int, default=5)
+    ap.add_argument("--repeats", default="1,3,5")
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--scale-cv", metavar="CV,...",
+                    help="rescale each pool's measured residuals to these robust CVs (e.g. 0.01,0.02): "
+                         "the noise's shape from here, the size of a quieter machine")
+    a = ap.parse_args(argv)
+    if a.record:
+        record(a.record, a.noise)
+        return 0
+    data = json.loads(a.noise.read_text())
+    pools = residual_pools(data, a.min_values)
+    if a.o1_series:
+        o1_series(a.o1_series, pools)
+        return 0
+    if a.figures != "all":
+        pools = {k: pools[k] for k in a.figures.split(",")}
+    if a.scale_cv:
+        scaled = {}
+        for name, pool in pools.items():
+            for cv in (float(x) for x in a.scale_cv.split(",")):
+                scaled[f"{name} shape scaled to CV {cv:.1%}"] = dict(pool, r=pool["r"] * (cv / pool["cv"]), cv=cv)
+        pools = scaled
+    t0 = time.monotonic()
+    print(f"{len(data['sources'])} measured runs ({a.noise}); {a.before} runs before the step, "
+          f"{a.after} after, {a.trials} series per cell; false alarms on series without a step, "
+          f"misses on series with one\n")
+    print("| figure (pooled residuals) | noise per value (robust CV) | repeats per run | false alarms | "
+          + " | ".join(f"misses, {s:.0%} step" for s in STEPS) + " |")
+    print("|---|---|---|---|" + "---|" * len(STEPS))
+    summary = {}
+    for name, pool in sorted(pools.items(), key=lambda kv: kv[1]["cv"]):
+        for rep in (int(x) for x in a.repeats.split(",")):
+            res = evaluate(pool, a.before, a.after, rep, a.trials, a.seed)
+            summary[(name, rep)] = res
+            print(f"| {name} ({len(pool['r'])} values, {pool['series']} variants) | {pool['cv']:.1%} | {rep} | "
+                  f"{res[0.0]['rate']:.1%} | " + " | ".join(f"{res[s]['rate']:.1%}" for s in STEPS) + " |",
+                  flush=True)
+    print(f"\n({time.monotonic() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
