@@ -162,6 +162,9 @@ def analyse(v: Verdict, baseline_value: float | None = None, min_size: int = cha
         resid += [xi - m for xi in x[lo:hi]]
     mad = statistics.median([abs(r) for r in resid])
     v.noise = 1.4826 * mad / abs(med) if med else None
+    within = repeat_noise(v.points)
+    if v.noise is not None and within is not None and within > v.noise:
+        v.noise = within   # a short or lucky history does not make the threshold tighter than the repeats allow
     v.change_points = [{"index": c.index, "run": v.points[c.index].run, "started": v.points[c.index].started,
                         "before": c.before, "after": c.after, "change": c.change, "p_value": c.p_value,
                         "direction": ("regression" if c.change is not None and _bad(c.change, v.better)
@@ -207,6 +210,18 @@ def analyse(v: Verdict, baseline_value: float | None = None, min_size: int = cha
     v.reason = f"no change point in {n} runs (noise {v.noise:.1%})" if v.noise is not None else \
         f"no change point in {n} runs"
     return v
+
+
+#: Expected range of n normal values in standard deviations (d2, for n = 2..10).
+_D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078}
+
+
+def repeat_noise(points: list[Point]) -> float | None:
+    """Relative noise of a run's median, from the spread of its repeats: the repeats'
+    sigma is range / d2(n), the median's 1.2533 sigma / sqrt(n); the median over runs."""
+    est = [1.2533 * p.spread / _D2[min(p.repeats, 10)] / p.repeats ** 0.5
+           for p in points if p.spread is not None and p.repeats > 1]
+    return statistics.median(est) if est else None
 
 
 def _nearby_diff(points: list[Point], i: int, reach: int = 2) -> list[str]:

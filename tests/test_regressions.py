@@ -134,3 +134,17 @@ def test_provenance_change_one_run_off_the_detected_point_is_still_named():
     assert v.first_bad.run == "r10"
     assert len(v.provenance_diff) == 1 and "1 run(s) after the detected change" in v.provenance_diff[0]
     assert "flags.cflags: -O2 → -O1" in v.provenance_diff[0]
+
+
+def test_the_spread_of_repeats_sets_a_floor_under_the_noise():
+    # ten runs that happen to agree to 0.1 %, but whose 3 repeats each spread over 12 %:
+    # a 3 % difference from the baseline is within the noise the repeats show
+    x = _steps(10, 0, 0.0, sd=0.001) * 0.97
+    tight = regressions.analyse(_verdict(x), baseline_value=100.0)
+    assert tight.verdict == "regression"
+    v = _verdict(x)
+    for p in v.points:
+        p.spread, p.repeats = 0.12, 3
+    v = regressions.analyse(v, baseline_value=100.0)
+    assert v.verdict == "unchanged" and v.baseline["verdict"] == "within noise"
+    assert abs(v.noise - regressions.repeat_noise(v.points)) < 1e-12 and 0.04 < v.noise < 0.06
