@@ -1,11 +1,12 @@
 # apptune: the two commands of the README, for a fresh Debian 12 machine (as root).
 #   make run   install what is missing, run the ci tier, write the report (runs/latest/)
-#   make test  install what is missing, run the test suite (unit + integration)
+#   make test  install what is missing, lint the workflows, run the test suite (unit + integration,
+#              incl. the real-Slurm test on a private cluster started by ci/slurm-local.sh)
 VENV   ?= .venv
 MODE   ?= ci
 PYTEST ?= $(VENV)/bin/python -m pytest
 
-.PHONY: run test bootstrap validate unit integration clean
+.PHONY: run test lint bootstrap validate unit integration clean
 
 bootstrap:
 	bash ci/bootstrap.sh
@@ -13,8 +14,12 @@ bootstrap:
 run: bootstrap
 	$(VENV)/bin/apptune run --mode $(MODE)
 
-test: bootstrap
+test: bootstrap lint
 	$(PYTEST) -q -ra tests
+
+# GitHub workflows (ci.yml, nightly.yml) with actionlint from the test extra
+lint: bootstrap
+	$(VENV)/bin/actionlint
 
 unit: bootstrap
 	$(PYTEST) -q -ra -m "not integration" tests

@@ -8,13 +8,18 @@ cd "$here"
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # 1. deb-src, derived from the machine's own Debian source list (no host names here).
-if ! grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+# APPTUNE_BOOTSTRAP_APT=0: only the virtualenv (a cluster's login node, where toolchains
+# and MPI come from modules and apt is not ours to run; .github/workflows/nightly.yml).
+if [ "${APPTUNE_BOOTSTRAP_APT:-1}" = 0 ]; then
+  echo "bootstrap: APPTUNE_BOOTSTRAP_APT=0: apt packages left to the site"
+elif ! grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
   python3 "$here/ci/derive_deb_src.py" /etc/apt/sources.list.d/apptune-deb-src.sources
   need_update=1
 fi
 
 # 2. apt packages that are missing.
-mapfile -t wanted < <(grep -vE '^\s*(#|$)' ci/apt-packages.txt)
+wanted=()
+[ "${APPTUNE_BOOTSTRAP_APT:-1}" = 0 ] || mapfile -t wanted < <(grep -vE '^\s*(#|$)' ci/apt-packages.txt)
 missing=()
 for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
