@@ -97,6 +97,7 @@ def reframe_storage_env(env: dict) -> dict:
 
 
 def cmd_list(a) -> int:
+    from . import inputs
     for app in recipes.list_recipes():
         r = recipes.load_recipe(app)
         print(f"{r.name} {r.version}: {r.description}")
@@ -107,7 +108,8 @@ def cmd_list(a) -> int:
         for p in r.patches:
             print(f"  patch: {p.file} — {p.reason}")
         for tname, t in r.tiers.items():
-            print(f"  tier {tname} ({t.ranks} ranks):")
+            stands = inputs.load_input(app, tname)[1].stands_for
+            print(f"  tier {tname} ({t.ranks} ranks)" + (f", stands for {stands}:" if stands else ":"))
             for env, specs in t.variants.items():
                 print(f"    {env}: {', '.join(specs)}")
     return 0
@@ -154,7 +156,7 @@ def cmd_validate(a) -> int:
                                        f"unknown environment (site config {a.config} has: "
                                        f"{', '.join(sorted(known_envs))})")
         for tier in r.tiers:
-            inputs.load_input(app, tier)
+            inputs.check_stands_for(app, tier, list(r.tiers))
             ref = paths.reference_file(app, tier)
             if not ref.exists():
                 raise ApptuneError(ref, None, f"no stored reference for {app} tier '{tier}': "

@@ -26,6 +26,23 @@ def load_input(app: str, tier: str) -> tuple[Path, InputSpec]:
     return d, spec
 
 
+def check_stands_for(app: str, tier: str, tiers: list[str]) -> InputSpec:
+    """A reduced (ci) input names the input it stands for, so a reader knows what a green
+    ci run proves: ``stands_for: <tier> (what that input is)``, the tier one of the recipe's."""
+    d, spec = load_input(app, tier)
+    f = d / "input.yaml"
+    if spec.stands_for is None:
+        if tier == "ci":
+            raise ApptuneError(f, "stands_for", "a ci input must name the input it stands for, "
+                               "e.g. 'nightly (what the nightly input is)'")
+        return spec
+    target = spec.stands_for.split()[0] if spec.stands_for.split() else ""
+    if target not in tiers or target == tier:
+        raise ApptuneError(f, "stands_for", f"must start with another tier of {app} "
+                           f"({', '.join(t for t in tiers if t != tier)}), not {target!r}")
+    return spec
+
+
 def node_memory_bytes() -> int:
     """Physical memory of this node, from /proc/meminfo (MemTotal)."""
     with open("/proc/meminfo") as f:

@@ -184,3 +184,24 @@ def test_binding_per_launcher_and_mpi():
         placement.binding_options("core", "local", "openmpi")
     assert placement.label("half", 2, "core") == "rpn=half,tpr=2,bind=core"
     assert placement.label(None, 1, None) == ""
+
+
+# ------------------------------------------------------------------ what a green ci proves
+def test_every_ci_input_names_the_nightly_input_it_stands_for(tmp_path, monkeypatch, capsys):
+    import shutil
+    from apptune import cli
+    root = tmp_path / "tree"
+    for d in ("build-recipes", "patches", "inputs", "reference", "site-config"):
+        shutil.copytree(REPO / d, root / d)
+    monkeypatch.setenv("APPTUNE_ROOT", str(root))
+    assert cli.main(["list"]) == 0
+    assert "tier ci (2 ranks), stands for nightly (N from 25 % of node memory" in capsys.readouterr().out
+    spec = root / "inputs/hpcc/ci/input.yaml"
+    text = spec.read_text()
+    spec.write_text("\n".join(l for l in text.splitlines() if not l.startswith("stands_for:")) + "\n")
+    assert cli.main(["validate"]) == 2
+    err = capsys.readouterr().err
+    assert "inputs/hpcc/ci/input.yaml: stands_for: a ci input must name the input it stands for" in err
+    spec.write_text(text.replace("stands_for: nightly", "stands_for: weekly"))
+    assert cli.main(["validate"]) == 2
+    assert "stands_for: must start with another tier of hpcc (nightly), not 'weekly'" in capsys.readouterr().err
