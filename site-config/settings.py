@@ -13,6 +13,7 @@ See https://reframe-hpc.readthedocs.io/en/stable/config_reference.html
 import os
 import sys
 
+from apptune.errors import ApptuneError
 from apptune.site import load_clusters
 
 # The virtualenv ReFrame runs from holds PyPI's MKL and Intel MPI.
@@ -139,7 +140,10 @@ site_configuration = {
 # Slurm clusters: one short YAML file each in site-config/clusters/ (docs/slurm.md). They
 # go before 'local', whose hostnames match any host; a cluster without hostnames is
 # selected only with --system NAME (e.g. localslurm, the cluster ci/slurm-local.sh starts).
-_clusters = load_clusters(os.path.join(_here, 'clusters'), site_configuration['environments'])
+try:
+    _clusters = load_clusters(os.path.join(_here, 'clusters'), site_configuration['environments'])
+except ApptuneError as e:  # one line naming file and field, not a traceback
+    raise SystemExit(f'apptune: error: {e}') from None
 site_configuration['systems'][:0] = _clusters['systems']
 site_configuration['environments'] += _clusters['environments']
 site_configuration['modes'] += _clusters['modes']
