@@ -215,7 +215,9 @@ def test_model_tree_utilisation_of_a_busy_child(tmp_path):
         m.utilisation()
         time.sleep(0.5)
         u = m.utilisation()
-        assert u is not None and u > 0.5   # one busy process on a 1-cpu model
+        # the child's CPU time is found and counted; how much CPU it got depends on the
+        # machine's load (the exact arithmetic is tested on a fake /proc above)
+        assert u is not None and 0 < u <= 1.0
     finally:
         child.wait()
 
@@ -293,4 +295,44 @@ def test_node_local_meters_refused_for_batch_jobs(tmp_path):
     make_rapl(tmp_path / "pc")
     s = Sampler(["rapl"], "cluster:compute", tmp_path, options={"rapl": {"root": str(tmp_path / "pc")}},
                 context={"scheduler": "slurm"})
-    assert s.meters == [] and "per-node sampling agents are not implemented" in s.reasons[0]
+    assert s.meters == [] and "per-node agents" in s.reasons[0]
+
+
+def test_per_node_agents_sum_into_the_jobs_record(tmp_path):
+    """Two agents (as on two nodes of a Slurm job) with the model meter; merged."""
+    import threading
+    from apptune.energy import agent
+    out = tmp_path / agent.NODES_DIR
+    ctx = {"power_model": {"idle_W": 10.0, "load_W": 50.0}, "ncpus": 2}
+    threads = [threading.Thread(target=agent.run_agent, args=(out, ["rapl", "model"], 20.0, {}, ctx, True, 30),
+                                kwargs={"node": n}) for n in ("n1", "n2")]
+    for t in threads:
+        t.start()
+    time.sleep(0.6)
+    (out / agent.STOP).touch()
+    for t in threads:
+        t.join(timeout=10)
+    assert sorted(p.parent.name for p in out.glob("*/energy.json")) == ["n1", "n2"]
+    rec = agent.merge(out, tmp_path, expected_nodes=2)
+    n1 = json.loads((out / "n1" / "energy.json").read_text())
+    assert rec.trust == "modelled" and rec.source == "model (per-node agents on 2 node(s): n1, n2)"
+    assert rec.energy_J == pytest.approx(n1["energy_J"] + json.loads((out / "n2/energy.json").read_text())["energy_J"])
+    assert 20.0 * 0.3 < rec.energy_J and rec.peak_power_W >= 20.0   # two nodes, each at least idle
+    assert any(n.startswith("n1: not used: rapl:") for n in rec.notes)
+    trace = read_trace(tmp_path / TRACE_FILE)
+    assert trace and all(p >= 20.0 - 1e-6 for _, p in trace)
+    # a node that wrote no record: no energy figure, and the record says which
+    missing = agent.merge(out, tmp_path, expected_nodes=3)
+    assert missing.trust == "none" and "only 2 of 3 nodes" in missing.reason
+
+
+def test_prefer_follows_the_meter_order(tmp_path):
+    from apptune.energy import EnergyRecord, prefer
+    nodes = EnergyRecord(trust="modelled", source="model (per-node agents on 1 node(s): n1)", energy_J=50.0)
+    acct = EnergyRecord(trust="measured", source="slurm", energy_J=40.0)
+    assert prefer(["slurm", "model"], acct, nodes, ["model"]) is acct
+    assert "not used: model (per-node agents" in acct.notes[-1]
+    none = EnergyRecord(trust="none", reason="slurm: sacct has no ConsumedEnergyRaw")
+    assert prefer(["slurm", "model"], none, nodes, ["model"]) is nodes
+    assert prefer(["rapl", "model"], EnergyRecord(trust="none"), None, ["rapl", "model"]).reason.startswith(
+        "the per-node agents wrote no record")
