@@ -303,6 +303,15 @@ class AppRun(rfm.RunOnlyRegressionTest):
         part = self.current_partition
         ex = part.extras
         sched = part.scheduler.registered_name
+        names = list(ex.get('energy_meters', []))
+        hz = float(ex.get('energy_sample_hz', 10))
+        exclusive = bool(self.exclusive_access or ex.get('exclusive_node'))
+        central, self.node_meters = names, []
+        if sched in energy.AGENT_SCHEDULERS:
+            # node-local meters run beside the job on each of its nodes (energy/agent.py)
+            central, self.node_meters = energy.split_node_local(names)
+            if self.node_meters:
+                self.start_node_agents(self.node_meters, hz, exclusive)
         context = {
             'power_model': ex.get('power_model'),
             'scheduler': sched,
@@ -312,15 +321,44 @@ class AppRun(rfm.RunOnlyRegressionTest):
             'pid': (lambda: self.job.jobid) if sched == 'local' else None,
             'jobid': lambda: self.job.jobid,
         }
-        self.sampler = energy.Sampler(list(ex.get('energy_meters', [])), part.fullname, self.stagedir,
-                                      hz=float(ex.get('energy_sample_hz', 10)),
+        self.sampler = energy.Sampler(central, part.fullname, self.stagedir, hz=hz,
                                       options=ex.get('energy_meter_options', {}), context=context,
-                                      exclusive=bool(self.exclusive_access or ex.get('exclusive_node')))
+                                      exclusive=exclusive)
         self.sampler.start()
+
+    def start_node_agents(self, meters: list[str], hz: float, exclusive: bool):
+        """One sampling agent per node of the Slurm job, started by the job script before
+        the timed region and stopped after it (a stop file in the shared stage directory)."""
+        from .energy import agent
+        ex = self.current_partition.extras
+        out = agent.NODES_DIR
+        argv = [sys.executable, '-m', 'apptune.energy.agent', '--out', out, '--meters', ','.join(meters),
+                '--hz', str(hz), '--options', json.dumps(ex.get('energy_meter_options', {})),
+                '--context', json.dumps({'power_model': ex.get('power_model'),
+                                         'ncpus': self.current_partition.processor.num_cpus}),
+                '--exclusive', str(int(exclusive)), '--max-seconds', str(int(self.time_limit or 86400) + 300)]
+        start = ('srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" '
+                 '--ntasks-per-node=1 --cpus-per-task=1 --cpu-bind=none --kill-on-bad-exit=0 '
+                 f'{shlex.join(argv)} > energy-agents.log 2>&1 & apptune_agents=$!')
+        ready = (f'for _ in $(seq 200); do [ "$(ls {out}/*/{agent.READY} 2>/dev/null | wc -l)" '
+                 f'-ge "$SLURM_JOB_NUM_NODES" ] && break; sleep 0.1; done')
+        self.prerun_cmds = [start, ready] + list(self.prerun_cmds)
+        self.postrun_cmds = list(self.postrun_cmds) + [f'touch {out}/{agent.STOP}; wait $apptune_agents || true']
+        self.keep_files = list(self.keep_files) + [out, 'energy-agents.log']
 
     @run_after('run')
     def stop_energy_sampler(self):
-        self.energy_record = self.sampler.stop()
+        rec = self.sampler.stop()
+        if self.node_meters:
+            from .energy import agent
+            try:
+                nodes = len(self.job.nodelist or []) or None
+            except Exception:  # the scheduler could not expand the node list
+                nodes = None
+            node_rec = agent.merge(Path(self.stagedir, agent.NODES_DIR), Path(self.stagedir), nodes)
+            rec = energy.prefer(self.current_partition.extras.get('energy_meters', []), rec, node_rec,
+                                self.node_meters)
+        self.energy_record = rec
         atomic_write_json(os.path.join(self.stagedir, 'energy.json'), self.energy_record.to_dict())
 
     # ----------------------------------------------------------------- results

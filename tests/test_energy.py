@@ -300,8 +300,9 @@ def test_node_local_meters_refused_for_batch_jobs(tmp_path):
 
 def test_per_node_agents_sum_into_the_jobs_record(tmp_path):
     """Two agents (as on two nodes of a Slurm job) with the model meter; merged."""
+    import json
     import threading
-    from apptune.energy import agent
+    from apptune.energy import TRACE_FILE, agent, read_trace
     out = tmp_path / agent.NODES_DIR
     ctx = {"power_model": {"idle_W": 10.0, "load_W": 50.0}, "ncpus": 2}
     threads = [threading.Thread(target=agent.run_agent, args=(out, ["rapl", "model"], 20.0, {}, ctx, True, 30),

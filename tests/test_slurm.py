@@ -140,9 +140,14 @@ exit $rc
     assert half["job"]["state"] == "COMPLETED" and half["job"]["scheduler"] == "squeue"
     nodes = slurm(["scontrol", "show", "hostnames", half["job"]["nodes"]], env).split()
     assert len(nodes) == 2, half["job"]
+    # energy: the model meter ran as an agent on each of the job's nodes, summed into one record
+    e = half["energy"]
+    assert e["trust"] == "modelled" and e["energy_J"] > 0, e
+    assert e["source"] == f"model (per-node agents on 2 node(s): {', '.join(sorted(nodes))})", e
+    assert all((Path(half["outputdir"]) / "energy-nodes" / n / "energy.json").is_file() for n in nodes)
     script = (Path(half["outputdir"]) / "rfm_job.sh").read_text()
     assert "#SBATCH --ntasks-per-node=1" in script and "#SBATCH --no-requeue" in script
-    assert "\nsrun " in script
+    assert "\nsrun " in script and "srun --overlap" in script
 
 
 def _slow_tiers(root: Path) -> None:

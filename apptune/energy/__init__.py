@@ -63,8 +63,8 @@ class Meter:
     #: Whether the meter can be sampled during the run (sacct only answers afterwards).
     samples = True
     #: Whether it reads the node it runs on (RAPL, pm_counters, IPMI, NVML, the model).
-    #: Such meters are only valid where the job runs on the sampler's node (local
-    #: scheduler); per-node agents under a batch scheduler are not implemented yet.
+    #: Such meters read the job's node only where the job runs on the sampler's node
+    #: (local scheduler); under Slurm they run as per-node agents (energy/agent.py).
     node_local = True
 
     def __init__(self, options: dict | None = None, context: dict | None = None):
@@ -137,6 +137,17 @@ def _load_meters() -> None:
     from . import ipmi, model, nvml, pm_counters, rapl, slurm  # noqa: F401  (registration)
 
 
+#: Schedulers under which node-local meters run as per-node agents (apptune/energy/agent.py).
+AGENT_SCHEDULERS = ("slurm", "squeue")
+
+
+def split_node_local(names: list[str]) -> tuple[list[str], list[str]]:
+    """(meters read from where ReFrame runs, meters that must run on the job's nodes)."""
+    _load_meters()
+    central = [n for n in names if n not in METERS or not METERS[n].node_local]
+    return central, [n for n in names if n in METERS and METERS[n].node_local]
+
+
 def candidates(names: list[str], options: dict | None = None, context: dict | None = None
                ) -> tuple[list[Meter], list[str]]:
     """Usable meters in order, and the reasons of those that are not."""
@@ -150,8 +161,10 @@ def candidates(names: list[str], options: dict | None = None, context: dict | No
         m = cls((options or {}).get(n, {}), context)
         sched = (context or {}).get("scheduler")
         if m.node_local and sched not in (None, "local"):
+            how = ("sampled on the job's nodes by per-node agents instead" if sched in AGENT_SCHEDULERS
+                   else "per-node agents exist for Slurm only")
             reasons.append(f"{n}: reads the node the sampler runs on, but jobs of scheduler "
-                           f"'{sched}' run elsewhere (per-node sampling agents are not implemented)")
+                           f"'{sched}' run elsewhere ({how})")
             continue
         try:
             why = m.available()
@@ -294,6 +307,29 @@ class Sampler:
             w.writerow(["t_s", "power_W"])
             for t, p in self.samples:
                 w.writerow([f"{t:.3f}", f"{p:.3f}"])
+
+
+def prefer(names: list[str], central: EnergyRecord, nodes: EnergyRecord | None,
+           node_meters: list[str]) -> EnergyRecord:
+    """The record of the sampler beside ReFrame (e.g. Slurm accounting) or of the per-node
+    agents, whichever comes first in the partition's meter list and has an energy figure;
+    the other is summarised in the notes."""
+    if nodes is None:
+        nodes = EnergyRecord(trust="none", reason="the per-node agents wrote no record "
+                                                  "(see energy-agents.log in the stage directory)")
+    central_names = [n for n in names if n not in node_meters]
+    first_node = min(names.index(n) for n in node_meters)
+    first_central = min((names.index(n) for n in central_names), default=len(names))
+    order = [nodes, central] if first_node < first_central else [central, nodes]
+    if not central_names:
+        order = [nodes]
+    chosen = next((r for r in order if r.energy_J is not None and r.trust != "none"), order[0])
+    for other in order:
+        if other is not chosen:
+            chosen.notes.append(f"not used: {other.source or 'sampler'}: "
+                                + (f"{other.energy_J:.1f} J ({other.trust})" if other.energy_J is not None
+                                   else other.reason or other.trust))
+    return chosen
 
 
 def _trapezoid(samples: list[tuple[float, float]]) -> float:
