@@ -163,11 +163,11 @@ int mm_parse_args(int argc, char **argv, mm_opts *o)
         }
     }
     if (o->min_bytes > o->max_bytes || o->min_reps > o->max_reps || o->rma_window > 16 ||
-        o->placement_min > o->placement_max || o->rma_max_bytes < 8 ||
+        o->placement_min > o->placement_max || o->rma_max_bytes < 8 || o->rma_max_bytes % 8 ||
         o->noise_inner >= 65535 || o->noise_outer >= (1 << 20)) {
         if (mm_rank == 0)
-            fprintf(stderr, "mpi-micro: inconsistent options (min > max, rma-window > 16, "
-                            "rma-max-bytes < 8, noise-inner >= 65535 or noise-outer >= 2^20)\n");
+            fprintf(stderr, "mpi-micro: inconsistent options (min > max, rma-window > 16, rma-max-bytes "
+                            "not a multiple of 8, noise-inner >= 65535 or noise-outer >= 2^20)\n");
         return 2;
     }
     return 0;
