@@ -195,6 +195,9 @@ class Figure(Strict):
     scale: float = 1.0
     #: Divide by another extracted field (e.g. inference time / search iterations).
     per: str | None = None
+    #: The output may lack it where the system cannot measure it (e.g. other-socket
+    #: latency on a one-socket node): no performance variable then, instead of a failure.
+    optional: bool = False
 
 
 class RegexField(Strict):

@@ -303,7 +303,10 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
                 except (OSError, ValueError, IndexError):
                     continue
                 for y in plot["y"]:
-                    found.setdefault((name, y), []).append((_key(r), r["verified"], plot, data))
+                    # a column with no finite value (a placement class this system lacks)
+                    # would be empty axes
+                    if any(math.isfinite(v) for v in data.get(y, [])):
+                        found.setdefault((name, y), []).append((_key(r), r["verified"], plot, data))
         if not found:
             continue
         import matplotlib

@@ -475,7 +475,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
         self.reference = baselines.reframe_reference(b, entry, specs, skip)
         self.perf_variables = {
             name: sn.make_performance_function(self._figure(name), fig.unit)
-            for name, fig in specs.items() if name in present or name in self.recipe.run.figures
+            for name, fig in specs.items()
+            if name in present or (name in self.recipe.run.figures and not fig.optional)
         }
 
     @sn.deferrable

@@ -186,3 +186,25 @@ def test_report_lists_expected_failures_and_the_runs_they_skip(tmp_path):
     md, html = (p.read_text() for p in report.render(s, tmp_path)[1:])
     assert "## Expected failures" in md and "not yet implemented" in md
     assert 'id="expected-failures"' in html
+
+
+def test_curve_columns_without_a_finite_value_are_not_plotted(tmp_path):
+    out = tmp_path / "out"
+    (out / "curves").mkdir(parents=True)
+    (out / "curves/placement.csv").write_text(
+        "bytes,same_socket_us,other_socket_us\n125,0.5,nan\n5000,1.5,nan\n")
+    plot = {"x": "bytes", "y": ["same_socket_us", "other_socket_us"]}
+    summary = {"apps": [{"app": "mpi-micro", "tier": "ci", "rows": [
+        {"environment": "gnu", "variant": "tuned", "verified": True, "outputdir": str(out),
+         "curves": {"placement": {"file": "curves/placement.csv", "plot": plot}}}]}]}
+    report.curve_plots(summary, tmp_path)
+    assert [p["y"] for p in summary["apps"][0]["curve_plots"]] == ["same_socket_us"]
+    assert (tmp_path / "plots/curve-mpi-micro-ci-placement-same_socket_us.png").is_file()
+
+
+def test_optional_figure_is_declared_in_the_recipe():
+    from apptune.models import Figure
+    assert Figure(field="x_us", unit="us", better="lower", optional=True).optional
+    r = recipes.load_recipe(recipes.recipe_path("mpi-micro"))
+    assert r.run.figures["placement_other_node"].optional
+    assert not r.run.figures["placement_same_socket"].optional
