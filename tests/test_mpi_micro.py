@@ -55,9 +55,10 @@ def test_recorded_run_verifies_and_keeps_every_curve(tmp_path):
     assert v.ok, v.summary()
     expected_curves = {o.name for o in RECIPE.run.outputs if o.format == "curve"}
     assert set(curves) == expected_curves and len(curves) == 16
-    # every figure of the recipe is present and finite in a real run
+    # every required figure of the recipe is present in a real run; the optional ones
+    # (other socket, other node) are absent on this one-socket, one-node machine
     for name, fig in RECIPE.run.figures.items():
-        assert isinstance(values.get(fig.field), (int, float)), name
+        assert isinstance(values.get(fig.field), (int, float)) != fig.optional, name
     assert values["noise_kernel_fortran"] == 1 and values["bound"] == 1
     # two ranks: WICON has one pair, the placement classes other than same-socket are absent
     assert values["contention_pairs"] == 1
