@@ -96,10 +96,19 @@ def render_words(words: list[str], params: dict, app: str, field: str) -> list[s
 
 
 def render(app: str, tier: str, dest: Path, ranks: int, nodes: int = 1,
-           mem_per_node: int | None = None, build_dir: Path | None = None) -> dict:
-    """Write the tier's input files into ``dest``; return the parameters used."""
+           mem_per_node: int | None = None, build_dir: Path | None = None,
+           overrides: dict | None = None) -> dict:
+    """Write the tier's input files into ``dest``; return the parameters used.
+
+    ``overrides`` replaces parameters of the tier (``apptune tune``'s input knobs, e.g.
+    HPL's N and NB); each must be a parameter the tier's input.yaml defines."""
     d, spec = load_input(app, tier)
     params = resolve_parameters(spec, ranks, nodes, mem_per_node)
+    for name, value in (overrides or {}).items():
+        if name not in params:
+            raise ApptuneError(d / "input.yaml", f"parameters.{name}",
+                               f"no such parameter to override (the input has: {', '.join(sorted(params))})")
+        params[name] = value
     for out, product in spec.from_build.items():
         src = Path(build_dir or ".") / product
         if build_dir is None or not src.is_file():

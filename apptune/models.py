@@ -407,6 +407,10 @@ class FieldTolerance(Strict):
     max: float | None = None
     min: float | None = None
     why: str | None = None
+    #: Input parameters (inputs/APP/<tier>/input.yaml) the value is for, e.g. ``[N]`` for
+    #: HPL's matrix size: a run with another value of one of them (``apptune tune``'s
+    #: input knobs) does not compare this field and says so.
+    depends_on: list[str] = []
 
     @model_validator(mode="after")
     def _shape(self):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import paths
@@ -35,6 +35,8 @@ class Verification:
     fields: list[FieldResult]
     own_checks: list[dict]
     xfail: str | None = None
+    #: Fields not compared because an input they depend on was changed (``depends_on``).
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def failures(self) -> list[str]:
@@ -45,7 +47,8 @@ class Verification:
         if self.ok:
             worst = max((f for f in self.fields if f.used is not None), key=lambda f: f.used, default=None)
             w = f"; most tolerance used: {worst.field} {worst.used:.0%}" if worst else ""
-            return f"verified {len(self.fields)} fields against {self.reference}{w}"
+            s = f"; {len(self.skipped)} not compared (inputs changed)" if self.skipped else ""
+            return f"verified {len(self.fields)} fields against {self.reference}{w}{s}"
         return "; ".join(self.failures)
 
     def to_dict(self) -> dict:
@@ -120,10 +123,15 @@ def xfail_reason(ref: ReferenceFile, environment: str | None, variant: str | Non
 
 def verify(app: str, tier: str, values: dict, own_checks: list[OwnCheck] = (),
            output_text: str | dict = "", environment: str | None = None,
-           variant: str | None = None, default_file: str = "") -> Verification:
+           variant: str | None = None, default_file: str = "",
+           changed_inputs: set[str] = frozenset()) -> Verification:
+    """``changed_inputs``: input parameters the run changed from the tier's; fields whose
+    ``depends_on`` names one of them are listed as skipped instead of compared."""
     f, ref = load_reference(app, tier)
-    fields = [compare_field(name, tol, values.get(name)) for name, tol in ref.fields.items()]
+    skipped = [name for name, tol in ref.fields.items() if set(tol.depends_on) & set(changed_inputs)]
+    fields = [compare_field(name, tol, values.get(name)) for name, tol in ref.fields.items()
+              if name not in skipped]
     own = run_own_checks(list(own_checks), output_text, default_file)
     ok = all(x.ok for x in fields) and all(c["ok"] for c in own)
     return Verification(reference=str(f.relative_to(paths.root())), ok=ok, fields=fields,
-                        own_checks=own, xfail=xfail_reason(ref, environment, variant))
+                        own_checks=own, xfail=xfail_reason(ref, environment, variant), skipped=skipped)
