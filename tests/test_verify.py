@@ -69,7 +69,8 @@ def test_hpcc_reference_catches_a_fast_but_wrong_result():
             "HPL_RnormI": 4.4e-12, "DGEMM_N": 1436, "PTRANS_residual": 0.0,
             "MPIRandomAccess_ErrorsFraction": 0.0, "MPIRandomAccess_LCG_ErrorsFraction": 0.0,
             "STREAM_VectorSize": 2065066, "FFT_N": 1048576, "MPIFFT_N": 1048576,
-            "MPIFFT_maxErr": 1.5e-15}
+            "MPIFFT_maxErr": 1.5e-15, "dweps": 1.110223e-16, "sweps": 5.960464e-08,
+            "HPL_dMACH_EPS": 1.110223e-16, "HPL_sMACH_EPS": 5.960464e-08}
     assert verify.verify("hpcc", "ci", good).ok
     wrong = dict(good, MPIFFT_maxErr=3.0e-12, HPL_Xnorm1=3891.2)
     v = verify.verify("hpcc", "ci", wrong)
