@@ -297,6 +297,26 @@ def cmd_cache(a) -> int:
     return 1 if bad else 0
 
 
+def cmd_bisect(a) -> int:
+    from . import bisect, localrun
+    site = localrun.load_site(a.environment, a.config)
+    res = bisect.bisect(a.app, a.good, a.bad, site, tier=a.tier, work=a.work_dir,
+                        ignore_per_file=a.ignore_per_file, repeats=a.repeats,
+                        max_cycles=a.max_cycles, ranks=a.ranks)
+    print(bisect.report_md(res))
+    if not res.verified:
+        print(f"apptune: bisect: no verified per-file override after {res.n_cycles} cycles", file=sys.stderr)
+        return 1
+    if res.entries and a.write:
+        f = recipes.recipe_path(a.app)
+        from .yamlio import atomic_write_text
+        atomic_write_text(f, bisect.add_per_file(f.read_text(), res.entries, str(f)))
+        print(f"apptune: bisect: wrote the per_file rule into {f}")
+    elif res.entries:
+        print("apptune: bisect: recipe not changed (--write applies the diff above)")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="apptune", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -369,6 +389,24 @@ def main(argv=None) -> int:
     cp.add_argument("--max-gb", type=float, help="size limit (default $APPTUNE_BUILD_CACHE_MAX_GB or 5)")
     cs.add_parser("verify", help="check every entry's checksums; exit 1 if any is corrupted")
     c.set_defaults(func=cmd_cache)
+    bi = sub.add_parser("bisect", help="find the source files that must keep the good variant's "
+                        "flags for the bad variant to pass verification (docs/tuning.md)")
+    bi.add_argument("app")
+    bi.add_argument("--good", required=True, metavar="VARIANT", help="a variant that passes, e.g. tuned")
+    bi.add_argument("--bad", required=True, metavar="VARIANT", help="a variant that fails, e.g. aggressive")
+    bi.add_argument("-e", "--environment", default="gnu", help="ReFrame environment (default gnu)")
+    bi.add_argument("--tier", default="ci", help="input tier whose reference verifies (default ci)")
+    bi.add_argument("--ranks", type=int, help="MPI ranks (default: the tier's)")
+    bi.add_argument("--ignore-per-file", action="store_true",
+                    help="build the bad variant with its ladder for every file, also those the "
+                    "recipe's per_file rules exempt (to find out whether a rule is needed)")
+    bi.add_argument("--work-dir", type=Path, help="builds, mixed builds and runs "
+                    "(default runs/bisect/APP-ENV-GOOD-vs-BAD); the ends are reused when unchanged")
+    bi.add_argument("--repeats", type=int, default=3, help="timing runs of good, bad and mixed (default 3)")
+    bi.add_argument("--max-cycles", type=int, default=40, help="budget of build+run cycles (default 40)")
+    bi.add_argument("--write", action="store_true", help="write the per_file rule into the recipe")
+    bi.add_argument("-C", "--config", default=DEFAULT_CONFIG, help="ReFrame site config")
+    bi.set_defaults(func=cmd_bisect)
     a = ap.parse_args(argv)
     try:
         return a.func(a)

@@ -1,0 +1,194 @@
+"""apptune bisect: archives, object mixing, the search, the recipe diff, bad inputs,
+and the synthetic Fortran + C case built and bisected for real (integration)."""
+import json
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from apptune import bisect, cli, localrun, recipes
+from apptune.errors import ApptuneError
+
+from conftest import REPO
+import synth_app
+
+
+# ----------------------------------------------------------------------- archives
+def test_read_archive_gives_members_with_long_names(tmp_path):
+    names = ["a.o", "a_member_name_longer_than_sixteen.o", "odd.o"]
+    for i, n in enumerate(names):
+        (tmp_path / n).write_bytes(b"x" * (i + 1))
+    subprocess.run(["ar", "rcs", "lib.a", *names], cwd=tmp_path, check=True)
+    assert bisect.read_archive(tmp_path / "lib.a") == [(n, b"x" * (i + 1)) for i, n in enumerate(names)]
+
+
+def test_read_archive_refuses_other_files(tmp_path):
+    (tmp_path / "x.a").write_bytes(b"not an archive")
+    with pytest.raises(ApptuneError, match="x.a: archive: not an ar archive"):
+        bisect.read_archive(tmp_path / "x.a")
+
+
+def test_object_of_reads_o_or_derives_it():
+    e = {"cwd": "/s/b", "argv": ["cc", "-O2", "-c", "../x/y.c", "-o", "../x/y.o"], "sources": ["x/y.c"]}
+    assert bisect.object_of(e) == "/s/b/../x/y.o"
+    e = {"cwd": "/s/b", "argv": ["cc", "-c", "../x/y.c"], "sources": ["x/y.c"]}
+    assert bisect.object_of(e) == "/s/b/y.o"
+
+
+# ------------------------------------------------------------------------- search
+def _oracle(culprits, needs_all=False):
+    calls = []
+
+    def fails(bad):
+        calls.append(frozenset(bad))
+        hit = [c for c in culprits if c in bad]
+        return len(hit) == len(culprits) if needs_all else bool(hit)
+    return fails, calls
+
+
+def test_search_finds_one_culprit_among_200_in_log2_steps():
+    units = [f"f{i:03d}.o" for i in range(200)]
+    fails, calls = _oracle(["f137.o"])
+    r = bisect.bisect_search(units, fails)
+    assert r["culprits"] == ["f137.o"] and r["verified"] and r["method"] == "bisection"
+    assert len(calls) <= 8 + 1  # at most ceil(log2 200) halvings + the verification
+
+
+def test_search_finds_two_independent_culprits_and_checks_each_is_needed():
+    units = [f"f{i:02d}.o" for i in range(40)]
+    fails, calls = _oracle(["f03.o", "f31.o"])
+    r = bisect.bisect_search(units, fails)
+    assert sorted(r["culprits"]) == ["f03.o", "f31.o"] and r["verified"] and r["one_minimal"]
+
+
+def test_search_on_an_interaction_returns_a_sufficient_set():
+    # fails only when both are bad: keeping either one good is enough
+    units = [f"f{i:02d}.o" for i in range(16)]
+    fails, _ = _oracle(["f02.o", "f12.o"], needs_all=True)
+    r = bisect.bisect_search(units, fails)
+    assert r["verified"] and len(r["culprits"]) == 1
+    assert not fails([u for u in units if u not in r["culprits"]])
+
+
+def test_search_says_when_no_object_is_the_cause():
+    with pytest.raises(ApptuneError, match="every object from the good build still fails"):
+        bisect.bisect_search([f"f{i}.o" for i in range(8)], lambda bad: True)
+
+
+# ----------------------------------------------------------------- recipe edits
+def test_add_per_file_appends_to_an_existing_block_and_keeps_comments(toy_root):
+    text = (toy_root / "build-recipes/toy.yaml").read_text()
+    entry = {"files": ["main.c"], "flags": "baseline", "reason": "apptune bisect: x: y"}
+    new = bisect.add_per_file(text, [entry])
+    data = yaml.safe_load(new)
+    assert data["per_file"][-1] == entry and len(data["per_file"]) == 2
+    assert new.startswith(text.split("per_file:")[0])
+
+
+def test_add_per_file_creates_the_section(toy_root):
+    text = "\n".join(l for l in (toy_root / "build-recipes/toy.yaml").read_text().splitlines()
+                     if "per_file" not in l and "acc.c" not in l and "flags: baseline" not in l
+                     and "IEEE order" not in l) + "\n"
+    assert "per_file" not in text
+    new = bisect.add_per_file(text, [{"files": ["a.c"], "cflags": ["-O1"], "reason": "r"}])
+    assert yaml.safe_load(new)["per_file"] == [{"files": ["a.c"], "cflags": ["-O1"], "reason": "r"}]
+    new = bisect.add_per_file(text.replace("run:", "per_file: []\nrun:"), [{"files": ["a.c"], "flags": "none",
+                                                                          "reason": "r"}])
+    assert yaml.safe_load(new)["per_file"] == [{"files": ["a.c"], "flags": "none", "reason": "r"}]
+
+
+def test_good_flags_are_the_rule_the_good_build_applied(toy_root, gnu_toolchain):
+    r = recipes.load_recipe("toy")
+    plan = recipes.resolve(r, "tuned", gnu_toolchain).to_dict()
+    assert bisect.good_flags(plan, "acc.c") == {"flags": "baseline"}   # the recipe's rule
+    assert bisect.good_flags(plan, "main.c") == {"flags": "tuned"}
+
+
+# --------------------------------------------------------------------- bad inputs
+@pytest.fixture
+def toy_site(gnu_toolchain):
+    return localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
+
+
+@pytest.mark.parametrize("good,bad,match", [
+    ("tuned", "nosuch", "toy.yaml: variant: 'nosuch': unknown flag ladder 'nosuch'"),
+    ("tuned", "tuned+blas=mkl", "toy.yaml: variant: 'tuned\\+blas=mkl': unknown blas 'mkl'"),
+    ("tuned", "tuned", "toy.yaml: variant: --good tuned and --bad tuned are the same build"),
+])
+def test_bad_variants_are_one_clear_error(toy_root, toy_site, tmp_path, good, bad, match):
+    with pytest.raises(ApptuneError, match=match):
+        bisect.bisect("toy", good, bad, toy_site, work=tmp_path / "w")
+
+
+def test_unknown_tier_and_unknown_app(toy_root, toy_site, tmp_path):
+    with pytest.raises(ApptuneError, match="toy.yaml: tiers: unknown tier 'huge'"):
+        bisect.bisect("toy", "baseline", "tuned", toy_site, tier="huge", work=tmp_path / "w")
+    with pytest.raises(ApptuneError, match="no recipe for application 'nope'"):
+        bisect.bisect("nope", "baseline", "tuned", toy_site, work=tmp_path / "w")
+
+
+def test_variants_differing_in_library_axes_are_refused(toy_root, toy_site, tmp_path):
+    f = toy_root / "build-recipes/toy.yaml"
+    f.write_text(f.read_text().replace("openblas: {library: openblas}",
+                                       "openblas: {library: openblas}\n    blis: {library: blis}"))
+    with pytest.raises(ApptuneError, match="differ in more than flags"):
+        bisect.bisect("toy", "tuned", "tuned+blas=blis", toy_site, work=tmp_path / "w")
+
+
+def test_cli_unknown_environment_names_the_site_config(capsys):
+    rc = cli.main(["bisect", "hpcc", "--good", "tuned", "--bad", "aggressive", "-e", "nosuch"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("apptune: error: ") and "settings.py: environments: unknown " \
+        "environment 'nosuch'" in err and len(err.splitlines()) == 1
+
+
+def test_load_site_takes_launcher_and_variables_from_the_site_config():
+    s = localrun.load_site("gnu", REPO / "site-config/settings.py")
+    assert s.launcher == "mpirun" and s.partition == "local:default"
+    assert s.env["OMPI_CC"] == "gcc" and s.env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
+    assert s.toolchain.family == "gnu" and s.launch(2) == ["mpirun", "-np", "2"]
+
+
+def test_a_passing_bad_variant_is_refused(toy_root, toy_site, tmp_path):
+    # both builds of the toy verify: nothing to bisect
+    with pytest.raises(ApptuneError, match="--bad: tuned passes verification on tier ci: nothing to bisect"):
+        bisect.bisect("toy", "baseline", "tuned", toy_site, work=tmp_path / "w")
+
+
+# ------------------------------------------------------------ the synthetic case
+@pytest.fixture
+def synth_root(toy_root):
+    synth_app.write_tree(toy_root)
+    return toy_root
+
+
+@pytest.mark.integration
+def test_synthetic_fortran_c_case_names_the_fast_math_file(synth_root, tmp_path, capsys):
+    """Builds the synthetic program (8 objects: 5 C in an archive, 3 Fortran with two
+    modules) at baseline and aggressive, and bisects: exactly lib/missing.c, in at
+    most 15 build+run cycles, verified; the recipe is only written with --write."""
+    tc = recipes.Toolchain(environment="gnu", family="gnu", cc="gcc", cxx="g++", ftn="gfortran",
+                           mpi="none", mpi_standard="3.1", blas="openblas")
+    site = localrun.Site("gnu", tc, {}, "local", "test:local", {})
+    recipe_file = synth_root / "build-recipes/synth.yaml"
+    before = recipe_file.read_text()
+    res = bisect.bisect("synth", "baseline", "aggressive", site, work=tmp_path / "w", repeats=1)
+    assert [c["source"] for c in res.culprits] == ["lib/missing.c"]
+    assert res.verified and res.one_minimal and res.n_cycles <= 15
+    assert res.units == 8 and res.relink_identical and res.modules_differing == []
+    assert res.cycles[1].summary.startswith("missing = 0, expected 14286")
+    assert [(e["files"], e["flags"]) for e in res.entries] == [(["lib/missing.c"], "baseline")]
+    assert "+  - files: [lib/missing.c]" in res.diff and "+    flags: baseline" in res.diff
+    assert recipe_file.read_text() == before
+    saved = json.loads((tmp_path / "w/bisect.json").read_text())
+    assert saved["n_cycles"] == res.n_cycles and (tmp_path / "w/bisect-report.md").is_file()
+    assert set(res.timing["medians"]) == {"good", "bad", "mixed"}
+    # the recipe with the rule: aggressive now passes as built by the checks' build step
+    recipe_file.write_text(bisect.add_per_file(before, res.entries))
+    plan = localrun.plan_for(recipes.load_recipe("synth"), "aggressive", site)
+    localrun.build_variant(recipes.load_recipe("synth"), plan, site, tmp_path / "fixed", use_cache=False)
+    r = localrun.run_tier(recipes.load_recipe("synth"), "ci", tmp_path / "fixed", tmp_path / "fixed-run", site)
+    assert r.ok, r.summary
