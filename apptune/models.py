@@ -488,3 +488,60 @@ class Library(Strict):
 
 class Libraries(Strict):
     libraries: dict[str, Library] = Field(min_length=1)
+
+
+# --------------------------------------------------------------------------- tuning
+class TuneBaseline(Strict):
+    environment: str
+    variant: str
+
+
+class TuneEnvKnob(Strict):
+    #: Values to try; "" leaves the variable unset.
+    values: list[str] = Field(min_length=1)
+    #: Only when the build's axes have one of these values (e.g. {blas: [openblas]}).
+    when: dict[str, list[str]] = {}
+
+
+class TuneBuild(Strict):
+    environments: list[str] = Field(min_length=1)
+    ladders: list[str] = Field(min_length=1)
+    #: axis -> options to try (default: the recipe's default only).
+    axes: dict[str, list[str]] = {}
+    #: Flag sets appended to the ladder (C and Fortran); [] = none.
+    extra_flags: list[list[str]] = [[]]
+
+
+class TuneTarget(Strict):
+    name: str
+    figure: str
+    #: Divided by another figure of the same run ...
+    per: str | None = None
+    #: ... times the run's rank count (e.g. HPL over ranks x SingleDGEMM) ...
+    per_ranks: bool = False
+    #: ... or divided by the baseline's median of the same figure.
+    over_baseline: bool = False
+    goal: float
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.per is None) == (not self.over_baseline):
+            raise ValueError("give either 'per' (a figure of the same run) or 'over_baseline: true'")
+        return self
+
+
+class TuningSpace(Strict):
+    """tuning/APP.yaml: what ``apptune tune APP`` may change, and what it maximises."""
+    app: str
+    #: The tier whose input the knobs modify and whose reference verifies every candidate.
+    tier: str = "ci"
+    baseline: TuneBaseline
+    #: --objective name -> figures; the score is the geometric mean of their ratios to
+    #: the baseline (inverted for figures where lower is better).
+    objectives: dict[str, list[str]] = {}
+    build: TuneBuild
+    #: Environment variables of the run (e.g. OPENBLAS_CORETYPE).
+    env: dict[str, TuneEnvKnob] = {}
+    #: Input parameters: name -> values, or a knob name -> {param: value} sets (e.g. P x Q).
+    inputs: dict[str, list[int | float | str | dict[str, int | float | str]]] = {}
+    targets: list[TuneTarget] = []

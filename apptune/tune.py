@@ -1,0 +1,617 @@
+"""``apptune tune``: a budgeted, resumable search for the fastest verified configuration.
+
+The space (``tuning/APP.yaml``, schema :class:`apptune.models.TuningSpace`) is
+environment × flag ladder × extra flags × library axes (BLAS, FFT) — the build —
+and run-time environment variables (e.g. ``OPENBLAS_CORETYPE``) × input knobs
+(e.g. HPL's N, NB, P×Q) — the run.
+
+Method: Optuna's TPE sampler (Bayesian optimisation over the categorical space)
+asks for candidates; each candidate is built (a build already made in this search
+or in the build cache is reused: builds are the expensive part) and run on the
+tier's input with its knobs, up to ``repeats`` times; after each repeat the
+running median is reported and Optuna's successive-halving pruner stops
+candidates that are already in the worse half at that many repeats. A candidate
+that fails verification in any repeat violates the sampler's constraint and is
+never a winner. The search stops at ``budget`` runs; when the build budget is
+used up, new candidates reuse the best built configurations (their run knobs are
+still sampled). Trials live in an SQLite study under the work directory, so an
+interrupted search resumes where it stopped (its unfinished trial is marked
+failed).
+
+The score of a run is the geometric mean over the objective's figures of the
+ratio to the baseline (inverted where lower is better), the baseline being run
+first in the same search. At the end the best verified candidates and the
+baseline are re-run interleaved (``confirm`` times each): the report's ranking,
+speedups and targets are those same-session medians. Output: a Markdown report
+and the winner as a diff of ``site-config/recommended.yaml``.
+"""
+from __future__ import annotations
+
+import datetime
+import difflib
+import hashlib
+import json
+import math
+import statistics
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from . import localrun, paths, recipes
+from .errors import ApptuneError
+from .models import TuningSpace
+from .yamlio import atomic_write_json, atomic_write_text, load_model
+
+OBJECTIVE_DEFAULTS = {"energy": ["energy_J"], "edp": ["edp_Js"]}
+
+
+def space_path(app: str) -> Path:
+    return paths.root() / "tuning" / f"{app}.yaml"
+
+
+def recommended_path() -> Path:
+    return paths.site_dir() / "recommended.yaml"
+
+
+def load_space(app: str, path: Path | None = None, tier: str | None = None) -> TuningSpace:
+    """The tuning space of ``app`` (on ``tier`` instead of its own, if given), checked
+    against the recipe, the flag ladders and the tier's input."""
+    f = Path(path or space_path(app))
+    if not f.is_file():
+        raise ApptuneError(f, None, f"no tuning space for '{app}' (see tuning/hpcc.yaml)")
+    s = load_model(f, TuningSpace)
+    if tier is not None:
+        s = s.model_copy(update={"tier": tier})
+    r = recipes.load_recipe(app)
+    if s.app != app:
+        raise ApptuneError(f, "app", f"'{s.app}' but the file is for '{app}'")
+    if s.tier not in r.tiers:
+        raise ApptuneError(f, "tier", f"unknown tier '{s.tier}' (allowed: {', '.join(r.tiers)})")
+    for axis, opts in s.build.axes.items():
+        if axis not in r.axes:
+            raise ApptuneError(f, f"build.axes.{axis}", f"unknown axis '{axis}' "
+                               f"(the recipe has: {', '.join(r.axes) or 'none'})")
+        bad = [o for o in opts if o not in r.axes[axis]]
+        if bad:
+            raise ApptuneError(f, f"build.axes.{axis}", f"unknown {axis} '{bad[0]}' "
+                               f"(allowed: {', '.join(r.axes[axis])})")
+    ladders = recipes.load_ladders()
+    known = set().union(*(set(fam) for fam in ladders.families.values()))
+    for lad in s.build.ladders:
+        if lad not in known:
+            raise ApptuneError(f, "build.ladders", f"unknown flag ladder '{lad}' (allowed: {', '.join(sorted(known))})")
+    recipes.Variant.parse(s.baseline.variant, r, "baseline.variant")
+    for name, knob in s.env.items():
+        for axis in knob.when:
+            if axis not in r.axes:
+                raise ApptuneError(f, f"env.{name}.when", f"unknown axis '{axis}'")
+    from . import inputs
+    _, spec = inputs.load_input(app, s.tier)
+    for name, values in s.inputs.items():
+        for v in values:
+            names = list(v) if isinstance(v, dict) else [name]
+            for n in names:
+                if n not in spec.parameters:
+                    raise ApptuneError(f, f"inputs.{name}", f"'{n}' is not a parameter of "
+                                       f"inputs/{app}/{s.tier}/input.yaml (it has: {', '.join(spec.parameters)})")
+    figures = recipes.figure_specs(r)
+    for obj, figs in s.objectives.items():
+        for fig in figs:
+            if fig not in figures:
+                raise ApptuneError(f, f"objectives.{obj}", f"unknown figure '{fig}' "
+                                   f"(allowed: {', '.join(figures)})")
+    for i, t in enumerate(s.targets):
+        for fig in (t.figure, t.per):
+            if fig is not None and fig not in figures:
+                raise ApptuneError(f, f"targets[{i}]", f"unknown figure '{fig}'")
+    return s
+
+
+def objective_figures(space: TuningSpace, objective: str, recipe) -> list[str]:
+    if objective in space.objectives:
+        return space.objectives[objective]
+    if objective == "time":
+        return [recipe.run.primary]
+    if objective in OBJECTIVE_DEFAULTS:
+        return OBJECTIVE_DEFAULTS[objective]
+    if objective in recipes.figure_specs(recipe):
+        return [objective]
+    raise ApptuneError(space_path(space.app), "objectives", f"unknown objective '{objective}' "
+                       f"(allowed: time, energy, edp, {', '.join(space.objectives) or 'or a figure name'})")
+
+
+# ------------------------------------------------------------------ configurations
+@dataclass(frozen=True)
+class Config:
+    environment: str
+    variant: str
+    extra: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    inputs: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def build_key(self) -> tuple:
+        return (self.environment, self.variant, self.extra)
+
+    def label(self) -> str:
+        parts = [f"{self.environment}/{self.variant}"]
+        if self.extra:
+            parts.append(" ".join(self.extra))
+        parts += [f"{k}={v}" for k, v in self.env]
+        parts += [f"{k}={v}" for k, v in self.inputs]
+        return " ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {"environment": self.environment, "variant": self.variant, "extra_flags": list(self.extra),
+                "env": dict(self.env), "inputs": dict(self.inputs)}
+
+
+def _knob_label(v) -> str:
+    return " ".join(f"{k}={x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
+
+
+def suggest(trial, space: TuningSpace, recipe) -> Config:
+    """Sample one configuration (define-by-run: env knobs only when their axes match)."""
+    env_name = trial.suggest_categorical("environment", space.build.environments)
+    ladder = trial.suggest_categorical("ladder", space.build.ladders)
+    choices = []
+    axes = {}
+    for axis, opts in space.build.axes.items():
+        v = trial.suggest_categorical(f"axis.{axis}", opts)
+        axes[axis] = v
+        if v != recipe.defaults.get(axis):
+            choices.append(f"{axis}={v}")
+    extras = [" ".join(x) for x in space.build.extra_flags]
+    extra = trial.suggest_categorical("extra_flags", extras) if len(extras) > 1 else extras[0]
+    variant = "+".join([ladder, *sorted(choices)])
+    env = []
+    for name, knob in space.env.items():
+        if all(axes.get(a, recipe.defaults.get(a)) in vals for a, vals in knob.when.items()):
+            v = trial.suggest_categorical(f"env.{name}", knob.values)
+            if v != "":
+                env.append((name, v))
+    ins = []
+    for name, values in space.inputs.items():
+        labels = [_knob_label(v) for v in values]
+        lab = trial.suggest_categorical(f"input.{name}", labels)
+        v = values[labels.index(lab)]
+        ins += sorted(v.items()) if isinstance(v, dict) else [(name, v)]
+    return Config(env_name, variant, tuple(extra.split()), tuple(env), tuple(ins))
+
+
+def fixed_build_params(config: Config, space: TuningSpace, recipe) -> dict:
+    """Optuna parameters that pin a trial to an already built configuration."""
+    v = recipes.Variant.parse(config.variant, recipe)
+    chosen = dict(v.choices)
+    p = {"environment": config.environment, "ladder": v.ladder}
+    for axis in space.build.axes:
+        p[f"axis.{axis}"] = chosen.get(axis, recipe.defaults.get(axis))
+    if len(space.build.extra_flags) > 1:
+        p["extra_flags"] = " ".join(config.extra)
+    return p
+
+
+# ------------------------------------------------------------------------ scoring
+def score(figures: dict, base: dict, names: list[str], specs: dict) -> float | None:
+    """Geometric mean of the ratios to the baseline (inverted where lower is better)."""
+    logs = []
+    for n in names:
+        v, b = figures.get(n), base.get(n)
+        if not (isinstance(v, (int, float)) and isinstance(b, (int, float))) or v <= 0 or b <= 0:
+            return None
+        r = v / b if specs[n].better == "higher" else b / v
+        logs.append(math.log(r))
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def _median(xs):
+    xs = [x for x in xs if isinstance(x, (int, float)) and math.isfinite(x)]
+    return statistics.median(xs) if xs else None
+
+
+def medians(runs: list[dict]) -> dict:
+    names = set().union(*(r["figures"] for r in runs)) if runs else set()
+    return {n: _median([r["figures"].get(n) for r in runs]) for n in sorted(names)}
+
+
+def target_values(space: TuningSpace, runs: list[dict], base_medians: dict, ranks: int,
+                  specs: dict | None = None) -> list[dict]:
+    """Each target as the median over repeats of the per-run ratio (a ratio to the
+    baseline is inverted for figures where lower is better: > 1 is always better)."""
+    out = []
+    for t in space.targets:
+        vals = []
+        for r in runs:
+            v = r["figures"].get(t.figure)
+            if not isinstance(v, (int, float)):
+                continue
+            if t.per:
+                d = r["figures"].get(t.per)
+                if isinstance(d, (int, float)) and d > 0:
+                    vals.append(v / (d * (ranks if t.per_ranks else 1)))
+            else:
+                b = base_medians.get(t.figure)
+                lower = specs is not None and specs[t.figure].better == "lower"
+                if b and v:
+                    vals.append(b / v if lower else v / b)
+        m = _median(vals)
+        out.append({"name": t.name, "value": m, "goal": t.goal, "met": m is not None and m >= t.goal})
+    return out
+
+
+# --------------------------------------------------------------------------- search
+@dataclass
+class Cost:
+    builds: int = 0
+    build_seconds: float = 0.0
+    builds_reused: int = 0
+    runs: int = 0
+    run_seconds: float = 0.0
+
+    def add_run(self, seconds: float):
+        self.runs += 1
+        self.run_seconds += seconds
+
+
+@dataclass
+class Tuner:
+    app: str
+    space: TuningSpace
+    objective: str
+    work: Path
+    sites: dict = field(default_factory=dict)
+    config_file: str = localrun.DEFAULT_CONFIG
+    repeats: int = 2
+    log: object = None
+
+    def __post_init__(self):
+        self.recipe = recipes.load_recipe(self.app)
+        self.figures = objective_figures(self.space, self.objective, self.recipe)
+        self.specs = recipes.figure_specs(self.recipe)
+        self.ranks = self.recipe.tiers[self.space.tier].ranks
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.state_file = self.work / "tune-state.json"
+        st = json.loads(self.state_file.read_text()) if self.state_file.is_file() else {}
+        self.builds: dict[str, dict] = st.get("builds", {})
+        self.cost = Cost(**st.get("cost", {}))
+        self.log = self.log or (lambda m: print(m, flush=True))
+        from . import inputs
+        _, spec = inputs.load_input(self.app, self.space.tier)
+        self.tier_params = dict(spec.parameters)
+
+    def site(self, env: str) -> localrun.Site:
+        if env not in self.sites:
+            self.sites[env] = localrun.load_site(env, self.config_file)
+        return self.sites[env]
+
+    def save(self):
+        from dataclasses import asdict
+        atomic_write_json(self.state_file, {"builds": self.builds, "cost": asdict(self.cost)})
+
+    def build(self, c: Config) -> Path:
+        key = hashlib.sha256(json.dumps(c.build_key).encode()).hexdigest()[:16]
+        stage = self.work / "builds" / key
+        site = self.site(c.environment)
+        plan = localrun.plan_for(self.recipe, c.variant, site, extra_cflags=c.extra, extra_fflags=c.extra)
+        known = key in self.builds
+        t0 = time.monotonic()
+        try:
+            prov = localrun.build_variant(self.recipe, plan, site, stage, use_cache=True)
+        except ApptuneError as e:
+            self.builds[key] = {"config": list(c.build_key), "ok": False, "error": str(e)}
+            self.cost.builds += 1
+            self.save()
+            raise
+        if not known:
+            self.cost.builds += 1
+            self.cost.build_seconds += time.monotonic() - t0
+            self.cost.builds_reused += bool(prov.get("cache", {}).get("hit"))
+            self.builds[key] = {"config": list(c.build_key), "ok": True,
+                                "cache_hit": bool(prov.get("cache", {}).get("hit"))}
+            self.save()
+        return stage
+
+    def run(self, c: Config, stage: Path, name: str) -> dict:
+        overrides = dict(c.inputs)
+        changed = {k for k, v in overrides.items() if self.tier_params.get(k) != v}
+        t0 = time.monotonic()
+        r = localrun.run_tier(self.recipe, self.space.tier, stage, self.work / "runs" / name,
+                              self.site(c.environment), overrides=overrides, env=dict(c.env),
+                              label=c.label(), changed_inputs=changed)
+        self.cost.add_run(time.monotonic() - t0)
+        self.save()
+        return {"ok": r.ok, "summary": r.summary, "figures": r.figures, "skipped": r.verification.get("skipped", [])}
+
+    def baseline_config(self) -> Config:
+        b = self.space.baseline
+        return Config(b.environment, recipes.Variant.parse(b.variant, self.recipe).name)
+
+
+def _optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise ApptuneError(None, "optuna", "apptune tune needs optuna (pip install -e .)") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 6, repeats: int = 2,
+         confirm: int = 3, top: int = 2, work: Path | None = None, seed: int = 1,
+         config_file: str = localrun.DEFAULT_CONFIG, sites: dict | None = None,
+         space_file: Path | None = None, tier: str | None = None, log=None) -> dict:
+    """Run (or resume) the search; return the result written to ``tune.json``."""
+    optuna = _optuna()
+    space = load_space(app, space_file, tier)
+    for name, value in (("budget", budget), ("max_builds", max_builds), ("repeats", repeats),
+                        ("confirm", confirm), ("top", top)):
+        if value < 1:
+            raise ApptuneError(None, f"--{name.replace('_', '-')}", f"must be at least 1, not {value}")
+    work = Path(work or paths.root() / "runs" / "tune" / f"{app}-{space.tier}-{objective}").resolve()
+    t = Tuner(app, space, objective, work, dict(sites or {}), config_file, repeats, log)
+    log = t.log
+    storage = f"sqlite:///{work / 'tune.db'}"
+    with warnings.catch_warnings():  # multivariate/group TPE: experimental in name only, since Optuna 2.2
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        # a trial that failed verification has constraint 1 (infeasible): TPE learns from
+        # it but never prefers it; ranked_trials() never crowns it
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, multivariate=True, group=True)
+    pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2)
+    study = optuna.create_study(study_name=f"{app}-{space.tier}-{objective}", storage=storage,
+                                direction="maximize", sampler=sampler, pruner=pruner, load_if_exists=True)
+    for tr in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        study.tell(tr.number, state=optuna.trial.TrialState.FAIL)
+        log(f"apptune: tune: trial {tr.number} was interrupted: marked failed")
+    t0 = time.monotonic()
+    # 1. the baseline, measured in this search (its medians are the scores' denominators)
+    base = study.user_attrs.get("baseline")
+    if base is None:
+        bc = t.baseline_config()
+        log(f"apptune: tune: baseline {bc.label()}")
+        stage = t.build(bc)
+        runs = [t.run(bc, stage, f"baseline-{i}") for i in range(repeats)]
+        bad = [r for r in runs if not r["ok"]]
+        if bad:
+            raise ApptuneError(space_path(app), "baseline", f"{bc.label()} fails verification: {bad[0]['summary']}")
+        base = {"config": bc.to_dict(), "medians": medians(runs), "runs": len(runs)}
+        study.set_user_attr("baseline", base)
+    base_med = base["medians"]
+
+    def runs_used() -> int:
+        return sum(tr.user_attrs.get("runs", 0) for tr in study.get_trials(deepcopy=False))
+
+    # 2. the search
+    stale = 0
+    while runs_used() < budget:
+        if t.cost.builds >= max_builds + 1:  # + the baseline's build
+            best = _best_built(study, t)
+            if best is not None:
+                study.enqueue_trial(fixed_build_params(best, space, t.recipe), skip_if_exists=False)
+        trial = study.ask()
+        c = suggest(trial, space, t.recipe)
+        trial.set_user_attr("config", c.to_dict())
+        trial.set_user_attr("label", c.label())
+        key = hashlib.sha256(json.dumps(c.build_key).encode()).hexdigest()[:16]
+        if key not in t.builds and t.cost.builds >= max_builds + 1:
+            stale += 1
+            trial.set_user_attr("note", "build budget used up")
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            if stale > 20:
+                log("apptune: tune: no built configuration left to sample: stopping")
+                break
+            continue
+        if key in t.builds and not t.builds[key]["ok"]:
+            trial.set_user_attr("note", t.builds[key]["error"])
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            continue
+        stale = 0
+        try:
+            stage = t.build(c)
+        except ApptuneError as e:
+            log(f"apptune: tune: trial {trial.number}: {c.label()}: build failed: {e}")
+            trial.set_user_attr("note", str(e))
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            continue
+        values, n = [], 0
+        state, summary = None, ""
+        try:
+            for i in range(repeats):
+                r = t.run(c, stage, f"trial-{trial.number:03d}-{i}")
+                n += 1
+                trial.set_user_attr("runs", n)
+                if not r["ok"]:
+                    trial.set_constraint("verification", 1.0)
+                    trial.set_user_attr("verified", False)
+                    summary = r["summary"]
+                    trial.set_user_attr("summary", summary)
+                    state = "unverified"
+                    values.append(score(r["figures"], base_med, t.figures, t.specs) or 0.0)
+                    break
+                s = score(r["figures"], base_med, t.figures, t.specs)
+                if s is None:
+                    trial.set_constraint("verification", 1.0)
+                    trial.set_user_attr("summary", f"figure missing: {', '.join(t.figures)}")
+                    state = "unverified"
+                    values.append(0.0)
+                    break
+                values.append(s)
+                trial.set_user_attr("skipped", r["skipped"])
+                trial.report(statistics.median(values), i + 1)
+                if i + 1 < repeats and trial.should_prune():
+                    state = "pruned"
+                    break
+        except KeyboardInterrupt:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            raise
+        value = statistics.median(values)
+        if state is None:
+            trial.set_constraint("verification", 0.0)
+            trial.set_user_attr("verified", True)
+        if state == "pruned":
+            trial.set_constraint("verification", 0.0)
+            trial.set_user_attr("verified", True)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            study.tell(trial, value)
+        log(f"apptune: tune: trial {trial.number}: {c.label()}: score {value:.3f} "
+            f"({state or 'verified'}, {n} run{'s' if n > 1 else ''}; {runs_used()}/{budget} runs, "
+            f"{t.cost.builds} builds)")
+    search_seconds = time.monotonic() - t0
+    # 3. confirmation: the best verified candidates and the baseline, interleaved
+    chosen = []
+    for tr in ranked_trials(study):
+        c = Config(**_cfg_args(tr.user_attrs["config"]))
+        if c not in chosen and len(chosen) < top:
+            chosen.append(c)
+    bc = t.baseline_config()
+    confirm_runs = {bc.label(): []} | {c.label(): [] for c in chosen}
+    configs = {bc.label(): bc} | {c.label(): c for c in chosen}
+    stages = {lab: t.build(c) for lab, c in configs.items()}
+    for i in range(confirm):
+        for lab, c in configs.items():
+            confirm_runs[lab].append(t.run(c, stages[lab], f"confirm-{_slug(lab)}-{i}"))
+    base_conf = medians(confirm_runs[bc.label()])
+    rows = []
+    for lab, runs in confirm_runs.items():
+        med = medians(runs)
+        rows.append({"label": lab, "config": configs[lab].to_dict(), "verified": all(r["ok"] for r in runs),
+                     "failures": [r["summary"] for r in runs if not r["ok"]], "medians": med,
+                     "score": score(med, base_conf, t.figures, t.specs),
+                     "targets": target_values(space, runs, base_conf, t.ranks, t.specs),
+                     "skipped": sorted(set().union(*(set(r["skipped"]) for r in runs)))})
+    rows.sort(key=lambda r: (r["verified"], r["score"] or 0), reverse=True)
+    winner = next((r for r in rows if r["verified"] and r["label"] != bc.label()), None)
+    result = {
+        "app": app, "tier": space.tier, "objective": objective, "objective_figures": t.figures,
+        "date": datetime.date.today().isoformat(), "budget": budget, "max_builds": max_builds,
+        "repeats": repeats, "confirm": confirm, "work": str(work),
+        "trials": [_trial_row(tr) for tr in study.get_trials(deepcopy=False)],
+        "baseline": base, "confirmation": rows, "winner": winner,
+        "cost": {"builds": t.cost.builds, "builds_from_cache": t.cost.builds_reused,
+                 "build_seconds": round(t.cost.build_seconds, 1), "runs": t.cost.runs,
+                 "run_seconds": round(t.cost.run_seconds, 1), "search_runs": runs_used(),
+                 "this_session_seconds": round(time.monotonic() - t0, 1),
+                 "search_seconds_this_session": round(search_seconds, 1),
+                 "trials": len(study.get_trials(deepcopy=False))},
+    }
+    result["diff"], result["recommended_text"] = recommended_diff(app, winner, result) if winner else ("", "")
+    atomic_write_json(work / "tune.json", result)
+    atomic_write_text(work / "tune-report.md", report_md(result))
+    return result
+
+
+def _slug(s: str) -> str:
+    return hashlib.sha256(s.encode()).hexdigest()[:10]
+
+
+def _cfg_args(d: dict) -> dict:
+    return {"environment": d["environment"], "variant": d["variant"], "extra": tuple(d["extra_flags"]),
+            "env": tuple(sorted(d["env"].items())), "inputs": tuple(sorted(d["inputs"].items()))}
+
+
+def _best_built(study, t: Tuner) -> Config | None:
+    best = None
+    for tr in ranked_trials(study):
+        c = Config(**_cfg_args(tr.user_attrs["config"]))
+        key = hashlib.sha256(json.dumps(c.build_key).encode()).hexdigest()[:16]
+        if t.builds.get(key, {}).get("ok"):
+            best = c
+            break
+    return best
+
+
+def ranked_trials(study) -> list:
+    """Verified, completed trials, best first (pruned ones are not ranked)."""
+    import optuna
+    done = [tr for tr in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if tr.user_attrs.get("verified") and tr.value is not None]
+    return sorted(done, key=lambda tr: tr.value, reverse=True)
+
+
+def _trial_row(tr) -> dict:
+    return {"number": tr.number, "state": tr.state.name, "value": tr.value, "label": tr.user_attrs.get("label"),
+            "verified": tr.user_attrs.get("verified"), "runs": tr.user_attrs.get("runs", 0),
+            "summary": tr.user_attrs.get("summary") or tr.user_attrs.get("note", "")}
+
+
+# --------------------------------------------------------------------------- output
+def recommended_diff(app: str, winner: dict, result: dict) -> tuple[str, str]:
+    """The winner as a diff of site-config/recommended.yaml (one entry per application)."""
+    f = recommended_path()
+    old = f.read_text() if f.is_file() else ("# Recommended configuration per application on this site, written by\n"
+                                             "# `apptune tune APP --write` (docs/tuning.md). Review it as a diff.\n")
+    data = yaml.safe_load(old) or {}
+    entry = dict(winner["config"])
+    entry["tier"] = result["tier"]
+    entry["evidence"] = {
+        "date": result["date"], "objective": f"{result['objective']} ({', '.join(result['objective_figures'])})",
+        "score_vs_baseline": round(winner["score"], 3) if winner["score"] else None,
+        "medians": {k: _round(winner["medians"].get(k)) for k in result["objective_figures"]},
+        "targets": {t["name"]: _round(t["value"]) for t in winner["targets"]},
+        "verified": f"{result['confirm']} confirmation runs",
+        "search": f"{result['cost']['trials']} trials, {result['cost']['builds']} builds, "
+                  f"{result['cost']['runs']} runs",
+    }
+    data[app] = entry
+    new = _header(old) + yaml.safe_dump(data, sort_keys=True, width=100, allow_unicode=True)
+    rel = str(f.relative_to(paths.root()))
+    diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
+    return diff, new
+
+
+def _header(text: str) -> str:
+    lines = []
+    for l in text.splitlines(keepends=True):
+        if not l.startswith("#"):
+            break
+        lines.append(l)
+    return "".join(lines)
+
+
+def _round(v):
+    return round(v, 4) if isinstance(v, float) else v
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def report_md(res: dict) -> str:
+    c = res["cost"]
+    L = [f"# apptune tune: {res['app']}, tier {res['tier']}, objective {res['objective']} "
+         f"({', '.join(res['objective_figures'])})", "",
+         f"Search: {c['trials']} trials ({c['search_runs']} runs within a budget of {res['budget']}), "
+         f"{c['builds']} builds ({c['builds_from_cache']} from the build cache, {c['build_seconds']} s), "
+         f"{c['runs']} runs in all ({c['run_seconds']} s, baseline and confirmation included); "
+         f"this session {c['this_session_seconds']} s. Method: Optuna TPE with successive-halving pruning "
+         f"over repeats ({res['repeats']} per candidate); every run verified against reference/"
+         f"{res['app']}/{res['tier']}.yaml.", ""]
+    if res["winner"] is None:
+        L.append("**No verified candidate beat the baseline in the confirmation runs.**\n")
+    L += [f"## Confirmation (same session, medians of {res['confirm']} interleaved runs each)", ""]
+    figs = res["objective_figures"]
+    tnames = [t["name"] for t in (res["confirmation"][0]["targets"] if res["confirmation"] else [])]
+    L.append("| rank | configuration | verified | score | " + " | ".join(figs) + " | " +
+             " | ".join(f"{n}" for n in tnames) + " |")
+    L.append("|---" * (4 + len(figs) + len(tnames)) + "|")
+    for i, r in enumerate(res["confirmation"], 1):
+        tv = [f"{_fmt(t['value'])} {'✓' if t['met'] else '✗'} (goal {t['goal']})" for t in r["targets"]]
+        L.append(f"| {i} | {r['label']} | {'✓' if r['verified'] else '✗ ' + '; '.join(r['failures'])[:80]} | "
+                 f"{_fmt(r['score'])} | " + " | ".join(_fmt(r["medians"].get(f)) for f in figs) + " | "
+                 + " | ".join(tv) + " |")
+    skipped = sorted(set().union(*(set(r["skipped"]) for r in res["confirmation"]))) if res["confirmation"] else []
+    if skipped:
+        L.append(f"\nNot compared where an input knob changed them (reference `depends_on`): {', '.join(skipped)}.")
+    L += ["", "## Trials (search order; score = geometric mean of speedups over the baseline)", "",
+          "| # | state | configuration | runs | score | note |", "|---|---|---|---|---|---|"]
+    for tr in res["trials"]:
+        L.append(f"| {tr['number']} | {tr['state'].lower()} | {tr['label'] or ''} | {tr['runs']} | "
+                 f"{_fmt(tr['value'])} | {(tr['summary'] or '')[:90].replace('|', '/')} |")
+    if res["diff"]:
+        L += ["", "## Winner as a diff (`--write` applies it)", "", "```diff", res["diff"].rstrip(), "```"]
+    return "\n".join(L) + "\n"

@@ -1,0 +1,156 @@
+"""apptune tune: the tuning space file, scoring, targets, the recommended-variants diff,
+bad inputs, and a real (small) search on the synthetic program: a wrong answer is
+never the winner, and a second invocation resumes the same study."""
+import json
+import textwrap
+
+import pytest
+import yaml
+
+from apptune import cli, localrun, recipes, tune
+from apptune.errors import ApptuneError
+
+import synth_app
+
+SPACE = """\
+app: synth
+tier: ci
+baseline: {environment: gnu, variant: baseline}
+objectives:
+  time: [wall_time]
+build:
+  environments: [gnu]
+  ladders: [tuned, aggressive]
+  extra_flags: [[], [-fno-math-errno]]
+env:
+  SYNTH_UNUSED: {values: ["", "1"]}
+targets:
+  - {name: "speedup", figure: wall_time, over_baseline: true, goal: 0.0}
+"""
+
+
+@pytest.fixture
+def synth_root(toy_root):
+    synth_app.write_tree(toy_root)
+    (toy_root / "tuning").mkdir()
+    (toy_root / "tuning/synth.yaml").write_text(SPACE)
+    return toy_root
+
+
+@pytest.fixture
+def site():
+    tc = recipes.Toolchain(environment="gnu", family="gnu", cc="gcc", cxx="g++", ftn="gfortran",
+                           mpi="none", mpi_standard="3.1", blas="openblas")
+    return localrun.Site("gnu", tc, {}, "local", "test:local", {})
+
+
+def test_the_hpcc_space_is_valid():
+    s = tune.load_space("hpcc")
+    assert s.tier == "ci" and "mkl" in s.build.axes["blas"] and s.inputs["N"][0] == 3520
+    r = recipes.load_recipe("hpcc")
+    assert tune.objective_figures(s, "time", r) == ["HPL", "MPIFFT"]
+    assert tune.objective_figures(s, "StarFFT", r) == ["StarFFT"]
+
+
+@pytest.mark.parametrize("edit,match", [
+    (("[tuned, aggressive]", "[tuned, turbo]"), "build.ladders: unknown flag ladder 'turbo'"),
+    (("extra_flags:", "axes: {blas: [openblas, mkl]}\n  extra_flags:"), "build.axes.blas: unknown axis 'blas' (the recipe has: none)"),
+    (("time: [wall_time]", "time: [speed]"), "objectives.time: unknown figure 'speed'"),
+    (("targets:", "inputs: {N: [1, 2]}\ntargets:"), "inputs.N: 'N' is not a parameter of inputs/synth/ci/input.yaml"),
+    (("tier: ci", "tier: huge"), "tier: unknown tier 'huge'"),
+    (("over_baseline: true, ", ""), "targets.0: Value error, give either 'per'"),
+])
+def test_bad_tuning_spaces_are_one_clear_error(synth_root, edit, match):
+    f = synth_root / "tuning/synth.yaml"
+    f.write_text(SPACE.replace(*edit))
+    with pytest.raises(ApptuneError) as e:
+        tune.load_space("synth")
+    assert "tuning/synth.yaml" in str(e.value) and match in str(e.value)
+
+
+def test_missing_space_and_unknown_objective(synth_root):
+    with pytest.raises(ApptuneError, match="tuning/toy.yaml: no tuning space for 'toy'"):
+        tune.load_space("toy")
+    s = tune.load_space("synth")
+    with pytest.raises(ApptuneError, match="unknown objective 'fast'"):
+        tune.objective_figures(s, "fast", recipes.load_recipe("synth"))
+
+
+def test_score_is_the_geometric_mean_of_speedups():
+    specs = recipes.figure_specs(recipes.load_recipe("hpcc"))
+    base = {"HPL": 20.0, "MPIFFT": 4.0, "wall_time": 10.0}
+    assert tune.score({"HPL": 40.0, "MPIFFT": 4.0}, base, ["HPL", "MPIFFT"], specs) == pytest.approx(2 ** 0.5)
+    assert tune.score({"wall_time": 5.0}, base, ["wall_time"], specs) == pytest.approx(2.0)
+    assert tune.score({"HPL": None, "MPIFFT": 4.0}, base, ["HPL", "MPIFFT"], specs) is None
+
+
+def test_targets_are_medians_of_per_run_ratios():
+    s = tune.load_space("hpcc")
+    runs = [{"figures": {"HPL": 45.0, "SingleDGEMM": 25.0, "MPIFFT": 6.0}},
+            {"figures": {"HPL": 36.0, "SingleDGEMM": 20.0, "MPIFFT": 5.0}},
+            {"figures": {"HPL": 50.0, "SingleDGEMM": 25.0, "MPIFFT": 7.0}}]
+    t = tune.target_values(s, runs, {"MPIFFT": 4.0}, ranks=2)
+    assert t[0]["value"] == pytest.approx(0.9) and t[0]["met"]
+    assert t[1]["value"] == pytest.approx(1.5) and t[1]["met"]
+
+
+def test_suggest_maps_knobs_to_a_configuration():
+    import optuna
+    s = tune.load_space("hpcc")
+    r = recipes.load_recipe("hpcc")
+    t = optuna.trial.FixedTrial({"environment": "gnu", "ladder": "tuned", "axis.blas": "openblas",
+                                 "axis.fft": "fftw3", "env.OPENBLAS_CORETYPE": "SkylakeX",
+                                 "input.N": "5280", "input.NB": "192", "input.grid": "P=2 Q=1"})
+    c = tune.suggest(t, s, r)
+    assert c.variant == "tuned+blas=openblas+fft=fftw3" and dict(c.env) == {"OPENBLAS_CORETYPE": "SkylakeX"}
+    assert dict(c.inputs) == {"N": 5280, "NB": 192, "P": 2, "Q": 1}
+    # OPENBLAS_CORETYPE is only a knob when the BLAS is OpenBLAS
+    t = optuna.trial.FixedTrial({"environment": "gnu", "ladder": "tuned", "axis.blas": "mkl",
+                                 "axis.fft": "ffte", "input.N": "3520", "input.NB": "80", "input.grid": "P=1 Q=2"})
+    c = tune.suggest(t, s, r)
+    assert c.variant == "tuned+blas=mkl" and c.env == ()
+    assert tune.fixed_build_params(c, s, r) == {"environment": "gnu", "ladder": "tuned",
+                                                "axis.blas": "mkl", "axis.fft": "ffte"}
+
+
+def test_recommended_diff_adds_the_app_and_keeps_others(toy_root):
+    (toy_root / "site-config/recommended.yaml").write_text("# header\nother: {variant: tuned}\n")
+    winner = {"config": {"environment": "gnu", "variant": "tuned+blas=mkl", "extra_flags": [],
+                         "env": {}, "inputs": {"N": 7040}},
+              "score": 2.5, "medians": {"HPL": 50.0}, "targets": [{"name": "t", "value": 0.95}]}
+    res = {"tier": "ci", "date": "2026-11-22", "objective": "time", "objective_figures": ["HPL"],
+           "confirm": 3, "cost": {"trials": 10, "builds": 3, "runs": 20}}
+    diff, text = tune.recommended_diff("hpcc", winner, res)
+    data = yaml.safe_load(text)
+    assert text.startswith("# header\n") and data["other"] == {"variant": "tuned"}
+    assert data["hpcc"]["variant"] == "tuned+blas=mkl" and data["hpcc"]["inputs"] == {"N": 7040}
+    assert "+hpcc:" in diff and "+  variant: tuned+blas=mkl" in diff
+
+
+def test_cli_budget_must_be_positive(capsys):
+    assert cli.main(["tune", "hpcc", "--budget", "0"]) == 2
+    assert "apptune: error: --budget: must be at least 1, not 0" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_search_on_the_synthetic_program_never_crowns_a_wrong_answer_and_resumes(synth_root, site, tmp_path):
+    work = tmp_path / "tune"
+    logs = []
+    res = tune.tune("synth", budget=6, max_builds=3, repeats=2, confirm=2, top=2, work=work,
+                    sites={"gnu": site}, log=logs.append)
+    trials = res["trials"]
+    assert res["cost"]["search_runs"] >= 6 and (work / "tune.db").is_file()
+    wrong = [t for t in trials if t["label"] and "aggressive" in t["label"] and t["state"] == "COMPLETE"]
+    assert all(t["verified"] is False and t["summary"].startswith("missing = 0") for t in wrong)
+    assert res["winner"] is None or "aggressive" not in res["winner"]["label"]
+    assert all(r["verified"] for r in res["confirmation"] if "aggressive" not in r["label"])
+    assert (work / "tune-report.md").read_text().startswith("# apptune tune: synth")
+    n = len(trials)
+    builds = res["cost"]["builds"]
+    # resume: the same work directory continues the study up to the new budget
+    res2 = tune.tune("synth", budget=9, max_builds=3, repeats=2, confirm=1, top=1, work=work,
+                     sites={"gnu": site}, log=logs.append)
+    assert len(res2["trials"]) > n and res2["trials"][:n] == trials[:n]
+    assert res2["cost"]["search_runs"] >= 9 and res2["cost"]["builds"] <= 4
+    assert res2["baseline"] == res["baseline"]
+    assert json.loads((work / "tune.json").read_text())["cost"] == res2["cost"]
