@@ -153,23 +153,36 @@ def _knob_label(v) -> str:
     return " ".join(f"{k}={x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
 
 
-def suggest(trial, space: TuningSpace, recipe) -> Config:
-    """Sample one configuration (define-by-run: env knobs only when their axes match)."""
+def axis_defaults(recipe, toolchain: recipes.Toolchain | None) -> dict:
+    """What each axis is when a variant does not name it (``environment``: the toolchain's)."""
+    out = {}
+    for axis in recipe.axes:
+        d = recipe.defaults.get(axis, "environment")
+        out[axis] = getattr(toolchain, axis, None) if d == "environment" else d
+    return out
+
+
+def suggest(trial, space: TuningSpace, recipe, toolchains: dict | None = None) -> Config:
+    """Sample one configuration (define-by-run: env knobs only when their axes match).
+
+    An axis value the environment gives anyway is left out of the variant name, so
+    the build is the same build (and build-cache entry) as the checks' variant."""
     env_name = trial.suggest_categorical("environment", space.build.environments)
     ladder = trial.suggest_categorical("ladder", space.build.ladders)
+    defaults = axis_defaults(recipe, (toolchains or {}).get(env_name))
     choices = []
     axes = {}
     for axis, opts in space.build.axes.items():
         v = trial.suggest_categorical(f"axis.{axis}", opts)
         axes[axis] = v
-        if v != recipe.defaults.get(axis):
+        if v != defaults.get(axis):
             choices.append(f"{axis}={v}")
     extras = [" ".join(x) for x in space.build.extra_flags]
     extra = trial.suggest_categorical("extra_flags", extras) if len(extras) > 1 else extras[0]
     variant = "+".join([ladder, *sorted(choices)])
     env = []
     for name, knob in space.env.items():
-        if all(axes.get(a, recipe.defaults.get(a)) in vals for a, vals in knob.when.items()):
+        if all(axes.get(a, defaults.get(a)) in vals for a, vals in knob.when.items()):
             v = trial.suggest_categorical(f"env.{name}", knob.values)
             if v != "":
                 env.append((name, v))
@@ -182,13 +195,14 @@ def suggest(trial, space: TuningSpace, recipe) -> Config:
     return Config(env_name, variant, tuple(extra.split()), tuple(env), tuple(ins))
 
 
-def fixed_build_params(config: Config, space: TuningSpace, recipe) -> dict:
+def fixed_build_params(config: Config, space: TuningSpace, recipe, toolchain=None) -> dict:
     """Optuna parameters that pin a trial to an already built configuration."""
     v = recipes.Variant.parse(config.variant, recipe)
     chosen = dict(v.choices)
+    defaults = axis_defaults(recipe, toolchain)
     p = {"environment": config.environment, "ladder": v.ladder}
     for axis in space.build.axes:
-        p[f"axis.{axis}"] = chosen.get(axis, recipe.defaults.get(axis))
+        p[f"axis.{axis}"] = chosen.get(axis, defaults.get(axis))
     if len(space.build.extra_flags) > 1:
         p["extra_flags"] = " ".join(config.extra)
     return p
@@ -389,9 +403,10 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
         if t.cost.builds >= max_builds + 1:  # + the baseline's build
             best = _best_built(study, t)
             if best is not None:
-                study.enqueue_trial(fixed_build_params(best, space, t.recipe), skip_if_exists=False)
+                study.enqueue_trial(fixed_build_params(best, space, t.recipe, t.site(best.environment).toolchain),
+                                    skip_if_exists=False)
         trial = study.ask()
-        c = suggest(trial, space, t.recipe)
+        c = suggest(trial, space, t.recipe, {e: t.site(e).toolchain for e in space.build.environments})
         trial.set_user_attr("config", c.to_dict())
         trial.set_user_attr("label", c.label())
         key = hashlib.sha256(json.dumps(c.build_key).encode()).hexdigest()[:16]
