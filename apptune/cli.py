@@ -433,7 +433,7 @@ def main(argv=None) -> int:
     tu.add_argument("--objective", default="time",
                     help="time, energy, edp (figures per tuning/APP.yaml) or a figure name (default time)")
     tu.add_argument("--budget", type=int, default=24, help="runs the search may use (default 24)")
-    tu.add_argument("--max-builds", type=int, default=6, help="builds the search may make (default 6)")
+    tu.add_argument("--max-builds", type=int, default=6, help="builds the search may compile (besides the baseline's; build-cache restores are free; default 6)")
     tu.add_argument("--repeats", type=int, default=2, help="runs per candidate at most (default 2)")
     tu.add_argument("--confirm", type=int, default=3,
                     help="interleaved runs of the best candidates and the baseline at the end (default 3)")

@@ -324,9 +324,14 @@ class Tuner:
             self.cost.build_seconds += time.monotonic() - t0
             self.cost.builds_reused += bool(prov.get("cache", {}).get("hit"))
             self.builds[key] = {"config": list(c.build_key), "ok": True,
-                                "cache_hit": bool(prov.get("cache", {}).get("hit"))}
+                                "cache_hit": bool(prov.get("cache", {}).get("hit")),
+                                "baseline": c.build_key == self.baseline_config().build_key}
             self.save()
         return stage
+
+    def fresh_builds(self) -> int:
+        """Builds the search made itself (not the baseline's, not restored from the cache)."""
+        return sum(1 for b in self.builds.values() if not b.get("cache_hit") and not b.get("baseline"))
 
     def run(self, c: Config, stage: Path, name: str) -> dict:
         overrides = dict(c.inputs)
@@ -400,7 +405,7 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
     # 2. the search
     stale = 0
     while runs_used() < budget:
-        if t.cost.builds >= max_builds + 1:  # + the baseline's build
+        if t.fresh_builds() >= max_builds:
             best = _best_built(study, t)
             if best is not None:
                 study.enqueue_trial(fixed_build_params(best, space, t.recipe, t.site(best.environment).toolchain),
@@ -410,7 +415,7 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
         trial.set_user_attr("config", c.to_dict())
         trial.set_user_attr("label", c.label())
         key = hashlib.sha256(json.dumps(c.build_key).encode()).hexdigest()[:16]
-        if key not in t.builds and t.cost.builds >= max_builds + 1:
+        if key not in t.builds and t.fresh_builds() >= max_builds:
             stale += 1
             trial.set_user_attr("note", "build budget used up")
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
