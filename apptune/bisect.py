@@ -190,6 +190,12 @@ def module_differences(good: Path, bad: Path) -> list[str]:
     return out
 
 
+def _output_exists(entry: dict) -> bool:
+    argv = entry["argv"]
+    out = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "-o"), "a.out")
+    return Path(entry["cwd"], out).is_file()
+
+
 # -------------------------------------------------------------------------- mixing
 class Mixer:
     """Mixed builds: the bad tree with some objects taken from the good tree."""
@@ -199,8 +205,11 @@ class Mixer:
         self.recipe, self.plan, self.site = recipe, plan, site
         self.good, self.bad = Path(good).resolve(), Path(bad).resolve()
         self.units = {u.obj: u for u in units}
+        # the link commands to replay: those whose output is still in the tree (a build
+        # system's probes, e.g. configure's conftest, linked programs that are gone)
         self.lines = [e for e in compile_lines(self.bad)
-                      if e["kind"] == "link" or (e["kind"] == "compile" and "-c" not in e["argv"])]
+                      if (e["kind"] == "link" or (e["kind"] == "compile" and "-c" not in e["argv"]))
+                      and _output_exists(e)]
         if not self.lines:
             raise ApptuneError(self.bad / "compile-lines.jsonl", "link",
                                "no link command was recorded: nothing to relink")
