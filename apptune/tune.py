@@ -427,6 +427,23 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
             trial.set_user_attr("note", t.builds[key]["error"])
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             continue
+        same = _same_config(study, c, trial.number)
+        if same is not None:
+            # TPE proposed a configuration already measured: its result stands, no run spent
+            stale += 1
+            for k in ("verified", "summary", "skipped"):
+                if k in same.user_attrs:
+                    trial.set_user_attr(k, same.user_attrs[k])
+            trial.set_user_attr("note", f"same configuration as trial {same.number}: not run again")
+            trial.set_constraint("verification", 0.0 if same.user_attrs.get("verified") else 1.0)
+            if same.state == optuna.trial.TrialState.COMPLETE:
+                study.tell(trial, same.value)
+            else:
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            if stale > 20:
+                log("apptune: tune: the sampler keeps proposing measured configurations: stopping")
+                break
+            continue
         stale = 0
         try:
             stage = t.build(c)
@@ -530,6 +547,17 @@ def _slug(s: str) -> str:
 def _cfg_args(d: dict) -> dict:
     return {"environment": d["environment"], "variant": d["variant"], "extra": tuple(d["extra_flags"]),
             "env": tuple(sorted(d["env"].items())), "inputs": tuple(sorted(d["inputs"].items()))}
+
+
+def _same_config(study, c: Config, number: int):
+    """An earlier finished trial with exactly this configuration, if any."""
+    import optuna
+    want = c.to_dict()
+    for tr in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
+                                                       optuna.trial.TrialState.PRUNED)):
+        if tr.number != number and tr.user_attrs.get("config") == want and tr.user_attrs.get("runs"):
+            return tr
+    return None
 
 
 def _best_built(study, t: Tuner) -> Config | None:

@@ -23,7 +23,7 @@ build:
   ladders: [tuned, aggressive]
   extra_flags: [[], [-fno-math-errno]]
 env:
-  SYNTH_UNUSED: {values: ["", "1"]}
+  SYNTH_UNUSED: {values: ["", "1", "2", "3"]}
 targets:
   - {name: "speedup", figure: wall_time, over_baseline: true, goal: 0.0}
 """
