@@ -43,6 +43,7 @@ import shlex
 import shutil
 import statistics
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -484,14 +485,12 @@ def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
     figure = recipe.run.primary
 
     def cycle(what, n_good, n_bad, r, t0):
-        import time
         c = Cycle(len(res.cycles) + 1, what, n_good, n_bad, r.ok, r.summary, round(time.monotonic() - t0, 1))
         res.cycles.append(c)
         log(f"apptune: bisect: cycle {c.n}: {what}: {'verified' if r.ok else 'FAILED'} ({c.seconds} s)"
             + ("" if r.ok else f": {r.summary[:160]}"))
         return c
 
-    import time
     ends = {}
     for name, variant, plan in (("good", good, pg), ("bad", bad, pb)):
         t0 = time.monotonic()
