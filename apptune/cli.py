@@ -172,6 +172,10 @@ def cmd_validate(a) -> int:
         for bdir in (paths.root() / "reference" / "baselines").glob("*"):
             baselines.load(bdir.name, app)
         n += 1
+    from . import tune
+    for f in sorted((paths.root() / "tuning").glob("*.yaml")):
+        tune.load_space(f.stem, f)
+        n += 1
     print(f"apptune: all data files valid ({n} recipes/references checked)")
     return 0
 

@@ -174,6 +174,10 @@ tiers:
     time_limit: 1m
     variants:
       gnu: [baseline, aggressive]
+  nightly:
+    ranks: 1
+    variants:
+      gnu: [baseline]
 """
 
 CONFIG_MK = """\
@@ -213,8 +217,10 @@ def write_tree(root: Path) -> None:
     (root / "build-recipes/templates/synth").mkdir(parents=True, exist_ok=True)
     (root / "build-recipes/synth.yaml").write_text(RECIPE)
     (root / "build-recipes/templates/synth/config.mk.j2").write_text(CONFIG_MK)
-    (root / "inputs/synth/ci").mkdir(parents=True, exist_ok=True)
-    (root / "inputs/synth/ci/input.yaml").write_text(
-        "description: no input\nstands_for: ci (the program has no input)\nparameters: {}\n")
-    (root / "reference/synth").mkdir(parents=True, exist_ok=True)
-    (root / "reference/synth/ci.yaml").write_text(reference())
+    for tier in ("ci", "nightly"):
+        (root / f"inputs/synth/{tier}").mkdir(parents=True, exist_ok=True)
+        (root / f"inputs/synth/{tier}/input.yaml").write_text(
+            "description: no input\n" + ("stands_for: nightly (the same program, which has no input)\n"
+                                          if tier == "ci" else "") + "parameters: {}\n")
+        (root / "reference/synth").mkdir(parents=True, exist_ok=True)
+        (root / f"reference/synth/{tier}.yaml").write_text(reference().replace("tier: ci", f"tier: {tier}"))

@@ -157,3 +157,12 @@ def test_search_on_the_synthetic_program_never_crowns_a_wrong_answer_and_resumes
     assert res2["cost"]["search_runs"] >= 9 and res2["cost"]["builds"] <= 4
     assert res2["baseline"] == res["baseline"]
     assert json.loads((work / "tune.json").read_text())["cost"] == res2["cost"]
+
+
+def test_validate_checks_tuning_spaces(synth_root, capsys):
+    (synth_root / "tuning/synth.yaml").write_text(SPACE.replace("[tuned, aggressive]", "[tuned, turbo]"))
+    (synth_root / "site-config/settings.py").write_text("site_configuration = {'environments': [{'name': 'gnu'}]}\n")
+    (synth_root / "build-recipes/toy.yaml").unlink()
+    assert cli.main(["validate"]) == 2
+    err = capsys.readouterr().err
+    assert "tuning/synth.yaml: build.ladders: unknown flag ladder 'turbo'" in err
