@@ -323,9 +323,13 @@ def cmd_bisect(a) -> int:
 
 def cmd_tune(a) -> int:
     from . import tune
-    res = tune.tune(a.app, objective=a.objective, budget=a.budget, max_builds=a.max_builds,
-                    repeats=a.repeats, confirm=a.confirm, top=a.top, work=a.work_dir, seed=a.seed,
-                    config_file=a.config, tier=a.input)
+    try:
+        res = tune.tune(a.app, objective=a.objective, budget=a.budget, max_builds=a.max_builds,
+                        repeats=a.repeats, confirm=a.confirm, top=a.top, work=a.work_dir, seed=a.seed,
+                        config_file=a.config, tier=a.input)
+    except KeyboardInterrupt:
+        print("apptune: tune: interrupted; the same command resumes the search", file=sys.stderr)
+        return 130
     print(tune.report_md(res))
     print(f"apptune: tune: report {Path(res['work']) / 'tune-report.md'}")
     if res["winner"] is None:
