@@ -182,18 +182,6 @@ def time_limit_seconds(spec: str) -> float | None:
     return float(((d * 24 + h) * 60 + mi) * 60 + s)
 
 
-def figure_values(recipe: Recipe, values: dict) -> dict:
-    """The recipe's figures from extracted fields (scale, per), as the checks compute them."""
-    out = {}
-    for name, fig in recipe.run.figures.items():
-        v = values.get(fig.field)
-        if fig.per is not None:
-            d = values.get(fig.per)
-            v = v / d if isinstance(v, (int, float)) and isinstance(d, (int, float)) and d else None
-        out[name] = v * fig.scale if isinstance(v, (int, float)) else None
-    return out
-
-
 def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Site,
              ranks: int | None = None, overrides: dict | None = None, env: dict | None = None,
              label: str | None = None, changed_inputs: set[str] = frozenset()) -> RunResult:
@@ -251,19 +239,14 @@ def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Si
         summary = f"{crash}: {e}" if crash else str(e)
         v = {"ok": False, "summary": summary}
     if values is not None:
-        texts = {}
-        for c in run.own_checks:
-            f = c.file or run.outputs[0].file
-            if f not in texts:
-                p = outputs.output_path(f, run_dir, STDOUT)
-                texts[f] = p.read_text(errors="replace") if p.is_file() else ""
+        texts = outputs.own_check_texts(run, run_dir, STDOUT)
         ver = verify.verify(recipe.name, tier, values, run.own_checks, texts, site.environment, label,
                             run.outputs[0].file, changed_inputs=set(changed_inputs))
         if crash:
             ver.ok = False
             ver.own_checks.append({"pattern": "exit code", "matches": 0, "ok": False, "message": crash})
         v = ver.to_dict()
-        figures = figure_values(recipe, values)
+        figures = recipes.figure_values(recipe, values)
     figures["wall_time"] = wall
     figures.update(rec.figures(wall, {n: figures.get(n) for n in run.per_watt}))
     result = RunResult(ok=bool(v["ok"]), summary=v["summary"], figures=figures, wall_time=wall,

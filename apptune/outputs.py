@@ -36,6 +36,17 @@ def output_path(spec_file: str, stagedir: str | Path, stdout: str = "rfm_job.out
     return Path(stagedir) / (stdout if spec_file == STDOUT else spec_file)
 
 
+def own_check_texts(run, stagedir: str | Path, stdout: str = "rfm_job.out") -> dict[str, str]:
+    """The text of every file the recipe's own checks read ('' for a file not written)."""
+    texts: dict[str, str] = {}
+    for c in run.own_checks:
+        f = c.file or run.outputs[0].file
+        if f not in texts:
+            p = output_path(f, stagedir, stdout)
+            texts[f] = p.read_text(errors="replace") if p.is_file() else ""
+    return texts
+
+
 def parse(spec: OutputSpec, stagedir: str | Path, stdout: str = "rfm_job.out", tier: str = "") -> dict:
     """Fields of one output spec (curves under the key ``__curve__``)."""
     path = output_path(spec.file, stagedir, stdout)

@@ -58,6 +58,18 @@ def figure_specs(recipe: Recipe) -> dict[str, Figure]:
     return out
 
 
+def figure_values(recipe: Recipe, values: dict) -> dict:
+    """The recipe's figures from extracted fields (``scale``, ``per``); None where missing."""
+    out = {}
+    for name, fig in recipe.run.figures.items():
+        v = values.get(fig.field)
+        if fig.per is not None:
+            d = values.get(fig.per)
+            v = v / d if isinstance(v, (int, float)) and isinstance(d, (int, float)) and d else None
+        out[name] = v * fig.scale if isinstance(v, (int, float)) else None
+    return out
+
+
 def is_energy_figure(name: str) -> bool:
     return name in ENERGY_FIGURES or name.endswith("_per_W")
 

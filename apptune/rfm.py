@@ -377,15 +377,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
             return None
 
     def figures(self) -> dict:
-        vals = self._values()
         run = self.recipe.run
-        out = {}
-        for name, fig in run.figures.items():
-            v = vals.get(fig.field)
-            if fig.per is not None:
-                d = vals.get(fig.per)
-                v = v / d if isinstance(v, (int, float)) and isinstance(d, (int, float)) and d else None
-            out[name] = v * fig.scale if isinstance(v, (int, float)) else None
+        out = recipes.figure_values(self.recipe, self._values())
         out['wall_time'] = self._wall_seconds()
         out.update(self.energy_record.figures(out['wall_time'], {n: out.get(n) for n in run.per_watt}))
         return out
@@ -426,12 +419,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
             atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
             return sn.assert_true(False, msg=msg)
         result['curves'] = outputs.write_curves(self._curves, Path(self.stagedir, CURVES_DIR))
-        texts = {}
-        for c in r.run.own_checks:
-            f = c.file or r.run.outputs[0].file
-            if f not in texts:
-                p = outputs.output_path(f, self.stagedir, self.stdout.evaluate())
-                texts[f] = p.read_text(errors='replace') if p.is_file() else ''
+        texts = outputs.own_check_texts(r.run, self.stagedir, self.stdout.evaluate())
         v = verify.verify(self.app, self.tier, values, r.run.own_checks, texts,
                           self.current_environ.name, self.run_variant, r.run.outputs[0].file)
         with open(os.path.join(self.build.stagedir, 'provenance.json')) as f:
