@@ -17,6 +17,10 @@ class ApptuneError(Exception):
         self.message = message
         super().__init__(str(self))
 
+    def __reduce__(self):
+        # picklable, so an error raised in a worker process reaches the parent intact
+        return (type(self), (self.file, self.field, self.message))
+
     def __str__(self) -> str:
         parts = []
         if self.file:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import fcntl
 import hashlib
 import json
 import os
@@ -31,6 +32,7 @@ DB_FILE = "history.sqlite"
 #: ReFrame's results database (``--performance-compare``, ``--list-stored-sessions``).
 REFRAME_DB_FILE = "reframe-results.db"
 BUSY_TIMEOUT_S = 60
+LOCK_FILE = "history.lock"
 
 #: Ordered schema migrations: version -> statements.  A new version appends an entry
 #: (never edits an old one); opening a database applies the missing ones in one
@@ -106,15 +108,22 @@ class History:
         self.path = self.dir / DB_FILE
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE below)
-            self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
-            self.db.execute("PRAGMA journal_mode = WAL")
-            self.db.execute("PRAGMA foreign_keys = ON")
-            self.db.row_factory = sqlite3.Row
-            self._migrate()
+            # Opening is serialised between processes: switching a new database to WAL
+            # needs an exclusive lock and SQLite does not wait for it (no busy handler),
+            # so two first openers racing each other got "database is locked".
+            with open(self.dir / LOCK_FILE, "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE below)
+                self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+                self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
+                self.db.execute("PRAGMA journal_mode = WAL")
+                self.db.execute("PRAGMA foreign_keys = ON")
+                self.db.row_factory = sqlite3.Row
+                self._migrate()
         except sqlite3.Error as e:
             raise ApptuneError(self.path, None, f"history database: {e}") from None
+        except OSError as e:
+            raise ApptuneError(self.dir, None, f"history directory: {e.strerror or e}") from None
 
     def close(self):
         self.db.close()

@@ -88,6 +88,27 @@ def test_concurrent_writers(tmp_path):
         assert h.db.execute("SELECT count(*) FROM results").fetchone()[0] == 12
 
 
+def _open_only(hdir):
+    with history.History(hdir) as h:
+        return h.version()
+
+
+def test_first_openers_racing_on_a_new_database_all_succeed(tmp_path):
+    # switching a fresh database to WAL takes an exclusive lock SQLite does not wait
+    # for; before opening was serialised, one of several first openers could fail
+    for k in range(10):
+        hdir = str(tmp_path / f"h{k}")
+        with ProcessPoolExecutor(4) as ex:
+            assert list(ex.map(_open_only, [hdir] * 6)) == [history.SCHEMA_VERSION] * 6
+
+
+def test_an_error_in_a_worker_process_reaches_the_parent_whole():
+    import pickle
+    e = pickle.loads(pickle.dumps(ApptuneError("h/history.sqlite", "schema_version", "too new")))
+    assert (e.file, e.field, e.message) == ("h/history.sqlite", "schema_version", "too new")
+    assert str(e) == "h/history.sqlite: schema_version: too new"
+
+
 def test_migrations_are_applied_in_order_and_a_newer_schema_is_refused(tmp_path, monkeypatch):
     hdir = tmp_path / "h"
     with history.History(hdir) as h:
