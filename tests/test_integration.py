@@ -62,6 +62,9 @@ def test_hpcc_ci_gnu_tuned_end_to_end(tmp_path):
     assert r["figures"]["HPL_per_W"] > 0 and r["figures"]["edp_Js"] > 0
     assert (run_dir / "plots" / "power-hpcc-ci.png").is_file()
     assert r["baseline"]["found"], "reference/baselines/local/hpcc.yaml has no gnu/tuned ci entry"
+    # energy has baselines like time (modelled here, so compared like any figure)
+    for fig in ("energy_J", "edp_Js", "HPL_per_W", "MPIFFT_per_W"):
+        assert r["baseline"]["figures"][fig]["verdict"] != "no baseline", fig
     md = (run_dir / "report.md").read_text()
     assert "## hpcc — tier ci" in md and "| figure | gnu/tuned |" in md and "| verified | ✓ |" in md
     html = (run_dir / "report.html").read_text()
