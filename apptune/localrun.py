@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import energy, inputs, outputs, paths, recipes, sources, verify
+from . import energy, inputs, outputs, paths, placement, recipes, sources, verify
 from .constants import XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .models import Recipe
@@ -184,11 +184,14 @@ def time_limit_seconds(spec: str) -> float | None:
 
 def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Site,
              ranks: int | None = None, overrides: dict | None = None, env: dict | None = None,
-             label: str | None = None, changed_inputs: set[str] = frozenset()) -> RunResult:
+             label: str | None = None, changed_inputs: set[str] = frozenset(),
+             threads: int = 1, binding: str | None = None) -> RunResult:
     """Run the build in ``build_dir`` on ``tier`` in a fresh ``run_dir`` and verify it.
 
     ``overrides`` replace input parameters and ``changed_inputs`` names those that
-    differ from the tier's (reference fields that depend on them are not compared)."""
+    differ from the tier's (reference fields that depend on them are not compared).
+    ``threads`` (per rank) and ``binding`` are applied as the checks' placement
+    variables are (:mod:`apptune.placement`)."""
     if tier not in recipe.tiers:
         raise ApptuneError(recipes.recipe_path(recipe.name), "tiers",
                            f"unknown tier '{tier}' (allowed: {', '.join(recipe.tiers)})")
@@ -200,8 +203,15 @@ def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Si
     run_dir.mkdir(parents=True)
     params = inputs.render(recipe.name, tier, run_dir, ranks, build_dir=build_dir, overrides=overrides)
     run = recipe.run
-    environ = site.environ({**run.env, **(env or {})})
+    threads_env = placement.thread_env(run.env, threads) if threads != 1 else {}
+    environ = site.environ({**run.env, **threads_env, **(env or {})})
+    try:
+        bind = placement.binding_options(binding, site.launcher, site.toolchain.mpi, threads) \
+            if site.launcher == "mpirun" or binding else []
+    except placement.PlacementError as e:
+        raise ApptuneError(None, "binding", str(e)) from None
     launch = site.launch(ranks)
+    launch = launch[:1] + bind + launch[1:] if launch else launch
     deadline = time_limit_seconds(t.time_limit)
     crash = None
     sampler = _sampler(site, run_dir, ranks)

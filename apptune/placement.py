@@ -8,7 +8,9 @@ mode of a cluster does exactly that):
   of that: memory-bound codes gain bandwidth per rank; the studies saw up to
   40 %) or a number. The total rank count stays the tier's, so the result is
   the same computation, verified against the same reference, on more nodes;
-* ``threads_per_rank``: cores per rank (``--cpus-per-task``) and ``OMP_NUM_THREADS``;
+* ``threads_per_rank``: cores per rank (``--cpus-per-task``; ``--map-by slot:PE=N``
+  under Open MPI's mpirun) and the thread count of OpenMP and of every BLAS pool
+  the recipe pins (``*_NUM_THREADS`` in ``run.env``);
 * ``binding``: ``core``, ``socket`` or ``none``, spelled for the launcher and MPI.
 
 Unset, the launcher's and scheduler's defaults apply, as before.
@@ -75,21 +77,40 @@ def layout(ranks: int, ranks_per_node: str | int | None, threads_per_rank: int,
     return Layout(ranks, per, threads_per_rank, math.ceil(ranks / per))
 
 
-def binding_options(binding: str | None, launcher: str, mpi: str) -> list[str]:
-    """Launcher options for a binding; [] when unset."""
+def binding_options(binding: str | None, launcher: str, mpi: str, threads_per_rank: int = 1) -> list[str]:
+    """Launcher options for a binding; [] when unset.
+
+    With several threads per rank, a rank bound to "core" gets that many cores:
+    Open MPI's ``mpirun`` binds each rank to one core by default for up to two
+    ranks, which would put every thread of a rank on one core. So for Open MPI,
+    ``--map-by slot:PE=N`` is given whenever N > 1 and the binding is not none;
+    MPICH's Hydra takes ``-bind-to core:N``; srun has ``--cpus-per-task``."""
+    if binding not in (None, "") and binding not in BINDINGS:
+        raise PlacementError(f"binding={binding!r}: give one of {', '.join(BINDINGS)}")
+    mpirun = launcher in ("mpirun", "mpiexec")
+    if mpirun and mpi not in _MPIRUN and (binding not in (None, "") or threads_per_rank > 1):
+        raise PlacementError(f"binding={binding}: no binding options known for MPI {mpi!r} "
+                             f"(known: {', '.join(_MPIRUN)})")
+    if mpirun and threads_per_rank > 1 and binding != "none":
+        if mpi == "openmpi":
+            return ["--map-by", f"slot:PE={threads_per_rank}"] + (["--bind-to", binding] if binding else [])
+        if mpi == "mpich" and binding in (None, "", "core"):
+            return ["-bind-to", f"core:{threads_per_rank}"]
     if binding in (None, ""):
         return []
-    if binding not in BINDINGS:
-        raise PlacementError(f"binding={binding!r}: give one of {', '.join(BINDINGS)}")
     if launcher in ("srun", "srunalloc"):
         return list(_SRUN[binding])
-    if launcher in ("mpirun", "mpiexec"):
-        opts = _MPIRUN.get(mpi)
-        if opts is None:
-            raise PlacementError(f"binding={binding}: no binding options known for MPI {mpi!r} "
-                                 f"(known: {', '.join(_MPIRUN)})")
-        return list(opts[binding])
+    if mpirun:
+        return list(_MPIRUN[mpi][binding])
     raise PlacementError(f"binding={binding}: launcher {launcher!r} cannot bind ranks")
+
+
+def thread_env(run_env: dict, threads_per_rank: int) -> dict[str, str]:
+    """The variables that set a rank's thread count: ``OMP_NUM_THREADS`` and every
+    ``*_NUM_THREADS`` the recipe pins (``run.env``: OpenBLAS, MKL, BLIS pin their
+    own pools to 1), all set to ``threads_per_rank``."""
+    names = {"OMP_NUM_THREADS"} | {k for k in run_env if k.endswith("_NUM_THREADS")}
+    return {k: str(threads_per_rank) for k in sorted(names)}
 
 
 def label(ranks_per_node, threads_per_rank: int, binding) -> str:

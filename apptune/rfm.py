@@ -270,7 +270,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
                                    self._cores_per_node())
             launcher = self.current_partition.launcher_type.registered_name
             mpi = recipes.Toolchain.from_environ(self.current_environ).mpi
-            bind = placement.binding_options(self.binding, launcher, mpi)
+            bind = placement.binding_options(self.binding, launcher, mpi, self.threads_per_rank)
         except placement.PlacementError as e:
             raise ApptuneError(None, f'{self.unique_name} (-S/-P)', str(e)) from None
         self.placement_layout = lay
@@ -278,7 +278,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
             self.num_tasks_per_node = lay.ranks_per_node
         if self.threads_per_rank != 1:
             self.num_cpus_per_task = self.threads_per_rank
-            self.env_vars['OMP_NUM_THREADS'] = str(self.threads_per_rank)
+            # every thread pool the recipe pins (OpenBLAS, MKL, BLIS), not only OpenMP's
+            self.env_vars.update(placement.thread_env(self.env_vars, self.threads_per_rank))
         if bind:
             self.job.launcher.options = list(self.job.launcher.options) + bind
 

@@ -173,6 +173,24 @@ def test_bad_layouts(args, message):
         placement.layout(*args)
 
 
+def test_threads_per_rank_get_their_cores_and_every_pinned_pool():
+    # Open MPI binds up to two ranks to one core each by default: a 2-thread rank
+    # would run both threads on one core
+    assert placement.binding_options(None, "mpirun", "openmpi", 2) == ["--map-by", "slot:PE=2"]
+    assert placement.binding_options("core", "mpirun", "openmpi", 4) == ["--map-by", "slot:PE=4",
+                                                                          "--bind-to", "core"]
+    assert placement.binding_options("none", "mpirun", "openmpi", 2) == ["--bind-to", "none"]
+    assert placement.binding_options("core", "mpiexec", "mpich", 2) == ["-bind-to", "core:2"]
+    assert placement.binding_options(None, "srun", "openmpi", 2) == []   # --cpus-per-task does it
+    assert placement.binding_options(None, "local", "openmpi", 2) == []
+    with pytest.raises(placement.PlacementError, match="no binding options known for MPI 'cray'"):
+        placement.binding_options(None, "mpirun", "cray", 2)
+    env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "FOO": "1"}
+    assert placement.thread_env(env, 2) == {"MKL_NUM_THREADS": "2", "OMP_NUM_THREADS": "2",
+                                            "OPENBLAS_NUM_THREADS": "2"}
+    assert placement.thread_env({}, 3) == {"OMP_NUM_THREADS": "3"}
+
+
 def test_binding_per_launcher_and_mpi():
     assert placement.binding_options("core", "srun", "openmpi") == ["--cpu-bind=cores"]
     assert placement.binding_options("socket", "mpirun", "openmpi") == ["--bind-to", "socket"]
