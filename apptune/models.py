@@ -499,8 +499,9 @@ class TuneBaseline(Strict):
 class TuneEnvKnob(Strict):
     #: Values to try; "" leaves the variable unset.
     values: list[str] = Field(min_length=1)
-    #: Only when the build's axes have one of these values (e.g. {blas: [openblas]}).
-    when: dict[str, list[str]] = {}
+    #: Only when the build's axes (or the layout's ranks, threads) have one of these
+    #: values (e.g. {blas: [openblas]}).
+    when: dict[str, list[int | str]] = {}
 
 
 class TuneBuild(Strict):
@@ -510,6 +511,33 @@ class TuneBuild(Strict):
     axes: dict[str, list[str]] = {}
     #: Flag sets appended to the ladder (C and Fortran); [] = none.
     extra_flags: list[list[str]] = [[]]
+
+
+class TuneLayout(Strict):
+    #: MPI ranks of the run (the tier's input derives e.g. HPL's P x Q from it).
+    ranks: int = Field(ge=1)
+    #: Threads per rank: OMP_NUM_THREADS and every *_NUM_THREADS the recipe pins,
+    #: and that many cores per rank (apptune/placement.py).
+    threads: int = Field(default=1, ge=1)
+    #: Only with these build axis values, e.g. {blas: [mkl-threaded]} for threads > 1.
+    when: dict[str, list[str]] = {}
+
+
+class TuneRuntime(Strict):
+    #: Ranks x threads per rank to try (default: the tier's ranks, one thread each).
+    layouts: list[TuneLayout] = []
+    #: Bindings to try: core, socket, none; "" = the launcher's default.
+    binding: list[str] = []
+
+
+Scalar = int | float | str
+
+
+class TuneInputKnob(Strict):
+    values: list[Scalar | dict[str, Scalar]] = Field(min_length=1)
+    #: Only when the build's axes or the layout (ranks, threads) have one of these
+    #: values, e.g. {ranks: [2]} for HPL's P x Q sets of two ranks.
+    when: dict[str, list[Scalar]] = {}
 
 
 class TuneTarget(Strict):
@@ -542,6 +570,13 @@ class TuningSpace(Strict):
     build: TuneBuild
     #: Environment variables of the run (e.g. OPENBLAS_CORETYPE).
     env: dict[str, TuneEnvKnob] = {}
-    #: Input parameters: name -> values, or a knob name -> {param: value} sets (e.g. P x Q).
-    inputs: dict[str, list[int | float | str | dict[str, int | float | str]]] = {}
+    #: Input parameters: name -> values, or a knob name -> {param: value} sets (e.g. P x Q);
+    #: either as a list or as {values: [...], when: {...}}.
+    inputs: dict[str, list[Scalar | dict[str, Scalar]] | TuneInputKnob] = {}
+    #: Runtime placement: ranks x threads per rank, binding.
+    runtime: TuneRuntime = TuneRuntime()
     targets: list[TuneTarget] = []
+
+    def input_knobs(self) -> dict[str, TuneInputKnob]:
+        return {k: v if isinstance(v, TuneInputKnob) else TuneInputKnob(values=v)
+                for k, v in self.inputs.items()}

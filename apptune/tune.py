@@ -84,14 +84,25 @@ def load_space(app: str, path: Path | None = None, tier: str | None = None) -> T
         if lad not in known:
             raise ApptuneError(f, "build.ladders", f"unknown flag ladder '{lad}' (allowed: {', '.join(sorted(known))})")
     recipes.Variant.parse(s.baseline.variant, r, "baseline.variant")
-    for name, knob in s.env.items():
-        for axis in knob.when:
+    conditions = set(r.axes) | {"ranks", "threads"}
+    for where, whens in ([(f"env.{n}.when", k.when) for n, k in s.env.items()] +
+                         [(f"inputs.{n}.when", k.when) for n, k in s.input_knobs().items()]):
+        for axis in whens:
+            if axis not in conditions:
+                raise ApptuneError(f, where, f"unknown axis '{axis}' (allowed: {', '.join(sorted(conditions))})")
+    for i, lay in enumerate(s.runtime.layouts):
+        for axis in lay.when:
             if axis not in r.axes:
-                raise ApptuneError(f, f"env.{name}.when", f"unknown axis '{axis}'")
+                raise ApptuneError(f, f"runtime.layouts[{i}].when", f"unknown axis '{axis}' "
+                                   f"(allowed: {', '.join(r.axes)})")
+    from .placement import BINDINGS
+    for b in s.runtime.binding:
+        if b not in ("", *BINDINGS):
+            raise ApptuneError(f, "runtime.binding", f"unknown binding '{b}' (allowed: \"\", {', '.join(BINDINGS)})")
     from . import inputs
     _, spec = inputs.load_input(app, s.tier)
-    for name, values in s.inputs.items():
-        for v in values:
+    for name, knob in s.input_knobs().items():
+        for v in knob.values:
             names = list(v) if isinstance(v, dict) else [name]
             for n in names:
                 if n not in spec.parameters:
@@ -131,6 +142,10 @@ class Config:
     extra: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     inputs: tuple[tuple[str, object], ...] = ()
+    #: Runtime placement; ranks None = the tier's rank count, binding "" = the launcher's default.
+    ranks: int | None = None
+    threads: int = 1
+    binding: str = ""
 
     @property
     def build_key(self) -> tuple:
@@ -140,13 +155,20 @@ class Config:
         parts = [f"{self.environment}/{self.variant}"]
         if self.extra:
             parts.append(" ".join(self.extra))
+        if self.ranks is not None:
+            parts.append(f"{self.ranks}x{self.threads}")   # ranks x threads per rank
+        if self.binding:
+            parts.append(f"bind={self.binding}")
         parts += [f"{k}={v}" for k, v in self.env]
         parts += [f"{k}={v}" for k, v in self.inputs]
         return " ".join(parts)
 
     def to_dict(self) -> dict:
-        return {"environment": self.environment, "variant": self.variant, "extra_flags": list(self.extra),
-                "env": dict(self.env), "inputs": dict(self.inputs)}
+        d = {"environment": self.environment, "variant": self.variant, "extra_flags": list(self.extra),
+             "env": dict(self.env), "inputs": dict(self.inputs)}
+        if self.ranks is not None or self.binding:
+            d["runtime"] = {"ranks": self.ranks, "threads": self.threads, "binding": self.binding}
+        return d
 
 
 def _knob_label(v) -> str:
@@ -180,19 +202,43 @@ def suggest(trial, space: TuningSpace, recipe, toolchains: dict | None = None) -
     extras = [" ".join(x) for x in space.build.extra_flags]
     extra = trial.suggest_categorical("extra_flags", extras) if len(extras) > 1 else extras[0]
     variant = "+".join([ladder, *sorted(choices)])
+    ranks, threads, binding = None, 1, ""
+    built = {a: axes.get(a, defaults.get(a)) for a in set(axes) | set(defaults)}
+    allowed = [lay for lay in space.runtime.layouts
+               if all(str(built.get(a)) in {str(x) for x in vals} for a, vals in lay.when.items())]
+    layouts = [f"{lay.ranks}x{lay.threads}" for lay in allowed]
+    if layouts:
+        # a categorical's choices must not change between trials: a build that allows
+        # fewer layouts samples them under its own parameter name
+        pname = "runtime.layout" + ("" if len(allowed) == len(space.runtime.layouts) else "|" + ",".join(layouts))
+        lab = trial.suggest_categorical(pname, layouts) if len(layouts) > 1 else layouts[0]
+        lay = allowed[layouts.index(lab)]
+        ranks, threads = lay.ranks, lay.threads
+    if space.runtime.binding:
+        bs = space.runtime.binding
+        binding = trial.suggest_categorical("runtime.binding", bs) if len(bs) > 1 else bs[0]
+    # what a knob's `when` may name: the build's axes and the layout
+    ctx = dict(built)
+    ctx |= {"ranks": ranks if ranks is not None else (recipe.tiers[space.tier].ranks), "threads": threads}
+
+    def applies(when: dict) -> bool:
+        return all(str(ctx.get(a)) in {str(x) for x in vals} for a, vals in when.items())
+
     env = []
     for name, knob in space.env.items():
-        if all(axes.get(a, defaults.get(a)) in vals for a, vals in knob.when.items()):
+        if applies(knob.when):
             v = trial.suggest_categorical(f"env.{name}", knob.values)
             if v != "":
                 env.append((name, v))
     ins = []
-    for name, values in space.inputs.items():
-        labels = [_knob_label(v) for v in values]
+    for name, knob in space.input_knobs().items():
+        if not applies(knob.when):
+            continue
+        labels = [_knob_label(v) for v in knob.values]
         lab = trial.suggest_categorical(f"input.{name}", labels)
-        v = values[labels.index(lab)]
+        v = knob.values[labels.index(lab)]
         ins += sorted(v.items()) if isinstance(v, dict) else [(name, v)]
-    return Config(env_name, variant, tuple(extra.split()), tuple(env), tuple(ins))
+    return Config(env_name, variant, tuple(extra.split()), tuple(env), tuple(ins), ranks, threads, binding)
 
 
 def fixed_build_params(config: Config, space: TuningSpace, recipe, toolchain=None) -> dict:
@@ -234,7 +280,11 @@ def medians(runs: list[dict]) -> dict:
 def target_values(space: TuningSpace, runs: list[dict], base_medians: dict, ranks: int,
                   specs: dict | None = None) -> list[dict]:
     """Each target as the median over repeats of the per-run ratio (a ratio to the
-    baseline is inverted for figures where lower is better: > 1 is always better)."""
+    baseline is inverted for figures where lower is better: > 1 is always better).
+
+    ``per_ranks`` multiplies the divisor by the run's rank count: with threads per
+    rank, a rank's figure (e.g. SingleDGEMM) is measured with all its threads, so
+    the divisor is still the rate of the run's whole allocation."""
     out = []
     for t in space.targets:
         vals = []
@@ -338,8 +388,9 @@ class Tuner:
         changed = {k for k, v in overrides.items() if self.tier_params.get(k) != v}
         t0 = time.monotonic()
         r = localrun.run_tier(self.recipe, self.space.tier, stage, self.work / "runs" / name,
-                              self.site(c.environment), overrides=overrides, env=dict(c.env),
-                              label=c.label(), changed_inputs=changed)
+                              self.site(c.environment), ranks=c.ranks, overrides=overrides, env=dict(c.env),
+                              label=c.label(), changed_inputs=changed, threads=c.threads,
+                              binding=c.binding or None)
         self.cost.add_run(time.monotonic() - t0)
         self.save()
         return {"ok": r.ok, "summary": r.summary, "figures": r.figures, "skipped": r.verification.get("skipped", [])}
@@ -517,7 +568,7 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
         rows.append({"label": lab, "config": configs[lab].to_dict(), "verified": all(r["ok"] for r in runs),
                      "failures": [r["summary"] for r in runs if not r["ok"]], "medians": med,
                      "score": score(med, base_conf, t.figures, t.specs),
-                     "targets": target_values(space, runs, base_conf, t.ranks, t.specs),
+                     "targets": target_values(space, runs, base_conf, configs[lab].ranks or t.ranks, t.specs),
                      "skipped": sorted(set().union(*(set(r["skipped"]) for r in runs)))})
     rows.sort(key=lambda r: (r["verified"], r["score"] or 0), reverse=True)
     winner = next((r for r in rows if r["verified"] and r["label"] != bc.label()), None)
@@ -545,8 +596,10 @@ def _slug(s: str) -> str:
 
 
 def _cfg_args(d: dict) -> dict:
+    rt = d.get("runtime") or {}
     return {"environment": d["environment"], "variant": d["variant"], "extra": tuple(d["extra_flags"]),
-            "env": tuple(sorted(d["env"].items())), "inputs": tuple(sorted(d["inputs"].items()))}
+            "env": tuple(sorted(d["env"].items())), "inputs": tuple(sorted(d["inputs"].items())),
+            "ranks": rt.get("ranks"), "threads": rt.get("threads", 1), "binding": rt.get("binding", "")}
 
 
 def _same_config(study, c: Config, number: int):

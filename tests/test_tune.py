@@ -100,7 +100,7 @@ def test_suggest_maps_knobs_to_a_configuration():
     r = recipes.load_recipe("hpcc")
     t = optuna.trial.FixedTrial({"environment": "gnu", "ladder": "tuned", "axis.blas": "openblas",
                                  "axis.fft": "fftw3", "env.OPENBLAS_CORETYPE": "SkylakeX",
-                                 "input.N": "5280", "input.NB": "192", "input.grid": "P=2 Q=1"})
+                                 "runtime.layout": "2x1", "input.N": "5280", "input.NB": "192", "input.grid": "P=2 Q=1"})
     gnu = localrun.load_site("gnu").toolchain
     c = tune.suggest(t, s, r, {"gnu": gnu})
     # OpenBLAS is what the gnu environment gives: the same build as the checks' tuned+fft=fftw3
@@ -114,6 +114,49 @@ def test_suggest_maps_knobs_to_a_configuration():
     assert tune.fixed_build_params(c, s, r, gnu) == {"environment": "gnu", "ladder": "tuned",
                                                      "axis.blas": "mkl", "axis.fft": "ffte"}
     assert tune.fixed_build_params(tune.Config("gnu", "tuned"), s, r, gnu)["axis.blas"] == "openblas"
+
+
+def test_runtime_layouts_and_conditional_knobs():
+    """Ranks x threads and binding are knobs; a layout can require a build (threads
+    need a threaded BLAS) and an input knob a layout (P x Q sets of two ranks)."""
+    import optuna
+    s = tune.load_space("hpcc")
+    r = recipes.load_recipe("hpcc")
+    gnu = localrun.load_site("gnu").toolchain
+    base = {"environment": "gnu", "ladder": "aggressive", "axis.fft": "fftw3", "input.N": "5280",
+            "input.NB": "192"}
+    t = optuna.trial.FixedTrial(base | {"axis.blas": "mkl-threaded", "runtime.layout": "1x2"})
+    c = tune.suggest(t, s, r, {"gnu": gnu})
+    assert (c.ranks, c.threads) == (1, 2) and "P" not in dict(c.inputs)   # the tier's rule: 1 x 1
+    assert "1x2" in c.label() and c.to_dict()["runtime"] == {"ranks": 1, "threads": 2, "binding": ""}
+    assert tune.Config(**tune._cfg_args(c.to_dict())) == c
+    t = optuna.trial.FixedTrial(base | {"axis.blas": "mkl-threaded", "runtime.layout": "2x1",
+                                        "input.grid": "P=2 Q=1"})
+    c = tune.suggest(t, s, r, {"gnu": gnu})
+    assert (c.ranks, c.threads) == (2, 1) and dict(c.inputs)["P"] == 2
+    # sequential MKL: only the layouts without threads, sampled under their own name
+    t = optuna.trial.FixedTrial(base | {"axis.blas": "mkl", "input.grid": "P=1 Q=2"})
+    c = tune.suggest(t, s, r, {"gnu": gnu})
+    assert (c.ranks, c.threads) == (2, 1)
+    # a trial from before runtime knobs existed still reads back
+    old = {"environment": "gnu", "variant": "tuned", "extra_flags": [], "env": {}, "inputs": {}}
+    assert tune.Config(**tune._cfg_args(old)) == tune.Config("gnu", "tuned")
+
+
+@pytest.mark.parametrize("edit,match", [
+    (("targets:", "runtime: {binding: [core, tight]}\ntargets:"), "runtime.binding: unknown binding 'tight'"),
+    (("targets:", "runtime: {layouts: [{ranks: 1, threads: 2, when: {blas: [mkl]}}]}\ntargets:"),
+     "runtime.layouts[0].when: unknown axis 'blas'"),
+    (("targets:", "runtime: {layouts: [{ranks: 0}]}\ntargets:"), "runtime.layouts.0.ranks"),
+    (('SYNTH_UNUSED: {values: ["", "1", "2", "3"]}', 'SYNTH_UNUSED: {values: ["1"], when: {nodes: [2]}}'),
+     "env.SYNTH_UNUSED.when: unknown axis 'nodes' (allowed: ranks, threads)"),
+])
+def test_bad_runtime_knobs_are_one_clear_error(synth_root, edit, match):
+    f = synth_root / "tuning/synth.yaml"
+    f.write_text(SPACE.replace(*edit))
+    with pytest.raises(ApptuneError) as e:
+        tune.load_space("synth")
+    assert "tuning/synth.yaml" in str(e.value) and match in str(e.value)
 
 
 def test_recommended_diff_adds_the_app_and_keeps_others(toy_root):
