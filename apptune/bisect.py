@@ -54,7 +54,6 @@ from .errors import ApptuneError
 from .models import Recipe
 from .yamlio import atomic_write_json, atomic_write_text
 
-OBJECT_SKIP_STEMS = {"conftest"}
 
 
 # ------------------------------------------------------------------------ archives
@@ -134,8 +133,8 @@ def objects(stage: Path) -> dict[str, dict]:
     for e in compile_lines(stage):
         if e["kind"] != "compile" or "-c" not in e["argv"] or len(e.get("sources") or []) != 1:
             continue
-        if Path(e["source"]).stem in OBJECT_SKIP_STEMS:
-            continue
+        if build.is_probe(e):
+            continue  # the build system testing the compiler (configure, CMake)
         obj = object_of(e)
         if obj is None:
             continue

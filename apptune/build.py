@@ -133,15 +133,24 @@ def render_templates(recipe, plan: dict, src: Path, shims: dict) -> None:
         dest.write_text(text)
 
 
+def is_probe(entry: dict) -> bool:
+    """A build system testing the compiler, not compiling the product: autoconf's
+    conftest programs, CMake's compiler identification and try_compile projects
+    (run under a ``CMakeFiles`` directory), and preprocessor-only runs (``-E``)."""
+    if entry.get("sources") and all(Path(x).stem == "conftest" for x in entry["sources"]):
+        return True
+    if "CMakeFiles" in Path(entry.get("cwd", "")).parts:
+        return True
+    return "-E" in entry.get("argv", [])[1:]
+
+
 def check_compile_lines(plan: dict, log: Path) -> dict:
     """Every compile line must carry its resolved flags; return a summary for provenance."""
     if not log.exists():
         raise ApptuneError(log, "compile lines", "the build compiled nothing through the apptune "
                            "compiler wrappers (does the template set CC to {{ cc }}?)")
     entries = [json.loads(l) for l in log.read_text().splitlines() if l.strip()]
-    # autoconf's probe programs (conftest.c/.f) test the compiler, they are not the product
-    compiles = [e for e in entries if e["kind"] == "compile"
-                and not (e.get("sources") and all(Path(x).stem == "conftest" for x in e["sources"]))]
+    compiles = [e for e in entries if e["kind"] == "compile" and not is_probe(e)]
     if not compiles:
         raise ApptuneError(log, "compile lines", "no compile commands were recorded")
     for e in compiles:
@@ -163,7 +172,7 @@ def check_compile_lines(plan: dict, log: Path) -> dict:
                 what.append(f"missing {' '.join(missing)}")
             if extra:
                 what.append(f"unexpected {' '.join(extra)}")
-            raise ApptuneError(e["source"] or "(compile)", "flags",
+            raise ApptuneError(e["source"] or f"({shlex.join(e['argv'])[:120]})", "flags",
                                f"flags did not reach the compiler: {'; '.join(what)}")
     return {"log": log.name, "sha256": sha256_file(log), "compiles": len(compiles),
             "links": len(entries) - len(compiles),
@@ -319,7 +328,7 @@ def _build(recipe, plan: dict, tarball: Path, stage: Path, compilers: dict, libr
             if matched:
                 raise ExpectedFailure(xfail[0], xfail[1].reason, matched, i)
             raise ApptuneError(rfile, f"build.steps[{i}]" if recipe.build.steps else "build",
-                               f"{cmd[0]} exited with status {rc} (see rfm_build.err)")
+                               f"{cmd[0]} exited with status {rc} (its output is above in the build log)")
     products = []
     for rel, name in product_paths(recipe, ctx):
         f = src / rel

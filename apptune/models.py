@@ -91,7 +91,9 @@ class Product(Strict):
 
 
 class BuildSpec(Strict):
-    system: Literal["make"]
+    #: make: a Makefile (``make`` steps or ``command`` steps); cmake: ``command`` steps
+    #: that configure and build (the compiler wrappers as CMAKE_<LANG>_COMPILER).
+    system: Literal["make", "cmake"]
     #: Single-step builds: directory, make arguments and targets (``steps`` for more).
     directory: str = "."
     args: list[str] = []

@@ -386,6 +386,8 @@ class Tuner:
     def run(self, c: Config, stage: Path, name: str) -> dict:
         overrides = dict(c.inputs)
         changed = {k for k, v in overrides.items() if self.tier_params.get(k) != v}
+        if c.ranks is not None and c.ranks != self.ranks:
+            changed.add("ranks")   # reference fields sized per process (depends_on: [ranks])
         t0 = time.monotonic()
         r = localrun.run_tier(self.recipe, self.space.tier, stage, self.work / "runs" / name,
                               self.site(c.environment), ranks=c.ranks, overrides=overrides, env=dict(c.env),

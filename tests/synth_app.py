@@ -208,14 +208,44 @@ def reference() -> str:
         """)
 
 
-def write_tree(root: Path) -> None:
-    """The synth application inside an apptune tree (recipe, source, input, reference)."""
+# The same program built with CMake (out of source, Makefile generator): the compiler
+# wrappers come in as CMAKE_*_COMPILER, the resolved flags as CMAKE_*_FLAGS, and CMake's
+# own probes (compiler identification, try_compile) run through the wrappers too.
+CMAKELISTS = """\
+cmake_minimum_required(VERSION 3.13)
+project(synth C Fortran)
+add_library(helpers STATIC lib/missing.c lib/fill.c lib/checksum.c lib/scale.c lib/maxabs.c)
+add_executable(synth stats.f90 kernels.f90 main.f90)
+target_link_libraries(synth helpers)
+"""
+
+CMAKE_BUILD = """\
+  system: cmake
+  steps:
+    - command: [cmake, -S, ., -B, _build, -DCMAKE_BUILD_TYPE=None,
+                "-DCMAKE_C_COMPILER={{ cc }}", "-DCMAKE_Fortran_COMPILER={{ ftn }}",
+                "-DCMAKE_C_FLAGS={{ (app_cflags + cflags) | join(' ') }}",
+                "-DCMAKE_Fortran_FLAGS={{ (app_fflags + fflags) | join(' ') }}"]
+    - command: [cmake, --build, _build, --parallel, "2"]
+  languages: [c, fortran]
+  products: [{src: _build/synth, name: synth}]
+"""
+
+
+def write_tree(root: Path, cmake: bool = False) -> None:
+    """The synth application inside an apptune tree (recipe, source, input, reference);
+    ``cmake``: built with CMake instead of its Makefile."""
     for name, text in FILES.items():
         f = root / "src/synth" / name
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(textwrap.dedent(text))
     (root / "build-recipes/templates/synth").mkdir(parents=True, exist_ok=True)
-    (root / "build-recipes/synth.yaml").write_text(RECIPE)
+    recipe = RECIPE
+    if cmake:
+        (root / "src/synth/CMakeLists.txt").write_text(CMAKELISTS)
+        head, rest = recipe.split("build:\n", 1)
+        recipe = head + "build:\n" + CMAKE_BUILD + rest[rest.index("run:"):]
+    (root / "build-recipes/synth.yaml").write_text(recipe)
     (root / "build-recipes/templates/synth/config.mk.j2").write_text(CONFIG_MK)
     for tier in ("ci", "nightly"):
         (root / f"inputs/synth/{tier}").mkdir(parents=True, exist_ok=True)

@@ -192,3 +192,29 @@ def test_synthetic_fortran_c_case_names_the_fast_math_file(synth_root, tmp_path,
     localrun.build_variant(recipes.load_recipe("synth"), plan, site, tmp_path / "fixed", use_cache=False)
     r = localrun.run_tier(recipes.load_recipe("synth"), "ci", tmp_path / "fixed", tmp_path / "fixed-run", site)
     assert r.ok, r.summary
+
+
+@pytest.mark.integration
+def test_a_cmake_build_is_bisected_like_a_make_build(toy_root, tmp_path):
+    """The same program built by CMake (Makefile generator, out of source): CMake's
+    own probes (compiler identification, try_compile) pass through the wrappers
+    and are not the product; the objects under _build/ are mixed and relinked with
+    CMake's recorded link lines; the culprit is found the same way."""
+    synth_app.write_tree(toy_root, cmake=True)
+    tc = recipes.Toolchain(environment="gnu", family="gnu", cc="gcc", cxx="g++", ftn="gfortran",
+                           mpi="none", mpi_standard="3.1", blas="openblas")
+    site = localrun.Site("gnu", tc, {}, "local", "test:local", {})
+    res = bisect.bisect("synth", "baseline", "aggressive", site, work=tmp_path / "w", repeats=1)
+    assert [c["source"] for c in res.culprits] == ["lib/missing.c"]
+    assert res.verified and res.n_cycles <= 15
+    assert res.units == 8 and res.relink_identical and res.modules_differing == []
+    assert res.cycles[1].summary.startswith("missing = 0, expected 14286")
+
+
+def test_build_system_probes_are_not_the_product():
+    from apptune.build import is_probe
+    assert is_probe({"cwd": "/s/src", "argv": ["cc", "conftest.c"], "sources": ["conftest.c"]})
+    assert is_probe({"cwd": "/s/src/_build/CMakeFiles/3.25.1/CompilerIdC", "argv": ["cc", "CMakeCCompilerId.c"]})
+    assert is_probe({"cwd": "/s/src/_build/CMakeFiles/CMakeScratch/TryCompile-x", "argv": ["cc", "-c", "a.c"]})
+    assert is_probe({"cwd": "/s/src", "argv": ["cc", "-E", "/usr/share/cmake-3.25/Modules/CMakeTestGNU.c"]})
+    assert not is_probe({"cwd": "/s/src/_build", "argv": ["cc", "-O2", "-c", "lib/a.c"], "sources": ["lib/a.c"]})

@@ -209,3 +209,26 @@ def test_validate_checks_tuning_spaces(synth_root, capsys):
     assert cli.main(["validate"]) == 2
     err = capsys.readouterr().err
     assert "tuning/synth.yaml: build.ladders: unknown flag ladder 'turbo'" in err
+
+
+def test_a_layout_with_another_rank_count_does_not_compare_per_process_sizes(monkeypatch, tmp_path):
+    """HPCC sizes DGEMM, STREAM and FFT from each process's share of the memory: with
+    one rank instead of two they change, so the tuner names `ranks` as a changed input
+    and the reference lists those fields as depending on it."""
+    from types import SimpleNamespace
+    from apptune import verify
+    seen = {}
+
+    def fake_run_tier(recipe, tier, stage, run_dir, site, ranks=None, overrides=None, env=None, label=None,
+                      changed_inputs=(), threads=1, binding=None):
+        seen.update(ranks=ranks, threads=threads, binding=binding, changed=set(changed_inputs))
+        return SimpleNamespace(ok=True, summary="", figures={}, verification={"skipped": []})
+    monkeypatch.setattr(localrun, "run_tier", fake_run_tier)
+    t = tune.Tuner("hpcc", tune.load_space("hpcc"), "time", tmp_path, sites={"gnu": object()})
+    t.run(tune.Config("gnu", "aggressive", inputs=(("N", 5280),), ranks=1, threads=2, binding="core"), tmp_path, "a")
+    assert seen == {"ranks": 1, "threads": 2, "binding": "core", "changed": {"N", "ranks"}}
+    t.run(tune.Config("gnu", "aggressive", inputs=(("N", 3520),), ranks=2), tmp_path, "b")
+    assert seen["changed"] == set() and seen["binding"] is None
+    _, ref = verify.load_reference("hpcc", "ci")
+    per_process = {n for n, f in ref.fields.items() if "ranks" in f.depends_on}
+    assert per_process == {"DGEMM_N", "STREAM_VectorSize", "FFT_N"}
