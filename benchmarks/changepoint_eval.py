@@ -91,13 +91,29 @@ def series_points(rng, r: np.ndarray, n_before: int, n_after: int, repeats: int,
     return [Point(f"run{i}", None, None, float(x), None, repeats, None) for i, x in enumerate(values)]
 
 
-def evaluate(pool: dict, n_before: int, n_after: int, repeats: int, trials: int, seed: int) -> dict:
+def oracle_detects(values: np.ndarray, n_before: int, better: str, rng, alpha: float = 0.01,
+                   permutations: int = 499) -> bool:
+    """A detector that is told where the step is: a one-sided permutation test of the
+    difference of means at that split, at the same significance as check-regressions.
+    Its misses are what the noise alone costs; no detector that must also find the
+    run can do better."""
+    sign = -1.0 if better == "higher" else 1.0
+    diff = lambda x: sign * (x[n_before:].mean() - x[:n_before].mean())
+    d0 = diff(values)
+    hits = sum(diff(rng.permutation(values)) >= d0 for _ in range(permutations))
+    return (hits + 1) / (permutations + 1) < alpha
+
+
+def evaluate(pool: dict, n_before: int, n_after: int, repeats: int, trials: int, seed: int,
+             oracle: bool = False) -> dict:
     rng = np.random.default_rng(seed)
     out = {}
     for step in (0.0, *STEPS):
-        wrong, loc = 0, []
+        wrong, loc, oracle_miss = 0, [], 0
         for _ in range(trials):
             pts = series_points(rng, pool["r"], n_before, n_after, repeats, step, pool["better"])
+            if oracle and step:
+                oracle_miss += not oracle_detects(np.array([p.value for p in pts]), n_before, pool["better"], rng)
             v = regressions.analyse(Verdict("s", "a", "t", "e", "v", "f", None, pool["better"], pts))
             if step == 0.0:
                 wrong += v.verdict in ("regression", "improvement")
@@ -107,7 +123,8 @@ def evaluate(pool: dict, n_before: int, n_after: int, repeats: int, trials: int,
                 wrong += not hit
                 if hit:
                     loc.append(abs(idx - n_before))
-        out[step] = {"rate": wrong / trials, "location_error": statistics.mean(loc) if loc else None}
+        out[step] = {"rate": wrong / trials, "location_error": statistics.mean(loc) if loc else None,
+                     "oracle_misses": oracle_miss / trials if oracle and step else None}
     return out
 
 
@@ -167,6 +184,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", default="1,3,5")
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--oracle", action="store_true",
+                    help="also give the misses of a test that is told where the step is (the noise's own limit)")
     ap.add_argument("--scale-cv", metavar="CV,...",
                     help="rescale each pool's measured residuals to these robust CVs (e.g. 0.01,0.02): "
                          "the noise's shape from here, the size of a quieter machine")
@@ -192,15 +211,17 @@ def main(argv=None) -> int:
           f"{a.after} after, {a.trials} series per cell; false alarms on series without a step, "
           f"misses on series with one\n")
     print("| figure (pooled residuals) | noise per value (robust CV) | repeats per run | false alarms | "
-          + " | ".join(f"misses, {s:.0%} step" for s in STEPS) + " |")
-    print("|---|---|---|---|" + "---|" * len(STEPS))
+          + " | ".join(f"misses, {s:.0%} step" for s in STEPS)
+          + "".join(f" | told where: misses, {s:.0%}" for s in STEPS if a.oracle) + " |")
+    print("|---|---|---|---|" + "---|" * len(STEPS) * (2 if a.oracle else 1))
     summary = {}
     for name, pool in sorted(pools.items(), key=lambda kv: kv[1]["cv"]):
         for rep in (int(x) for x in a.repeats.split(",")):
-            res = evaluate(pool, a.before, a.after, rep, a.trials, a.seed)
+            res = evaluate(pool, a.before, a.after, rep, a.trials, a.seed, a.oracle)
             summary[(name, rep)] = res
             print(f"| {name} ({len(pool['r'])} values, {pool['series']} variants) | {pool['cv']:.1%} | {rep} | "
-                  f"{res[0.0]['rate']:.1%} | " + " | ".join(f"{res[s]['rate']:.1%}" for s in STEPS) + " |",
+                  f"{res[0.0]['rate']:.1%} | " + " | ".join(f"{res[s]['rate']:.1%}" for s in STEPS)
+                  + "".join(f" | {res[s]['oracle_misses']:.1%}" for s in STEPS if a.oracle) + " |",
                   flush=True)
     print(f"\n({time.monotonic() - t0:.0f} s)")
     return 0
