@@ -59,6 +59,12 @@ def test_the_hpcc_space_is_valid():
     (("targets:", "inputs: {N: [1, 2]}\ntargets:"), "inputs.N: 'N' is not a parameter of inputs/synth/ci/input.yaml"),
     (("tier: ci", "tier: huge"), "tier: unknown tier 'huge'"),
     (("over_baseline: true, ", ""), "targets.0: Value error, give either 'per'"),
+    (("targets:", "runtime: {binding: [core, tight]}\ntargets:"), "runtime.binding: unknown binding 'tight'"),
+    (("targets:", "runtime: {layouts: [{ranks: 1, threads: 2, when: {blas: [mkl]}}]}\ntargets:"),
+     "runtime.layouts[0].when: unknown axis 'blas'"),
+    (("targets:", "runtime: {layouts: [{ranks: 0}]}\ntargets:"), "runtime.layouts.0.ranks"),
+    (('SYNTH_UNUSED: {values: ["", "1", "2", "3"]}', 'SYNTH_UNUSED: {values: ["1"], when: {nodes: [2]}}'),
+     "env.SYNTH_UNUSED.when: unknown axis 'nodes' (allowed: ranks, threads)"),
 ])
 def test_bad_tuning_spaces_are_one_clear_error(synth_root, edit, match):
     f = synth_root / "tuning/synth.yaml"
@@ -141,22 +147,6 @@ def test_runtime_layouts_and_conditional_knobs():
     # a trial from before runtime knobs existed still reads back
     old = {"environment": "gnu", "variant": "tuned", "extra_flags": [], "env": {}, "inputs": {}}
     assert tune.Config(**tune._cfg_args(old)) == tune.Config("gnu", "tuned")
-
-
-@pytest.mark.parametrize("edit,match", [
-    (("targets:", "runtime: {binding: [core, tight]}\ntargets:"), "runtime.binding: unknown binding 'tight'"),
-    (("targets:", "runtime: {layouts: [{ranks: 1, threads: 2, when: {blas: [mkl]}}]}\ntargets:"),
-     "runtime.layouts[0].when: unknown axis 'blas'"),
-    (("targets:", "runtime: {layouts: [{ranks: 0}]}\ntargets:"), "runtime.layouts.0.ranks"),
-    (('SYNTH_UNUSED: {values: ["", "1", "2", "3"]}', 'SYNTH_UNUSED: {values: ["1"], when: {nodes: [2]}}'),
-     "env.SYNTH_UNUSED.when: unknown axis 'nodes' (allowed: ranks, threads)"),
-])
-def test_bad_runtime_knobs_are_one_clear_error(synth_root, edit, match):
-    f = synth_root / "tuning/synth.yaml"
-    f.write_text(SPACE.replace(*edit))
-    with pytest.raises(ApptuneError) as e:
-        tune.load_space("synth")
-    assert "tuning/synth.yaml" in str(e.value) and match in str(e.value)
 
 
 def test_recommended_diff_adds_the_app_and_keeps_others(toy_root):
