@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""HPL against the DGEMM of the same run (issue #8's target), one configuration at a time.
+
+Builds an HPCC variant (build cache used) and runs the ci tier's input with the
+given N, NB, P x Q and layout, outside ReFrame, exactly as `apptune tune` does
+(apptune.localrun); prints one JSON line with HPL, SingleDGEMM, StarDGEMM, the
+ratio HPL / (ranks x SingleDGEMM), MPIFFT, wall time and whether it verified.
+Not a test: timings here are noisy, run it several times on a quiet node.
+
+    .venv/bin/python benchmarks/hpl_efficiency.py --n 5280 --nb 192 --grid 1x2
+    .venv/bin/python benchmarks/hpl_efficiency.py --n 5280 --nb 192 --ranks 1 --threads 2 \\
+        --variant aggressive+blas=mkl-threaded+fft=fftw3
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from apptune import localrun, recipes
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--variant", default="aggressive+blas=mkl+fft=fftw3")
+    ap.add_argument("-e", "--environment", default="gnu")
+    ap.add_argument("--n", type=int, default=5280)
+    ap.add_argument("--nb", type=int, default=192)
+    ap.add_argument("--grid", default=None, help="PxQ (default: the tier's rule for the rank count)")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--binding", default=None, choices=["core", "socket", "none"])
+    ap.add_argument("--work", type=Path, default=Path("runs/hpl-efficiency"))
+    a = ap.parse_args(argv)
+    recipe = recipes.load_recipe("hpcc")
+    site = localrun.load_site(a.environment)
+    plan = localrun.plan_for(recipe, a.variant, site)
+    stage = a.work / "builds" / f"{a.environment}-{a.variant}".replace("+", "_").replace("=", "-")
+    localrun.build_variant(recipe, plan, site, stage, use_cache=True)
+    overrides = {"N": a.n, "NB": a.nb}
+    if a.grid:
+        p, q = (int(x) for x in a.grid.lower().split("x"))
+        overrides |= {"P": p, "Q": q}
+    name = f"{a.ranks}x{a.threads}-N{a.n}-NB{a.nb}-{a.grid or 'auto'}"
+    r = localrun.run_tier(recipe, "ci", stage, a.work / "runs" / name, site, ranks=a.ranks,
+                          overrides=overrides, changed_inputs=set(overrides) | {"ranks"},
+                          threads=a.threads, binding=a.binding)
+    f = r.figures
+    hpl, dgemm = f.get("HPL"), f.get("SingleDGEMM")
+    print(json.dumps({"variant": a.variant, "layout": f"{a.ranks}x{a.threads}", "N": a.n, "NB": a.nb,
+                      "grid": a.grid, "verified": r.ok, "HPL": hpl, "SingleDGEMM": dgemm,
+                      "StarDGEMM": f.get("StarDGEMM"),
+                      "HPL_per_ranks_SingleDGEMM": round(hpl / (a.ranks * dgemm), 3) if hpl and dgemm else None,
+                      "MPIFFT": f.get("MPIFFT"), "wall_s": round(f["wall_time"], 1)}))
+    return 0 if r.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
