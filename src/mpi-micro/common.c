@@ -502,3 +502,25 @@ size_t mm_next_size(size_t s, size_t hi)
     while (p <= s) p <<= 1;
     return p < hi ? p : hi;
 }
+
+/* One exchange with a partner (partner < 0: this rank only takes part in the loop's
+ * collectives), verified and then timed: o->verify_reps single exchanges, each with
+ * fresh data checked on arrival, then the timed loop, whose last message is checked
+ * too. Returns the slowest rank's seconds per loop iteration. */
+double mm_checked_exchange(MPI_Comm comm, mm_loop_fn fn, void *ctx, const mm_opts *o, mm_tally *t,
+                           int bench, int me, int partner, void *sbuf, void *rbuf, size_t size)
+{
+    const long V = o->verify_reps;
+    for (long v = 0; v < V; v++) {
+        if (partner >= 0) mm_fill(sbuf, size, mm_stream(bench, me, partner, size, v));
+        mm_poison(rbuf, size);
+        fn(ctx, 1);
+        if (partner >= 0) mm_check(t, rbuf, size, mm_stream(bench, partner, me, size, v));
+    }
+    if (partner >= 0) mm_fill(sbuf, size, mm_stream(bench, me, partner, size, V));
+    mm_poison(rbuf, size);
+    double sec = mm_time_loop(comm, fn, ctx, o, NULL);
+    if (partner >= 0) mm_check(t, rbuf, size, mm_stream(bench, partner, me, size, V));
+    MPI_Allreduce(MPI_IN_PLACE, &sec, 1, MPI_DOUBLE, MPI_MAX, comm);
+    return sec;
+}

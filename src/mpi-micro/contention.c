@@ -97,17 +97,8 @@ void mm_run_contention(MPI_Comm comm, const mm_opts *o)
         for (int p = 1; p < P; p++) {
             c.partner = me == 0 ? p : me == p ? 0 : -1;
             c.first = me == 0;
-            for (long v = 0; v < V; v++) {
-                if (c.partner >= 0) mm_fill(c.sbuf, s, mm_stream(MM_WOCON, me, c.partner, s, v));
-                mm_poison(c.rbuf, s);
-                ct_loop(&c, 1);
-                if (c.partner >= 0) mm_check(&two, c.rbuf, s, mm_stream(MM_WOCON, c.partner, me, s, v));
-            }
-            if (c.partner >= 0) mm_fill(c.sbuf, s, mm_stream(MM_WOCON, me, c.partner, s, V));
-            mm_poison(c.rbuf, s);
-            double sec = mm_time_loop(comm, ct_loop, &c, o, NULL);
-            if (c.partner >= 0) mm_check(&two, c.rbuf, s, mm_stream(MM_WOCON, c.partner, me, s, V));
-            MPI_Allreduce(MPI_IN_PLACE, &sec, 1, MPI_DOUBLE, MPI_MAX, comm);
+            double sec = mm_checked_exchange(comm, ct_loop, &c, o, &two, MM_WOCON, me, c.partner,
+                                             c.sbuf, c.rbuf, s);
             wocon += sec / 2 / (P - 1);
         }
         /* WICON: random pairs, all at once; verification pairings are drawn apart (rep < 0) */

@@ -86,6 +86,8 @@ uint64_t mm_total_errors(void);
 
 /* timing */
 double mm_time_loop(MPI_Comm comm, mm_loop_fn fn, void *ctx, const mm_opts *o, long *reps);
+double mm_checked_exchange(MPI_Comm comm, mm_loop_fn fn, void *ctx, const mm_opts *o, mm_tally *t,
+                           int bench, int me, int partner, void *sbuf, void *rbuf, size_t size);
 void mm_spin_calibrate(MPI_Comm comm);
 uint64_t mm_spin_steps(double us);
 uint64_t mm_spin(uint64_t steps, uint64_t x);

@@ -70,7 +70,6 @@ static const char *CLASSES[] = {"same_socket", "other_socket", "other_node"};
 void mm_run_placement(MPI_Comm comm, const mm_opts *o)
 {
     const int me = mm_rank, P = mm_size;
-    const long V = o->verify_reps;
     /* node: index of the node's first rank among node leaders */
     MPI_Comm node;
     MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, me, MPI_INFO_NULL, &node);
@@ -116,17 +115,8 @@ void mm_run_placement(MPI_Comm comm, const mm_opts *o)
         size_t i = 0;
         for (size_t s = o->placement_min; s <= o->placement_max; s += o->placement_step, i++) {
             c.size = s;
-            for (long v = 0; v < V; v++) {
-                if (c.partner >= 0) mm_fill(c.sbuf, s, mm_stream(MM_PLACEMENT, me, c.partner, s, v));
-                mm_poison(c.rbuf, s);
-                pl_loop(&c, 1);
-                if (c.partner >= 0) mm_check(&t, c.rbuf, s, mm_stream(MM_PLACEMENT, c.partner, me, s, v));
-            }
-            if (c.partner >= 0) mm_fill(c.sbuf, s, mm_stream(MM_PLACEMENT, me, c.partner, s, V));
-            mm_poison(c.rbuf, s);
-            double sec = mm_time_loop(comm, pl_loop, &c, o, NULL);
-            if (c.partner >= 0) mm_check(&t, c.rbuf, s, mm_stream(MM_PLACEMENT, c.partner, me, s, V));
-            MPI_Allreduce(MPI_IN_PLACE, &sec, 1, MPI_DOUBLE, MPI_MAX, comm);
+            double sec = mm_checked_exchange(comm, pl_loop, &c, o, &t, MM_PLACEMENT, me, c.partner,
+                                             c.sbuf, c.rbuf, s);
             lat[k * nsizes + i] = sec / 2 * 1e6;
             sum += sec / 2 * 1e6;
         }
