@@ -14,7 +14,10 @@ candidates that are already in the worse half at that many repeats. A candidate
 that fails verification in any repeat violates the sampler's constraint and is
 never a winner. The search stops at ``budget`` runs; when the build budget is
 used up, new candidates reuse the best built configurations (their run knobs are
-still sampled). Trials live in an SQLite study under the work directory, so an
+still sampled). When TPE proposes a configuration already measured (it does, once
+a small space is mostly explored), the search steps instead to an unmeasured
+neighbour of the best trials — one knob changed, run knobs before builds — and
+stops early only when no such neighbour is left. Trials live in an SQLite study under the work directory, so an
 interrupted search resumes where it stopped (its unfinished trial is marked
 failed).
 
@@ -472,7 +475,10 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
             stale += 1
             trial.set_user_attr("note", "build budget used up")
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            if stale > 20:
+            nb = _unseen_neighbour(study, t, fresh_builds_left=False)
+            if nb is not None:
+                study.enqueue_trial(nb, skip_if_exists=False)
+            elif stale > 20:
                 log("apptune: tune: no built configuration left to sample: stopping")
                 break
             continue
@@ -493,8 +499,14 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
                 study.tell(trial, same.value)
             else:
                 study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            if stale > 20:
-                log("apptune: tune: the sampler keeps proposing measured configurations: stopping")
+            # TPE concentrates on what it has seen; step to an unmeasured neighbour of
+            # the best trials instead (one knob changed), so a small space is walked
+            # to the end rather than abandoned while budget is left
+            nb = _unseen_neighbour(study, t, fresh_builds_left=t.fresh_builds() < max_builds)
+            if nb is not None:
+                study.enqueue_trial(nb, skip_if_exists=False)
+            elif stale > 20:
+                log("apptune: tune: every configuration within reach has been measured: stopping")
                 break
             continue
         stale = 0
@@ -612,6 +624,53 @@ def _same_config(study, c: Config, number: int):
                                                        optuna.trial.TrialState.PRUNED)):
         if tr.number != number and tr.user_attrs.get("config") == want and tr.user_attrs.get("runs"):
             return tr
+    return None
+
+
+BUILD_PARAMS = ("environment", "ladder", "extra_flags")
+
+
+def _is_build_param(name: str) -> bool:
+    return name in BUILD_PARAMS or name.startswith("axis.")
+
+
+def _unseen_neighbour(study, t: Tuner, fresh_builds_left: bool) -> dict | None:
+    """Parameters one categorical step away from a measured trial, never asked before.
+
+    Neighbours of the best verified trials come first, run-knob steps before
+    build steps; a step that needs a build not yet made is offered only while
+    the build budget lasts. ``None`` when every such neighbour has been asked.
+    """
+    trials = study.get_trials(deepcopy=False)
+    asked = {tuple(sorted(tr.params.items())) for tr in trials}
+    # an enqueued trial keeps the parameters it was enqueued with, even those its
+    # configuration did not use: counting them too means no neighbour is offered twice
+    asked |= {tuple(sorted(tr.system_attrs["fixed_params"].items())) for tr in trials
+              if "fixed_params" in tr.system_attrs}
+    built = set()
+    for tr in trials:
+        cfg = tr.user_attrs.get("config")
+        if cfg and tr.user_attrs.get("runs"):
+            key = hashlib.sha256(json.dumps(Config(**_cfg_args(cfg)).build_key).encode()).hexdigest()[:16]
+            if t.builds.get(key, {}).get("ok"):
+                built.add(tuple(sorted((k, v) for k, v in tr.params.items() if _is_build_param(k))))
+    ranked = ranked_trials(study)
+    seeds = ranked + [tr for tr in trials if tr.user_attrs.get("runs") and tr not in ranked]
+    for run_first in (True, False):
+        for tr in seeds:
+            for name, dist in tr.distributions.items():
+                if _is_build_param(name) == run_first or not hasattr(dist, "choices"):
+                    continue
+                for choice in dist.choices:
+                    if choice == tr.params[name]:
+                        continue
+                    cand = dict(tr.params, **{name: choice})
+                    if tuple(sorted(cand.items())) in asked:
+                        continue
+                    bkey = tuple(sorted((k, v) for k, v in cand.items() if _is_build_param(k)))
+                    if bkey not in built and not fresh_builds_left:
+                        continue
+                    return cand
     return None
 
 

@@ -222,3 +222,44 @@ def test_a_layout_with_another_rank_count_does_not_compare_per_process_sizes(mon
     _, ref = verify.load_reference("hpcc", "ci")
     per_process = {n for n, f in ref.fields.items() if "ranks" in f.depends_on}
     assert per_process == {"DGEMM_N", "STREAM_VectorSize", "FFT_N"}
+
+
+def test_a_stalled_sampler_steps_to_unmeasured_neighbours_of_the_best_trial():
+    """CI once stopped a resumed search one run short of its budget: TPE kept
+    proposing measured configurations. The neighbour step walks the rest."""
+    import hashlib
+    import types
+    import optuna
+    from optuna.distributions import CategoricalDistribution as Cat
+    dist = {"ladder": Cat(["tuned", "aggressive"]), "env.X": Cat(["a", "b", "c"])}
+    study = optuna.create_study(direction="maximize")
+
+    def add(ladder, x, value, verified=True):
+        cfg = tune.Config("gnu", ladder, env=(("X", x),)).to_dict()
+        study.add_trial(optuna.trial.create_trial(
+            params={"ladder": ladder, "env.X": x}, distributions=dist, value=value,
+            user_attrs={"config": cfg, "runs": 2, "verified": verified}))
+
+    add("tuned", "a", 1.2)
+    add("tuned", "b", 1.0)
+    add("aggressive", "a", 1.5, verified=False)
+    key = lambda v: hashlib.sha256(json.dumps(tune.Config("gnu", v).build_key).encode()).hexdigest()[:16]
+    t = types.SimpleNamespace(builds={key("tuned"): {"ok": True}, key("aggressive"): {"ok": True}})
+    # run knobs of the best verified trial first (tuned/a -> X=c), never one asked before
+    assert tune._unseen_neighbour(study, t, fresh_builds_left=False) == {"ladder": "tuned", "env.X": "c"}
+    study.enqueue_trial({"ladder": "tuned", "env.X": "c"})
+    # then the other trials' neighbours: aggressive is built, so aggressive/b needs no build
+    assert tune._unseen_neighbour(study, t, fresh_builds_left=False) == {"ladder": "aggressive", "env.X": "b"}
+    study.enqueue_trial({"ladder": "aggressive", "env.X": "b"})
+    study.enqueue_trial({"ladder": "aggressive", "env.X": "c"})
+    assert tune._unseen_neighbour(study, t, fresh_builds_left=False) is None
+    # a step to a build not yet made is offered only while the build budget lasts
+    del t.builds[key("aggressive")]
+    study2 = optuna.create_study(direction="maximize")
+    study2.add_trial(study.trials[0])
+    study = study2
+    assert tune._unseen_neighbour(study, t, fresh_builds_left=False) == {"ladder": "tuned", "env.X": "b"}
+    study.enqueue_trial({"ladder": "tuned", "env.X": "b"})
+    study.enqueue_trial({"ladder": "tuned", "env.X": "c"})
+    assert tune._unseen_neighbour(study, t, fresh_builds_left=False) is None
+    assert tune._unseen_neighbour(study, t, fresh_builds_left=True) == {"ladder": "aggressive", "env.X": "a"}
