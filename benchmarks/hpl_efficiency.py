@@ -8,6 +8,7 @@ ratio HPL / (ranks x SingleDGEMM), MPIFFT, wall time and whether it verified.
 Not a test: timings here are noisy, run it several times on a quiet node.
 
     .venv/bin/python benchmarks/hpl_efficiency.py --n 5280 --nb 192 --grid 1x2
+    .venv/bin/python benchmarks/hpl_efficiency.py --n 7040 --nb 256 --grid 2x1 --set DEPTH=0 --set PFACT=1
     .venv/bin/python benchmarks/hpl_efficiency.py --n 5280 --nb 192 --ranks 1 --threads 2 \\
         --variant aggressive+blas=mkl-threaded+fft=fftw3
 """
@@ -29,6 +30,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--binding", default=None, choices=["core", "socket", "none"])
+    ap.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
+                    help="another input parameter, e.g. DEPTH=0 or PFACT=1 (inputs/hpcc/ci/input.yaml)")
     ap.add_argument("--work", type=Path, default=Path("runs/hpl-efficiency"))
     a = ap.parse_args(argv)
     recipe = recipes.load_recipe("hpcc")
@@ -40,14 +43,20 @@ def main(argv=None) -> int:
     if a.grid:
         p, q = (int(x) for x in a.grid.lower().split("x"))
         overrides |= {"P": p, "Q": q}
-    name = f"{a.ranks}x{a.threads}-N{a.n}-NB{a.nb}-{a.grid or 'auto'}"
+    for kv in a.set:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            ap.error(f"--set {kv}: expected KNOB=VALUE")
+        overrides[k] = int(v) if v.lstrip("-").isdigit() else v
+    extra = "".join(f"-{k}{v}" for k, v in overrides.items() if k not in ("N", "NB", "P", "Q"))
+    name = f"{a.ranks}x{a.threads}-N{a.n}-NB{a.nb}-{a.grid or 'auto'}{extra}"
     r = localrun.run_tier(recipe, "ci", stage, a.work / "runs" / name, site, ranks=a.ranks,
                           overrides=overrides, changed_inputs=set(overrides) | {"ranks"},
                           threads=a.threads, binding=a.binding)
     f = r.figures
     hpl, dgemm = f.get("HPL"), f.get("SingleDGEMM")
     print(json.dumps({"variant": a.variant, "layout": f"{a.ranks}x{a.threads}", "N": a.n, "NB": a.nb,
-                      "grid": a.grid, "verified": r.ok, "HPL": hpl, "SingleDGEMM": dgemm,
+                      "grid": a.grid, "set": a.set, "verified": r.ok, "HPL": hpl, "SingleDGEMM": dgemm,
                       "StarDGEMM": f.get("StarDGEMM"),
                       "HPL_per_ranks_SingleDGEMM": round(hpl / (a.ranks * dgemm), 3) if hpl and dgemm else None,
                       "MPIFFT": f.get("MPIFFT"), "wall_s": round(f["wall_time"], 1)}))
