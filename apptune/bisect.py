@@ -25,7 +25,15 @@ How (details and the measured cases: docs/tuning.md):
    culprit. The found set is then verified (found files good, every other file bad
    must pass); if it does not, the search continues for the next culprit among the
    rest. With several culprits each is checked to be necessary (1-minimality).
-5. Then good, bad and the mixed build are run ``--repeats`` times interleaved, and
+5. Then, per culprit object, the same search over its global functions (FLiT's
+   symbol bisection): a candidate object is the good and the bad object linked into
+   one (``ld -r``) after ``objcopy --weaken-symbol`` has made every function weak in
+   the copy it must not come from (and every global variable weak in the good
+   copy), so the strong definition wins at the link. Functions with internal
+   linkage (``static``, compiler clones) stay with the copy that calls them, and
+   code inlined into another function moves with that function: the result names
+   the global functions whose definitions must come from the good build.
+6. Then good, bad and the mixed build are run ``--repeats`` times interleaved, and
    the primary figure and wall time are reported as medians and ratios.
 
 A build+run cycle is counted for each end (build and run) and each candidate
@@ -196,6 +204,70 @@ def _output_exists(entry: dict) -> bool:
     return Path(entry["cwd"], out).is_file()
 
 
+# ------------------------------------------------------------------------- symbols
+def defined_globals(obj: Path) -> tuple[list[str], list[str]]:
+    """(functions, variables) with external linkage defined in an object file (``nm``).
+
+    Weak definitions are left out: they already give way to a strong one."""
+    head = Path(obj).read_bytes()
+    if head.startswith(b"BC\xc0\xde") or b".gnu.lto_" in head:
+        raise ApptuneError(obj, "nm", "a link-time-optimisation object (GCC or LLVM IR): its "
+                           "functions are compiled at link time and cannot be mixed")
+    p = subprocess.run(["nm", "-P", "--defined-only", str(obj)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise ApptuneError(obj, "nm", f"cannot list the symbols: {p.stderr.strip()[:200]}")
+    funcs, data = [], []
+    for line in p.stdout.splitlines():
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        name, kind = parts[0], parts[1]
+        if kind == "T":
+            funcs.append(name)
+        elif kind in ("D", "B", "R", "G", "S"):
+            data.append(name)
+    return sorted(funcs), sorted(data)
+
+
+def pretty_symbol(name: str) -> str:
+    """A Fortran module procedure as ``module::name`` (gfortran's and flang's mangling)."""
+    for sep in ("_MOD_", "_MP_"):
+        if sep in name:
+            mod, _, proc = name.lstrip("_").partition(sep)
+            return f"{mod}::{proc.rstrip('_')}"
+    return name
+
+
+def symbol_mix(good_obj: Path, bad_obj: Path, good_funcs: set[str], funcs: list[str], dest: Path,
+               env: dict | None = None, log=None) -> Path:
+    """One relocatable object: the functions in ``good_funcs`` as the good object
+    defines them, every other function and every variable as the bad object does."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _, good_data = defined_globals(good_obj)
+    unknown = sorted(set(good_funcs) - set(funcs))
+    if unknown:
+        raise ApptuneError(good_obj, unknown[0], "not a global function of both objects")
+    steps = []
+    for name, obj, weak in (("good", good_obj, sorted((set(funcs) - set(good_funcs)) | set(good_data))),
+                            ("bad", bad_obj, sorted(good_funcs))):
+        lst = dest.with_name(f"{dest.name}.{name}.weak")
+        lst.write_text("".join(f"{w}\n" for w in weak))
+        out = dest.with_name(f"{dest.name}.{name}.o")
+        # objcopy fails on an empty list file: then the copy is the object itself
+        steps.append(["objcopy", *([f"--weaken-symbols={lst}"] if weak else []), str(obj), str(out)])
+    steps.append(["ld", "-r", "-o", str(dest), str(dest.with_name(f"{dest.name}.good.o")),
+                  str(dest.with_name(f"{dest.name}.bad.o"))])
+    for argv in steps:
+        p = subprocess.run(argv, env=env, capture_output=True, text=True)
+        if log is not None:
+            log.write(f"{shlex.join(argv)}\n{p.stdout}{p.stderr}")
+        if p.returncode != 0:
+            raise ApptuneError(bad_obj, argv[0], f"mixing functions failed (exit {p.returncode}): "
+                               f"{(p.stderr or p.stdout).strip()[:200]}")
+    return dest
+
+
 # -------------------------------------------------------------------------- mixing
 class Mixer:
     """Mixed builds: the bad tree with some objects taken from the good tree."""
@@ -236,8 +308,11 @@ class Mixer:
                 where.setdefault(obj, []).append(str(a.relative_to(src)))
         return where
 
-    def make(self, good_objs: set[str], dest: Path) -> Path:
-        """A mixed build in ``dest``: products installed there as a build stage would have them."""
+    def make(self, good_objs: set[str], dest: Path, replace: dict[str, Path] | None = None) -> Path:
+        """A mixed build in ``dest``: products installed there as a build stage would have them.
+
+        ``replace``: objects (path under src -> a file) to use instead of either build's,
+        e.g. a function-level mix from :func:`symbol_mix`."""
         dest = Path(dest)
         if dest.exists():
             shutil.rmtree(dest)
@@ -245,8 +320,9 @@ class Mixer:
         src = dest / "src"
         shutil.copytree(self.bad / "src", src, symlinks=True)
         touched: dict[str, list[str]] = {}
-        for obj in sorted(good_objs):
-            shutil.copy2(self.good / "src" / obj, src / obj)
+        chosen = {obj: self.good / "src" / obj for obj in good_objs} | dict(replace or {})
+        for obj, f in sorted(chosen.items()):
+            shutil.copy2(f, src / obj)
             for a in self.members.get(obj, []):
                 touched.setdefault(a, []).append(obj)
         env = self.site.environ()
@@ -263,7 +339,8 @@ class Mixer:
         ctx = dict(self.plan, cc="cc", cxx="c++", ftn="ftn")
         for rel, name in build.product_paths(self.recipe, ctx):
             shutil.copy2(src / rel, dest / name)
-        (dest / "mix.json").write_text(json.dumps({"good_objects": sorted(good_objs)}, indent=1))
+        (dest / "mix.json").write_text(json.dumps({"good_objects": sorted(good_objs),
+                                                   "replaced": sorted(replace or {})}, indent=1))
         return dest
 
     @staticmethod
@@ -281,7 +358,7 @@ class BudgetExhausted(Exception):
     pass
 
 
-def bisect_search(units: list[str], fails) -> dict:
+def bisect_search(units: list[str], fails, noun: str = "object") -> dict:
     """Smallest set of units that must be good for ``fails`` to turn false.
 
     ``fails(bad_units)`` is True when the build with exactly these units taken from
@@ -302,10 +379,14 @@ def bisect_search(units: list[str], fails) -> dict:
     if not fails([u for u in units if u != x]):
         return {"culprits": [x], "verified": True, "one_minimal": True, "method": "bisection", "notes": notes}
     if fails([]):
+        if noun != "object":
+            raise ApptuneError(None, "bisect", f"the candidate with every {noun} from the good build "
+                               f"still fails: the cause is not in one {noun} (code inlined elsewhere, "
+                               "a function with internal linkage, or data)")
         raise ApptuneError(None, "bisect", "the candidate with every object from the good build "
                            "still fails: the cause is not in an object file's flags (the link "
                            "line, the libraries or the run)")
-    notes.append(f"{x} alone is not enough: ddmin over the good objects")
+    notes.append(f"{x} alone is not enough: ddmin over the good {noun}s")
     good = ddmin(list(units), lambda s: not fails([u for u in units if u not in set(s)]))
     return {"culprits": good, "verified": True, "one_minimal": True, "method": "bisection, then ddmin",
             "notes": notes}
@@ -452,6 +533,8 @@ class BisectResult:
     relink_identical: bool | None = None
     method: str = ""
     modules_differing: list[str] = field(default_factory=list)
+    #: per culprit object: the global functions that must come from the good build
+    functions: list[dict] = field(default_factory=list)
 
     @property
     def n_cycles(self) -> int:
@@ -460,7 +543,8 @@ class BisectResult:
 
 def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
            work: Path | None = None, ignore_per_file: bool = False, repeats: int = 3,
-           max_cycles: int = 40, ranks: int | None = None, log=None) -> BisectResult:
+           max_cycles: int = 40, ranks: int | None = None, functions: bool = True,
+           log=None) -> BisectResult:
     log = log or (lambda m: print(m, flush=True))
     recipe = recipes.load_recipe(app)
     rfile = recipes.recipe_path(app)
@@ -528,27 +612,32 @@ def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
     order = [u.obj for u in units]
     memo: dict[frozenset, bool] = {frozenset(order): True}
 
-    def fails(bad_objs) -> bool:
-        key = frozenset(bad_objs)
-        if key in memo:
-            return memo[key]
+    def candidate(goods: set[str], replace: dict, what: str, n_bad: int) -> bool:
+        """Relink, run and verify one mixed build; True when it fails verification."""
         if len(res.cycles) >= max_cycles:
             raise BudgetExhausted()
         t0 = time.monotonic()
-        goods = set(order) - key
         n = len(res.cycles) + 1
-        d = mixer.make(goods, work / f"mix-{n:02d}")
+        d = mixer.make(goods, work / f"mix-{n:02d}", replace)
         r = localrun.run_tier(recipe, tier, d, work / "runs" / f"mix-{n:02d}", site, ranks=ranks,
                               label=f"{bad} with {len(goods)} good objects")
-        what = (f"{len(key)} bad: " + ", ".join(units_by[o].source for o in sorted(key))
-                if len(key) <= 3 else f"{len(key)} bad objects, {len(goods)} good")
-        cycle(what, len(goods), len(key), r, t0)
-        memo[key] = not r.ok
+        cycle(what, len(goods), n_bad, r, t0)
         if r.ok:
             (d / "passed").touch()
         else:
             shutil.rmtree(d)
+        return not r.ok
+
+    def fails(bad_objs) -> bool:
+        key = frozenset(bad_objs)
+        if key not in memo:
+            what = (f"{len(key)} bad: " + ", ".join(units_by[o].source for o in sorted(key))
+                    if len(key) <= 3 else f"{len(key)} bad objects, {len(goods_of(key))} good")
+            memo[key] = candidate(goods_of(key), {}, what, len(key))
         return memo[key]
+
+    def goods_of(bad_objs) -> set[str]:
+        return set(order) - set(bad_objs)
 
     units_by = {u.obj: u for u in units}
     try:
@@ -584,6 +673,19 @@ def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
         res.notes.append("no set of good objects was found that passes: no rule proposed")
         _save(res, work)
         return res
+    if functions:
+        for obj in found["culprits"]:
+            try:
+                res.functions.append(_function_level(obj, units_by[obj].source, set(found["culprits"]),
+                                                      work, mixer, candidate, log))
+            except BudgetExhausted:
+                res.notes.append(f"function-level search of {units_by[obj].source} stopped: the budget "
+                                 f"of {max_cycles} build+run cycles is used up")
+                break
+            except ApptuneError as e:   # the file-level result stands
+                res.functions.append({"object": obj, "source": units_by[obj].source, "of": 0,
+                                      "functions": [], "verified": False, "cycles": 0,
+                                      "note": f"not searched at function level: {e}"})
     # timing: good, bad and the mixed build of the override, interleaved, same session
     mixed = work / "mix-final"
     mixer.make(set(found["culprits"]), mixed)
@@ -600,6 +702,61 @@ def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
     res.timing = timing_table(samples, figure, recipe.run.figures.get(figure), repeats)
     _save(res, work)
     return res
+
+
+def _function_level(obj: str, source: str, culprits: set[str], work: Path, mixer: Mixer,
+                    candidate, log) -> dict:
+    """Which global functions of the culprit object ``obj`` must come from the good build
+    (the other culprit objects good, every other object bad)."""
+    g, b = mixer.good / "src" / obj, mixer.bad / "src" / obj
+    gf, bf = defined_globals(g)[0], defined_globals(b)[0]
+    funcs = sorted(set(gf) & set(bf))
+    out = {"object": obj, "source": source, "of": len(funcs), "functions": [], "verified": False,
+           "cycles": 0, "note": ""}
+    if set(gf) ^ set(bf):
+        out["note"] = ("defined in one build only, left as built: "
+                       + ", ".join(pretty_symbol(x) for x in sorted(set(gf) ^ set(bf))))
+    if len(funcs) < 2:
+        out["note"] = (out["note"] + "; " if out["note"] else "") + \
+            f"{len(funcs)} global function(s): nothing to narrow at function level"
+        out["functions"] = [pretty_symbol(x) for x in funcs]
+        out["verified"] = len(funcs) == 1
+        return out
+    others = culprits - {obj}
+    memo: dict[frozenset, bool] = {frozenset(funcs): True}   # the whole object bad: known to fail
+    counter = [0]
+    logf = open(work / f"symbols-{_slug(obj)}.log", "a")
+
+    def fails(bad_funcs) -> bool:
+        key = frozenset(bad_funcs)
+        if key not in memo:
+            counter[0] += 1
+            mixed = symbol_mix(g, b, set(funcs) - key, funcs,
+                               work / "symbols" / f"{_slug(obj)}-{counter[0]:02d}" / Path(obj).name,
+                               mixer.site.environ(), logf)
+            names = ", ".join(pretty_symbol(x) for x in sorted(key))
+            what = f"{source}: {len(key)} of {len(funcs)} functions bad" + (f": {names}" if 0 < len(key) <= 3 else "")
+            memo[key] = candidate(others, {obj: mixed}, what, len(key))
+        return memo[key]
+
+    try:
+        found = bisect_search(funcs, fails, noun="global function")
+    except ApptuneError as e:
+        out["note"] = ((out["note"] + "; ") if out["note"] else "") + \
+            f"not separable at function level: {e.message}"
+        out["cycles"] = counter[0]
+        return out
+    finally:
+        logf.close()
+    out.update(functions=[pretty_symbol(x) for x in found["culprits"]], symbols=found["culprits"],
+               verified=found["verified"], method=found["method"], cycles=counter[0])
+    log(f"apptune: bisect: {source}: {len(found['culprits'])} of {len(funcs)} global functions must keep "
+        f"the good flags: {', '.join(out['functions'])} ({counter[0]} cycles)")
+    return out
+
+
+def _slug(s: str) -> str:
+    return hashlib.sha256(s.encode()).hexdigest()[:8]
 
 
 def _median(xs):
@@ -644,6 +801,13 @@ def report_md(res: BisectResult) -> str:
         L.append(f"- culprit(s): {', '.join('`' + c['source'] + '`' for c in res.culprits)} "
                  f"({res.method}); verified: {'yes' if res.verified else 'no'}; "
                  f"1-minimal: {'yes' if res.one_minimal else 'no'}")
+    for f in res.functions:
+        if f["functions"] and f["verified"]:
+            L.append(f"- function level: in `{f['source']}`, {len(f['functions'])} of {f['of']} global "
+                     f"functions must keep the good flags: {', '.join('`' + x + '`' for x in f['functions'])}"
+                     f" ({f['cycles']} more cycle{'' if f['cycles'] == 1 else 's'})" + (f"; {f['note']}" if f['note'] else ""))
+        else:
+            L.append(f"- function level: `{f['source']}`: {f['note'] or 'no verified set'}")
     for s, i in res.already_covered.items():
         L.append(f"- `{s}` is already covered by the recipe's per_file[{i}]: bisect confirms the rule is needed")
     for n in res.notes:

@@ -306,7 +306,7 @@ def cmd_bisect(a) -> int:
     site = localrun.load_site(a.environment, a.config)
     res = bisect.bisect(a.app, a.good, a.bad, site, tier=a.tier, work=a.work_dir,
                         ignore_per_file=a.ignore_per_file, repeats=a.repeats,
-                        max_cycles=a.max_cycles, ranks=a.ranks)
+                        max_cycles=a.max_cycles, ranks=a.ranks, functions=a.functions)
     print(bisect.report_md(res))
     if not res.verified:
         print(f"apptune: bisect: no verified per-file override after {res.n_cycles} cycles", file=sys.stderr)
@@ -431,6 +431,9 @@ def main(argv=None) -> int:
                     "(default runs/bisect/APP-ENV-GOOD-vs-BAD); the ends are reused when unchanged")
     bi.add_argument("--repeats", type=int, default=3, help="timing runs of good, bad and mixed (default 3)")
     bi.add_argument("--max-cycles", type=int, default=40, help="budget of build+run cycles (default 40)")
+    bi.add_argument("--no-functions", dest="functions", action="store_false",
+                    help="stop at files: skip the search for the global functions of each culprit "
+                    "file that must keep the good flags")
     bi.add_argument("--write", action="store_true", help="write the per_file rule into the recipe")
     bi.add_argument("-C", "--config", default=DEFAULT_CONFIG, help="ReFrame site config")
     bi.set_defaults(func=cmd_bisect)

@@ -2,7 +2,8 @@
 
 ``lib/missing.c`` counts missing values (NaN markers) with ``x != x``, which GCC folds
 to false under -ffinite-math-only (part of -Ofast): the aggressive build reports 0
-missing values. Every other file does arithmetic that is exact in any order (sums
+missing values. Its other function, ``count_above``, gives the same count under any
+flags: function-level bisection must name ``count_missing`` alone. Every other file does arithmetic that is exact in any order (sums
 of small integers), so its result does not depend on the flags. Two Fortran modules
 (``stats`` used by ``kernels``, both used by ``main``) make the build order matter
 at compile time; the C helpers go into a static archive, as HPL's objects do.
@@ -36,6 +37,15 @@ FILES = {
             int k = 0;
             for (int i = 0; i < n; i++)
                 if (x[i] != x[i]) k++;
+            return k;
+        }
+
+        /* Values above a threshold, on data without NaN: the same under any flags. */
+        int count_above(const double *y, int n, double t)
+        {
+            int k = 0;
+            for (int i = 0; i < n; i++)
+                if (y[i] > t) k++;
             return k;
         }
         """,
@@ -113,6 +123,13 @@ FILES = {
               integer(c_int), value :: n
               integer(c_int) :: k
             end function count_missing
+            function count_above(y, n, t) bind(C, name="count_above") result(k)
+              import :: c_double, c_int
+              real(c_double) :: y(*)
+              integer(c_int), value :: n
+              real(c_double), value :: t
+              integer(c_int) :: k
+            end function count_above
             function checksum(y, n) bind(C, name="checksum") result(s)
               import :: c_double, c_int, c_long
               real(c_double) :: y(*)
@@ -140,6 +157,7 @@ FILES = {
           write(10, '(a)') "BEGIN"
           write(10, '(a,i0)') "n=", n
           write(10, '(a,i0)') "missing=", count_missing(x, n)
+          write(10, '(a,i0)') "above=", count_above(y, n, 500.0_c_double)
           write(10, '(a,i0)') "checksum=", checksum(y, n)
           write(10, '(a,f0.3)') "mean=", mean_of(y)
           call scale(y, n, 2.0_c_double)
@@ -201,6 +219,7 @@ def reference() -> str:
         fields:
           n: {{value: {N}, abs: 0}}
           missing: {{value: {missing}, abs: 0, why: every 7th value is a NaN marker}}
+          above: {{value: {sum(1 for y in ys if y > 500)}, abs: 0}}
           checksum: {{value: {s}, abs: 0}}
           mean: {{value: {sum(ys) / N:.3f}, abs: 0.001}}
           total: {{value: {2 * sum(ys)}.0, abs: 0}}

@@ -158,6 +158,55 @@ def test_a_passing_bad_variant_is_refused(toy_root, toy_site, tmp_path):
         bisect.bisect("toy", "baseline", "tuned", toy_site, work=tmp_path / "w")
 
 
+# ------------------------------------------------------------ function level
+LIB = """\
+int g_scale = SCALE;
+static int helper(int x) { return x * SCALE; }
+int f1(int x) { return helper(x) + 1; }
+int f2(int x) { return f1(x) + 100; }
+"""
+MAIN = """\
+#include <stdio.h>
+int f1(int), f2(int);
+extern int g_scale;
+int main(void) { printf("%d %d %d\\n", f1(1), f2(1), g_scale); return 0; }
+"""
+
+
+@pytest.mark.parametrize("good_funcs,expected", [
+    (set(), "8 108 7"),           # all bad (f2 inlines bad f1: 7 + 1 + 100)
+    ({"f1"}, "4 108 7"),          # f1 good; the bad f2 keeps its inlined copy of the bad f1
+    ({"f2"}, "8 104 7"),          # f2 good (with its own inlined good f1)
+    ({"f1", "f2"}, "4 104 7"),    # all good functions; variables always the bad build's
+])
+def test_symbol_mix_takes_each_function_from_its_side(tmp_path, good_funcs, expected):
+    for name, scale in (("good", 3), ("bad", 7)):
+        (tmp_path / f"{name}.c").write_text(LIB.replace("SCALE", str(scale)))
+        subprocess.run(["gcc", "-O2", "-c", f"{name}.c", "-o", f"{name}.o"], cwd=tmp_path, check=True)
+    (tmp_path / "main.c").write_text(MAIN)
+    assert bisect.defined_globals(tmp_path / "bad.o") == (["f1", "f2"], ["g_scale"])
+    mixed = bisect.symbol_mix(tmp_path / "good.o", tmp_path / "bad.o", good_funcs, ["f1", "f2"],
+                              tmp_path / "mix" / "lib.o")
+    subprocess.run(["gcc", "main.c", str(mixed), "-o", "t"], cwd=tmp_path, check=True)
+    out = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == expected
+
+
+def test_symbol_mix_errors_name_the_object(tmp_path):
+    (tmp_path / "x.o").write_text("not an object")
+    with pytest.raises(ApptuneError, match=r"x\.o: nm: cannot list the symbols"):
+        bisect.defined_globals(tmp_path / "x.o")
+    (tmp_path / "a.c").write_text("int f(void) { return 1; }\n")
+    subprocess.run(["gcc", "-c", "a.c"], cwd=tmp_path, check=True)
+    with pytest.raises(ApptuneError, match="a.o: g: not a global function of both objects"):
+        bisect.symbol_mix(tmp_path / "a.o", tmp_path / "a.o", {"g"}, ["f"], tmp_path / "m.o")
+
+
+def test_fortran_module_procedures_read_as_module_colon_colon_name():
+    assert bisect.pretty_symbol("__kernels_MOD_mean_of") == "kernels::mean_of"
+    assert bisect.pretty_symbol("count_missing") == "count_missing"
+
+
 # ------------------------------------------------------------ the synthetic case
 @pytest.fixture
 def synth_root(toy_root):
@@ -180,6 +229,10 @@ def test_synthetic_fortran_c_case_names_the_fast_math_file(synth_root, tmp_path,
     assert res.verified and res.one_minimal and res.n_cycles <= 15
     assert res.units == 8 and res.relink_identical and res.modules_differing == []
     assert res.cycles[1].summary.startswith("missing = 0, expected 14286")
+    # then the functions of lib/missing.c: count_missing alone, count_above may stay aggressive
+    [fl] = res.functions
+    assert fl["functions"] == ["count_missing"] and fl["of"] == 2 and fl["verified"], fl
+    assert 1 <= fl["cycles"] <= 2 and "`count_missing`" in bisect.report_md(res)
     assert [(e["files"], e["flags"]) for e in res.entries] == [(["lib/missing.c"], "baseline")]
     assert "+  - files: [lib/missing.c]" in res.diff and "+    flags: baseline" in res.diff
     assert recipe_file.read_text() == before
@@ -218,3 +271,10 @@ def test_build_system_probes_are_not_the_product():
     assert is_probe({"cwd": "/s/src/_build/CMakeFiles/CMakeScratch/TryCompile-x", "argv": ["cc", "-c", "a.c"]})
     assert is_probe({"cwd": "/s/src", "argv": ["cc", "-E", "/usr/share/cmake-3.25/Modules/CMakeTestGNU.c"]})
     assert not is_probe({"cwd": "/s/src/_build", "argv": ["cc", "-O2", "-c", "lib/a.c"], "sources": ["lib/a.c"]})
+
+
+def test_lto_objects_are_refused_at_function_level(tmp_path):
+    (tmp_path / "a.c").write_text("int f(void) { return 1; }\n")
+    subprocess.run(["gcc", "-O2", "-flto", "-c", "a.c"], cwd=tmp_path, check=True)
+    with pytest.raises(ApptuneError, match="a.o: nm: a link-time-optimisation object"):
+        bisect.defined_globals(tmp_path / "a.o")
