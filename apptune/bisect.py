@@ -248,16 +248,15 @@ def symbol_mix(good_obj: Path, bad_obj: Path, good_funcs: set[str], funcs: list[
     unknown = sorted(set(good_funcs) - set(funcs))
     if unknown:
         raise ApptuneError(good_obj, unknown[0], "not a global function of both objects")
-    steps = []
+    steps, parts = [], []
     for name, obj, weak in (("good", good_obj, sorted((set(funcs) - set(good_funcs)) | set(good_data))),
                             ("bad", bad_obj, sorted(good_funcs))):
         lst = dest.with_name(f"{dest.name}.{name}.weak")
         lst.write_text("".join(f"{w}\n" for w in weak))
-        out = dest.with_name(f"{dest.name}.{name}.o")
+        parts.append(str(dest.with_name(f"{dest.name}.{name}.o")))
         # objcopy fails on an empty list file: then the copy is the object itself
-        steps.append(["objcopy", *([f"--weaken-symbols={lst}"] if weak else []), str(obj), str(out)])
-    steps.append(["ld", "-r", "-o", str(dest), str(dest.with_name(f"{dest.name}.good.o")),
-                  str(dest.with_name(f"{dest.name}.bad.o"))])
+        steps.append(["objcopy", *([f"--weaken-symbols={lst}"] if weak else []), str(obj), parts[-1]])
+    steps.append(["ld", "-r", "-o", str(dest), *parts])
     for argv in steps:
         p = subprocess.run(argv, env=env, capture_output=True, text=True)
         if log is not None:
@@ -631,13 +630,11 @@ def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
     def fails(bad_objs) -> bool:
         key = frozenset(bad_objs)
         if key not in memo:
+            goods = set(order) - key
             what = (f"{len(key)} bad: " + ", ".join(units_by[o].source for o in sorted(key))
-                    if len(key) <= 3 else f"{len(key)} bad objects, {len(goods_of(key))} good")
-            memo[key] = candidate(goods_of(key), {}, what, len(key))
+                    if len(key) <= 3 else f"{len(key)} bad objects, {len(goods)} good")
+            memo[key] = candidate(goods, {}, what, len(key))
         return memo[key]
-
-    def goods_of(bad_objs) -> set[str]:
-        return set(order) - set(bad_objs)
 
     units_by = {u.obj: u for u in units}
     try:
@@ -713,15 +710,14 @@ def _function_level(obj: str, source: str, culprits: set[str], work: Path, mixer
     funcs = sorted(set(gf) & set(bf))
     out = {"object": obj, "source": source, "of": len(funcs), "functions": [], "verified": False,
            "cycles": 0, "note": ""}
+    notes = []
     if set(gf) ^ set(bf):
-        out["note"] = ("defined in one build only, left as built: "
-                       + ", ".join(pretty_symbol(x) for x in sorted(set(gf) ^ set(bf))))
+        notes.append("defined in one build only, left as built: "
+                     + ", ".join(pretty_symbol(x) for x in sorted(set(gf) ^ set(bf))))
     if len(funcs) < 2:
-        out["note"] = (out["note"] + "; " if out["note"] else "") + \
-            f"{len(funcs)} global function(s): nothing to narrow at function level"
-        out["functions"] = [pretty_symbol(x) for x in funcs]
-        out["verified"] = len(funcs) == 1
-        return out
+        notes.append(f"{len(funcs)} global function(s): nothing to narrow at function level")
+        return out | {"functions": [pretty_symbol(x) for x in funcs], "verified": len(funcs) == 1,
+                      "note": "; ".join(notes)}
     others = culprits - {obj}
     memo: dict[frozenset, bool] = {frozenset(funcs): True}   # the whole object bad: known to fail
     counter = [0]
@@ -742,14 +738,13 @@ def _function_level(obj: str, source: str, culprits: set[str], work: Path, mixer
     try:
         found = bisect_search(funcs, fails, noun="global function")
     except ApptuneError as e:
-        out["note"] = ((out["note"] + "; ") if out["note"] else "") + \
-            f"not separable at function level: {e.message}"
-        out["cycles"] = counter[0]
-        return out
+        notes.append(f"not separable at function level: {e.message}")
+        return out | {"cycles": counter[0], "note": "; ".join(notes)}
     finally:
         logf.close()
     out.update(functions=[pretty_symbol(x) for x in found["culprits"]], symbols=found["culprits"],
-               verified=found["verified"], method=found["method"], cycles=counter[0])
+               verified=found["verified"], method=found["method"], cycles=counter[0],
+               note="; ".join(notes))
     log(f"apptune: bisect: {source}: {len(found['culprits'])} of {len(funcs)} global functions must keep "
         f"the good flags: {', '.join(out['functions'])} ({counter[0]} cycles)")
     return out

@@ -17,9 +17,9 @@ used up, new candidates reuse the best built configurations (their run knobs are
 still sampled). When TPE proposes a configuration already measured (it does, once
 a small space is mostly explored), the search steps instead to an unmeasured
 neighbour of the best trials — one knob changed, run knobs before builds — and
-stops early only when no such neighbour is left. Trials live in an SQLite study under the work directory, so an
-interrupted search resumes where it stopped (its unfinished trial is marked
-failed).
+stops early only when no such neighbour is left. Trials live in an SQLite study
+under the work directory, so an interrupted search resumes where it stopped (its
+unfinished trial is marked failed).
 
 The score of a run is the geometric mean over the objective's figures of the
 ratio to the baseline (inverted where lower is better), the baseline being run
@@ -153,6 +153,11 @@ class Config:
     @property
     def build_key(self) -> tuple:
         return (self.environment, self.variant, self.extra)
+
+    @property
+    def build_id(self) -> str:
+        """A short stable name of the build (the key of the search's build table)."""
+        return hashlib.sha256(json.dumps(self.build_key).encode()).hexdigest()[:16]
 
     def label(self) -> str:
         parts = [f"{self.environment}/{self.variant}"]
@@ -359,7 +364,7 @@ class Tuner:
         atomic_write_json(self.state_file, {"builds": self.builds, "cost": asdict(self.cost)})
 
     def build(self, c: Config) -> Path:
-        key = hashlib.sha256(json.dumps(c.build_key).encode()).hexdigest()[:16]
+        key = c.build_id
         stage = self.work / "builds" / key
         site = self.site(c.environment)
         plan = localrun.plan_for(self.recipe, c.variant, site, extra_cflags=c.extra, extra_fflags=c.extra)
@@ -470,15 +475,12 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
         c = suggest(trial, space, t.recipe, {e: t.site(e).toolchain for e in space.build.environments})
         trial.set_user_attr("config", c.to_dict())
         trial.set_user_attr("label", c.label())
-        key = hashlib.sha256(json.dumps(c.build_key).encode()).hexdigest()[:16]
+        key = c.build_id
         if key not in t.builds and t.fresh_builds() >= max_builds:
             stale += 1
             trial.set_user_attr("note", "build budget used up")
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            nb = _unseen_neighbour(study, t, fresh_builds_left=False)
-            if nb is not None:
-                study.enqueue_trial(nb, skip_if_exists=False)
-            elif stale > 20:
+            if not _enqueue_neighbour(study, t, max_builds) and stale > 20:
                 log("apptune: tune: no built configuration left to sample: stopping")
                 break
             continue
@@ -499,13 +501,7 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
                 study.tell(trial, same.value)
             else:
                 study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            # TPE concentrates on what it has seen; step to an unmeasured neighbour of
-            # the best trials instead (one knob changed), so a small space is walked
-            # to the end rather than abandoned while budget is left
-            nb = _unseen_neighbour(study, t, fresh_builds_left=t.fresh_builds() < max_builds)
-            if nb is not None:
-                study.enqueue_trial(nb, skip_if_exists=False)
-            elif stale > 20:
+            if not _enqueue_neighbour(study, t, max_builds) and stale > 20:
                 log("apptune: tune: every configuration within reach has been measured: stopping")
                 break
             continue
@@ -634,6 +630,17 @@ def _is_build_param(name: str) -> bool:
     return name in BUILD_PARAMS or name.startswith("axis.")
 
 
+def _enqueue_neighbour(study, t: Tuner, max_builds: int) -> bool:
+    """TPE concentrates on what it has seen: when it proposes a measured or unbuildable
+    configuration, queue an unmeasured neighbour of the best trials instead (one knob
+    changed), so a small space is walked to the end rather than abandoned while budget
+    is left. False when no such neighbour is left."""
+    nb = _unseen_neighbour(study, t, fresh_builds_left=t.fresh_builds() < max_builds)
+    if nb is not None:
+        study.enqueue_trial(nb, skip_if_exists=False)
+    return nb is not None
+
+
 def _unseen_neighbour(study, t: Tuner, fresh_builds_left: bool) -> dict | None:
     """Parameters one categorical step away from a measured trial, never asked before.
 
@@ -651,7 +658,7 @@ def _unseen_neighbour(study, t: Tuner, fresh_builds_left: bool) -> dict | None:
     for tr in trials:
         cfg = tr.user_attrs.get("config")
         if cfg and tr.user_attrs.get("runs"):
-            key = hashlib.sha256(json.dumps(Config(**_cfg_args(cfg)).build_key).encode()).hexdigest()[:16]
+            key = Config(**_cfg_args(cfg)).build_id
             if t.builds.get(key, {}).get("ok"):
                 built.add(tuple(sorted((k, v) for k, v in tr.params.items() if _is_build_param(k))))
     ranked = ranked_trials(study)
@@ -678,7 +685,7 @@ def _best_built(study, t: Tuner) -> Config | None:
     best = None
     for tr in ranked_trials(study):
         c = Config(**_cfg_args(tr.user_attrs["config"]))
-        key = hashlib.sha256(json.dumps(c.build_key).encode()).hexdigest()[:16]
+        key = c.build_id
         if t.builds.get(key, {}).get("ok"):
             best = c
             break
