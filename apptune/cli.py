@@ -326,7 +326,7 @@ def cmd_tune(a) -> int:
     try:
         res = tune.tune(a.app, objective=a.objective, budget=a.budget, max_builds=a.max_builds,
                         repeats=a.repeats, confirm=a.confirm, top=a.top, work=a.work_dir, seed=a.seed,
-                        config_file=a.config, tier=a.input)
+                        polish=a.polish, config_file=a.config, tier=a.input)
     except KeyboardInterrupt:
         print("apptune: tune: interrupted; the same command resumes the search", file=sys.stderr)
         return 130
@@ -450,6 +450,8 @@ def main(argv=None) -> int:
                     help="interleaved runs of the best candidates and the baseline at the end (default 3)")
     tu.add_argument("--top", type=int, default=2, help="candidates confirmed at the end (default 2)")
     tu.add_argument("--seed", type=int, default=1, help="sampler seed (default 1)")
+    tu.add_argument("--polish", type=int, help="the last runs of the budget step from the best trial one "
+                    "knob at a time (default a third of the budget; 0: TPE only)")
     tu.add_argument("--work-dir", type=Path, help="trials (tune.db), builds, runs, report "
                     "(default runs/tune/APP-TIER-OBJECTIVE); the same directory resumes the search")
     tu.add_argument("--write", action="store_true", help="write the winner into site-config/recommended.yaml")

@@ -420,7 +420,7 @@ def _optuna():
 
 
 def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 6, repeats: int = 2,
-         confirm: int = 3, top: int = 2, work: Path | None = None, seed: int = 1,
+         confirm: int = 3, top: int = 2, work: Path | None = None, seed: int = 1, polish: int | None = None,
          config_file: str = localrun.DEFAULT_CONFIG, sites: dict | None = None,
          space_file: Path | None = None, tier: str | None = None, log=None) -> dict:
     """Run (or resume) the search; return the result written to ``tune.json``."""
@@ -430,6 +430,10 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
                         ("confirm", confirm), ("top", top)):
         if value < 1:
             raise ApptuneError(None, f"--{name.replace('_', '-')}", f"must be at least 1, not {value}")
+    polish = budget // 3 if polish is None else polish
+    if not 0 <= polish <= budget:
+        raise ApptuneError(None, "--polish", f"must be between 0 and the budget ({budget}), not {polish}")
+    polish_runs = polish
     work = Path(work or paths.root() / "runs" / "tune" / f"{app}-{space.tier}-{objective}").resolve()
     t = Tuner(app, space, objective, work, dict(sites or {}), config_file, repeats, log)
     log = t.log
@@ -463,10 +467,21 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
     def runs_used() -> int:
         return sum(tr.user_attrs.get("runs", 0) for tr in study.get_trials(deepcopy=False))
 
-    # 2. the search
+    # 2. the search: TPE, then the last `polish` runs step from the best trial one knob
+    # at a time (a noisy TPE score can leave the best build's other run knobs untried)
     stale = 0
     while runs_used() < budget:
-        if t.fresh_builds() >= max_builds:
+        step = None
+        if polish and runs_used() >= budget - polish:
+            ranked = ranked_trials(study)
+            step = _unseen_neighbour(study, t, t.fresh_builds() < max_builds, best_only=True)
+            if step is None:
+                log("apptune: tune: polish: every neighbour of the best trial is measured: sampling again")
+                polish = 0
+            else:
+                centre = ranked[0]
+                study.enqueue_trial(step, skip_if_exists=False)
+        if step is None and t.fresh_builds() >= max_builds:
             best = _best_built(study, t)
             if best is not None:
                 study.enqueue_trial(fixed_build_params(best, space, t.recipe, t.site(best.environment).toolchain),
@@ -475,6 +490,10 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
         c = suggest(trial, space, t.recipe, {e: t.site(e).toolchain for e in space.build.environments})
         trial.set_user_attr("config", c.to_dict())
         trial.set_user_attr("label", c.label())
+        if step is not None and all(trial.params.get(k) == v for k, v in step.items()):
+            moved = ", ".join(f"{k.split('.', 1)[-1]} {centre.params.get(k) or '(unset)'} -> {v or '(unset)'}"
+                              for k, v in step.items() if centre.params.get(k) != v)
+            trial.set_user_attr("note", f"polish: trial {centre.number} with {moved}")
         key = c.build_id
         if key not in t.builds and t.fresh_builds() >= max_builds:
             stale += 1
@@ -585,7 +604,7 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
     result = {
         "app": app, "tier": space.tier, "objective": objective, "objective_figures": t.figures,
         "date": datetime.date.today().isoformat(), "budget": budget, "max_builds": max_builds,
-        "repeats": repeats, "confirm": confirm, "work": str(work),
+        "repeats": repeats, "confirm": confirm, "polish": polish_runs, "work": str(work),
         "trials": [_trial_row(tr) for tr in study.get_trials(deepcopy=False)],
         "baseline": base, "confirmation": rows, "winner": winner,
         "cost": {"builds": t.cost.builds, "builds_from_cache": t.cost.builds_reused,
@@ -641,12 +660,15 @@ def _enqueue_neighbour(study, t: Tuner, max_builds: int) -> bool:
     return nb is not None
 
 
-def _unseen_neighbour(study, t: Tuner, fresh_builds_left: bool) -> dict | None:
+def _unseen_neighbour(study, t: Tuner, fresh_builds_left: bool, best_only: bool = False) -> dict | None:
     """Parameters one categorical step away from a measured trial, never asked before.
 
     Neighbours of the best verified trials come first, run-knob steps before
     build steps; a step that needs a build not yet made is offered only while
     the build budget lasts. ``None`` when every such neighbour has been asked.
+    With ``best_only`` (the polish phase) only the best trial's neighbours count,
+    and an input knob, whose values the space lists in order (N, NB), steps to an
+    adjacent value only.
     """
     trials = study.get_trials(deepcopy=False)
     asked = {tuple(sorted(tr.params.items())) for tr in trials}
@@ -662,14 +684,16 @@ def _unseen_neighbour(study, t: Tuner, fresh_builds_left: bool) -> dict | None:
             if t.builds.get(key, {}).get("ok"):
                 built.add(tuple(sorted((k, v) for k, v in tr.params.items() if _is_build_param(k))))
     ranked = ranked_trials(study)
-    seeds = ranked + [tr for tr in trials if tr.user_attrs.get("runs") and tr not in ranked]
+    seeds = ranked[:1] if best_only else \
+        ranked + [tr for tr in trials if tr.user_attrs.get("runs") and tr not in ranked]
     for run_first in (True, False):
         for tr in seeds:
             for name, dist in tr.distributions.items():
                 if _is_build_param(name) == run_first or not hasattr(dist, "choices"):
                     continue
-                for choice in dist.choices:
-                    if choice == tr.params[name]:
+                here = dist.choices.index(tr.params[name])
+                for i, choice in enumerate(dist.choices):
+                    if i == here or (best_only and name.startswith("input.") and abs(i - here) > 1):
                         continue
                     cand = dict(tr.params, **{name: choice})
                     if tuple(sorted(cand.items())) in asked:
@@ -758,7 +782,8 @@ def report_md(res: dict) -> str:
          f"{c['builds']} builds ({c['builds_from_cache']} from the build cache, {c['build_seconds']} s), "
          f"{c['runs']} runs in all ({c['run_seconds']} s, baseline and confirmation included); "
          f"this session {c['this_session_seconds']} s. Method: Optuna TPE with successive-halving pruning "
-         f"over repeats ({res['repeats']} per candidate); every run verified against reference/"
+         f"over repeats ({res['repeats']} per candidate), the last {res.get('polish', 0)} runs of the budget "
+         f"a one-knob polish around the best trial; every run verified against reference/"
          f"{res['app']}/{res['tier']}.yaml.", ""]
     if res["winner"] is None:
         L.append("**No verified candidate beat the baseline in the confirmation runs.**\n")

@@ -9,6 +9,7 @@ Not a test: timings here are noisy, run it several times on a quiet node.
 
     .venv/bin/python benchmarks/hpl_efficiency.py --n 5280 --nb 192 --grid 1x2
     .venv/bin/python benchmarks/hpl_efficiency.py --n 7040 --nb 256 --grid 2x1 --set DEPTH=0 --set PFACT=1
+    .venv/bin/python benchmarks/hpl_efficiency.py --n 7040 --nb 256 --grid 1x2 --extra-cflags=-DHPL_DETAILED_TIMING
     .venv/bin/python benchmarks/hpl_efficiency.py --n 5280 --nb 192 --ranks 1 --threads 2 \\
         --variant aggressive+blas=mkl-threaded+fft=fftw3
 """
@@ -32,12 +33,16 @@ def main(argv=None) -> int:
     ap.add_argument("--binding", default=None, choices=["core", "socket", "none"])
     ap.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
                     help="another input parameter, e.g. DEPTH=0 or PFACT=1 (inputs/hpcc/ci/input.yaml)")
+    ap.add_argument("--extra-cflags", default="", metavar="FLAGS",
+                    help="appended to the ladder's C flags, e.g. -DHPL_DETAILED_TIMING (HPL's time per phase)")
     ap.add_argument("--work", type=Path, default=Path("runs/hpl-efficiency"))
     a = ap.parse_args(argv)
     recipe = recipes.load_recipe("hpcc")
     site = localrun.load_site(a.environment)
-    plan = localrun.plan_for(recipe, a.variant, site)
-    stage = a.work / "builds" / f"{a.environment}-{a.variant}".replace("+", "_").replace("=", "-")
+    cflags_extra = a.extra_cflags.split()
+    plan = localrun.plan_for(recipe, a.variant, site, extra_cflags=cflags_extra)
+    label = "-".join([a.environment, a.variant, *cflags_extra])
+    stage = a.work / "builds" / label.replace("+", "_").replace("=", "-")
     localrun.build_variant(recipe, plan, site, stage, use_cache=True)
     overrides = {"N": a.n, "NB": a.nb}
     if a.grid:
@@ -48,8 +53,8 @@ def main(argv=None) -> int:
         if not sep or not k:
             ap.error(f"--set {kv}: expected KNOB=VALUE")
         overrides[k] = int(v) if v.lstrip("-").isdigit() else v
-    extra = "".join(f"-{k}{v}" for k, v in overrides.items() if k not in ("N", "NB", "P", "Q"))
-    name = f"{a.ranks}x{a.threads}-N{a.n}-NB{a.nb}-{a.grid or 'auto'}{extra}"
+    knobs = "".join(f"-{k}{v}" for k, v in overrides.items() if k not in ("N", "NB", "P", "Q"))
+    name = f"{a.ranks}x{a.threads}-N{a.n}-NB{a.nb}-{a.grid or 'auto'}{knobs}" + "".join(cflags_extra)
     r = localrun.run_tier(recipe, "ci", stage, a.work / "runs" / name, site, ranks=a.ranks,
                           overrides=overrides, changed_inputs=set(overrides) | {"ranks"},
                           threads=a.threads, binding=a.binding)

@@ -3,6 +3,7 @@ bad inputs, and a real (small) search on the synthetic program: a wrong answer i
 never the winner, and a second invocation resumes the same study."""
 import json
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -205,7 +206,6 @@ def test_a_layout_with_another_rank_count_does_not_compare_per_process_sizes(mon
     """HPCC sizes DGEMM, STREAM and FFT from each process's share of the memory: with
     one rank instead of two they change, so the tuner names `ranks` as a changed input
     and the reference lists those fields as depending on it."""
-    from types import SimpleNamespace
     from apptune import verify
     seen = {}
 
@@ -263,3 +263,39 @@ def test_a_stalled_sampler_steps_to_unmeasured_neighbours_of_the_best_trial():
     study.enqueue_trial({"ladder": "tuned", "env.X": "c"})
     assert tune._unseen_neighbour(study, t, fresh_builds_left=False) is None
     assert tune._unseen_neighbour(study, t, fresh_builds_left=True) == {"ladder": "aggressive", "env.X": "a"}
+
+
+def test_polish_steps_from_the_best_trial_only_and_to_adjacent_input_values():
+    """The polish phase: one knob at a time from the best verified trial, run knobs
+    first, an ordered input knob (N) only to the value next to the best one's."""
+    import optuna
+    from optuna.distributions import CategoricalDistribution as Cat
+    dist = {"ladder": Cat(["tuned", "aggressive"]), "input.N": Cat(["1", "2", "3", "4"]),
+            "input.grid": Cat(["1x2", "2x1"])}
+    study = optuna.create_study(direction="maximize")
+
+    def add(ladder, n, grid, value):
+        cfg = tune.Config("gnu", ladder, inputs=(("N", int(n)), ("grid", grid))).to_dict()
+        study.add_trial(optuna.trial.create_trial(
+            params={"ladder": ladder, "input.N": n, "input.grid": grid}, distributions=dist, value=value,
+            user_attrs={"config": cfg, "runs": 2, "verified": True}))
+
+    add("tuned", "4", "2x1", 2.0)      # the best
+    add("aggressive", "1", "1x2", 1.0)
+    built = {tune.Config("gnu", v).build_id: {"ok": True} for v in ("tuned", "aggressive")}
+    t = SimpleNamespace(builds=built)
+    steps = []
+    while (step := tune._unseen_neighbour(study, t, fresh_builds_left=False, best_only=True)) is not None:
+        steps.append(step)
+        study.enqueue_trial(step)
+    assert steps == [{"ladder": "tuned", "input.N": "3", "input.grid": "2x1"},
+                     {"ladder": "tuned", "input.N": "4", "input.grid": "1x2"},
+                     {"ladder": "aggressive", "input.N": "4", "input.grid": "2x1"}]
+    # without best_only the same study also offers far values and other trials' neighbours
+    assert tune._unseen_neighbour(study, t, fresh_builds_left=False) == \
+        {"ladder": "tuned", "input.N": "1", "input.grid": "2x1"}
+
+
+def test_polish_outside_the_budget_is_refused_naming_the_option(tmp_path):
+    with pytest.raises(ApptuneError, match=r"--polish: must be between 0 and the budget \(4\), not 5"):
+        tune.tune("hpcc", budget=4, polish=5, work=tmp_path)
