@@ -490,7 +490,9 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
         c = suggest(trial, space, t.recipe, {e: t.site(e).toolchain for e in space.build.environments})
         trial.set_user_attr("config", c.to_dict())
         trial.set_user_attr("label", c.label())
-        if step is not None and all(trial.params.get(k) == v for k, v in step.items()):
+        # (a step's fixed knob that the configuration does not use, e.g. P x Q with one
+        # rank, is not among the trial's parameters)
+        if step is not None and all(trial.params.get(k, v) == v for k, v in step.items()):
             moved = ", ".join(f"{k.split('.', 1)[-1]} {centre.params.get(k) or '(unset)'} -> {v or '(unset)'}"
                               for k, v in step.items() if centre.params.get(k) != v)
             trial.set_user_attr("note", f"polish: trial {centre.number} with {moved}")
