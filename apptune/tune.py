@@ -433,7 +433,6 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
     polish = budget // 3 if polish is None else polish
     if not 0 <= polish <= budget:
         raise ApptuneError(None, "--polish", f"must be between 0 and the budget ({budget}), not {polish}")
-    polish_runs = polish
     work = Path(work or paths.root() / "runs" / "tune" / f"{app}-{space.tier}-{objective}").resolve()
     t = Tuner(app, space, objective, work, dict(sites or {}), config_file, repeats, log)
     log = t.log
@@ -470,16 +469,16 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
     # 2. the search: TPE, then the last `polish` runs step from the best trial one knob
     # at a time (a noisy TPE score can leave the best build's other run knobs untried)
     stale = 0
+    polishing = polish > 0
     while runs_used() < budget:
         step = None
-        if polish and runs_used() >= budget - polish:
-            ranked = ranked_trials(study)
+        if polishing and runs_used() >= budget - polish:
             step = _unseen_neighbour(study, t, t.fresh_builds() < max_builds, best_only=True)
             if step is None:
                 log("apptune: tune: polish: every neighbour of the best trial is measured: sampling again")
-                polish = 0
+                polishing = False
             else:
-                centre = ranked[0]
+                centre = ranked_trials(study)[0]
                 study.enqueue_trial(step, skip_if_exists=False)
         if step is None and t.fresh_builds() >= max_builds:
             best = _best_built(study, t)
@@ -606,7 +605,7 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
     result = {
         "app": app, "tier": space.tier, "objective": objective, "objective_figures": t.figures,
         "date": datetime.date.today().isoformat(), "budget": budget, "max_builds": max_builds,
-        "repeats": repeats, "confirm": confirm, "polish": polish_runs, "work": str(work),
+        "repeats": repeats, "confirm": confirm, "polish": polish, "work": str(work),
         "trials": [_trial_row(tr) for tr in study.get_trials(deepcopy=False)],
         "baseline": base, "confirmation": rows, "winner": winner,
         "cost": {"builds": t.cost.builds, "builds_from_cache": t.cost.builds_reused,

@@ -41,8 +41,8 @@ def main(argv=None) -> int:
     site = localrun.load_site(a.environment)
     cflags_extra = a.extra_cflags.split()
     plan = localrun.plan_for(recipe, a.variant, site, extra_cflags=cflags_extra)
-    label = "-".join([a.environment, a.variant, *cflags_extra])
-    stage = a.work / "builds" / label.replace("+", "_").replace("=", "-")
+    label = f"{a.environment}-{plan['variant']}"   # the variant and its extra flags (localrun.variant_label)
+    stage = a.work / "builds" / label.replace("+", "_").replace("=", "-").replace(" ", "-")
     localrun.build_variant(recipe, plan, site, stage, use_cache=True)
     overrides = {"N": a.n, "NB": a.nb}
     if a.grid:
