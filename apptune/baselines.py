@@ -1,141 +1,278 @@
-"""Performance baselines per system: ReFrame references, and their update from a run."""
+"""Performance baselines: bound to a machine, judged against their own noise.
+
+``reference/baselines/<system>/APP.yaml`` holds, per machine fingerprint
+(:mod:`apptune.machine`) and (environment, variant, tier), each figure's median over
+clean runs, its relative noise and the number of runs. A run is compared with a
+baseline only when
+
+* the run's machine has the baseline's fingerprint (the ReFrame system name
+  ``local`` matches any host; the fingerprint does not);
+* the run was graded ``clean`` (:mod:`apptune.quality`);
+* the figure is measured: energy, power, EDP and rates per watt from the model
+  meter (or a shared node, or no meter) are shown, never judged;
+* the noise lets a 10 % change be seen (below).
+
+**The threshold rule.** With ``s`` the baseline's noise of one run, ``n`` its runs and
+``r`` the repeats being compared (1 for one ReFrame test), the noise of the
+difference is ``sd = s * sqrt(f(r) + f(n))`` (``f(1) = 1``, ``f(2) = 1/2``,
+``f(k) = pi / (2k)``: the variance of a median of k runs) and the threshold is
+``t = max(3 %, 3 sd)``. A figure is judged only when a change of ``DETECT`` (10 %)
+would exceed ``t`` nine times in ten (``t + 1.28 sd <= 10 %``), so no threshold is
+above ``CAP`` (7 %); otherwise it is "not judged here: noise N %". Baselines need
+at least ``MIN_RUNS`` (3) clean runs to have a noise at all.
+"""
 from __future__ import annotations
 
 import datetime
+import math
+import statistics
 from pathlib import Path
 
-from . import paths
+from . import machine, paths
 from .errors import ApptuneError
 from .models import BaselineFile, Figure
-from .yamlio import atomic_write_text, dump_yaml, load_model
+from .yamlio import atomic_write_text, dump_yaml, load_model, load_yaml
 
-HEADER = ("# Performance baselines, one entry per (environment, variant, tier).\n"
-          "# Thresholds are the allowed relative change in the bad direction.\n"
-          "# Update with `apptune baseline update RUN_DIR` and review the diff.\n")
+HEADER = ("# Performance baselines per machine fingerprint and (environment, variant, tier):\n"
+          "# the median of clean runs, the relative noise of one run, the number of runs.\n"
+          "# Record with `apptune run --repeats 5 --wait-for-quiet 120` then\n"
+          "# `apptune baseline update RUN_DIR`, and review the diff. Thresholds are derived\n"
+          "# from the noise (apptune/baselines.py, docs/regressions.md).\n")
+
+#: A threshold is this many standard deviations of the difference ...
+SIGMAS = 3.0
+#: ... and at least this (day-to-day drift that one session's noise does not show).
+FLOOR = 0.03
+#: The change a judged figure must reveal nine times in ten.
+DETECT = 0.10
+#: One-sided normal quantile of 90 %.
+POWER_Z = 1.2816
+#: The largest threshold the rule allows: SIGMAS * DETECT / (SIGMAS + POWER_Z).
+CAP = SIGMAS * DETECT / (SIGMAS + POWER_Z)
+#: Clean runs a baseline needs before its noise, and so a threshold, exists.
+MIN_RUNS = 3
+
+#: Verdicts of one figure against its baseline.
+VERDICTS = ("regression", "improvement", "within noise", "no verdict")
+
+
+def record_command(system: str, app: str) -> str:
+    return (f"apptune run --repeats 5 --wait-for-quiet 120 -c reframe-checks/{app} && "
+            f"apptune baseline update runs/latest" + (f" --system {system}" if system != "local" else ""))
 
 
 def load(system: str, app: str) -> tuple[Path, BaselineFile | None]:
     f = paths.baselines_file(system, app)
     if not f.exists():
         return f, None
+    data = load_yaml(f)
+    if isinstance(data, dict) and "machines" not in data:
+        raise ApptuneError(f, "machines", "baseline file has no machine fingerprint (baselines are bound "
+                           "to the machine they were measured on): delete it and record it again on its "
+                           f"machine: {record_command(system, app)}")
     b = load_model(f, BaselineFile)
     if b.app != app or b.system != system:
         raise ApptuneError(f, "app/system", f"file says {b.app}/{b.system}, expected {app}/{system}")
     return f, b
 
 
-def threshold(b: BaselineFile, figure: str) -> float:
-    return (b.thresholds.get(figure) or b.thresholds["default"]).regression
-
-
-def lookup(b: BaselineFile | None, env: str, variant: str, tier: str):
+def lookup(b: BaselineFile | None, machine_id: str | None, env: str, variant: str, tier: str):
     if b is None:
         return None
-    return next((e for e in b.entries if (e.environment, e.variant, e.tier) == (env, variant, tier)), None)
+    return next((e for e in b.entries if (e.machine, e.environment, e.variant, e.tier) ==
+                 (machine_id, env, variant, tier)), None)
 
 
-def reframe_reference(b: BaselineFile | None, entry, figures: dict[str, Figure],
-                      skip: set[str] = frozenset()) -> dict:
-    """``{'*': {fig: (value, lower, upper, unit)}}`` in ReFrame's reference format."""
-    if entry is None:
-        return {}
-    ref = {}
-    for name, fig in figures.items():
-        if name not in entry.figures or name in skip:
-            continue
-        thr = threshold(b, name)
-        bounds = (-thr, None) if fig.better == "higher" else (None, thr)
-        ref[name] = (entry.figures[name], *bounds, fig.unit)
-    return {"*": ref} if ref else {}
+def not_applicable(b: BaselineFile | None, bfile: Path, machine_id: str | None, system: str,
+                   app: str) -> str | None:
+    """Why no baseline of the file can apply to a run on ``machine_id``; None if one can."""
+    rel = _rel(bfile)
+    if b is None:
+        return f"no baseline file ({rel}); record one: {record_command(system, app)}"
+    if machine_id is None:
+        return "the run recorded no machine fingerprint"
+    if machine_id not in b.machines:
+        where = "; ".join(f"{machine.describe(fp.model_dump())} ({mid})" for mid, fp in b.machines.items())
+        return (f"no baseline for this machine (baselines recorded on {where}); "
+                f"record one: {record_command(system, app)}")
+    return None
 
 
-def compare(b: BaselineFile | None, entry, figures: dict[str, Figure], values: dict,
-            energy_trust: str | None = None) -> dict:
-    """Per-figure change against the baseline and the verdict, for the report.
+def _rel(p: Path) -> str:
+    try:
+        return str(p.relative_to(paths.root()))
+    except ValueError:
+        return str(p)
 
-    Energy figures of a shared node (trust ``measured-shared``) get no verdict.
-    """
+
+def _f(k: int) -> float:
+    """Variance of the median of k runs, in units of one run's variance."""
+    return 1.0 if k <= 1 else 0.5 if k == 2 else math.pi / (2 * k)
+
+
+def threshold(noise: float, base_runs: int, repeats: int = 1) -> tuple[float, float, bool]:
+    """(threshold, noise of the difference, judged) for a figure (module docstring)."""
+    sd = noise * math.sqrt(_f(repeats) + _f(base_runs))
+    t = max(FLOOR, SIGMAS * sd)
+    return t, sd, t + POWER_Z * sd <= DETECT + 1e-12
+
+
+def energy_no_verdict(trust: str | None) -> str | None:
+    """Why energy figures of a run get no verdict (None: measured, they do)."""
+    if trust == "measured":
+        return None
+    return {"modelled": "modelled energy (no meter): shown, never judged",
+            "measured-shared": "energy of a shared node: shown, never judged",
+            }.get(trust or "", "no energy meter")
+
+
+def judge(fig: Figure, name: str, value, base, *, blocked: str | None, energy_trust: str | None,
+          repeats: int = 1) -> dict:
+    """One figure's comparison: value, baseline, change, noise, threshold, verdict, why."""
     from .recipes import is_energy_figure
+    out = {"value": value, "baseline": base.value if base else None, "change": None,
+           "noise": base.noise if base else None, "threshold": None, "verdict": "no verdict", "why": ""}
+    if base is not None and value is not None and base.value:
+        out["change"] = (value - base.value) / base.value
+    why_energy = energy_no_verdict(energy_trust) if is_energy_figure(name) else None
+    if why_energy:
+        out["why"] = why_energy
+    elif blocked:
+        out["why"] = blocked
+    elif base is None:
+        out["why"] = "no baseline for this figure"
+    elif base.noise is None or base.runs < MIN_RUNS:
+        out["why"] = (f"noise unknown: the baseline comes from {base.runs} clean run(s), "
+                      f"it needs {MIN_RUNS}")
+    else:
+        t, sd, judged = threshold(base.noise, base.runs, repeats)
+        out["threshold"] = round(t, 4)
+        if not judged:
+            out["why"] = (f"not judged here: noise {base.noise:.1%} per run (a {DETECT:.0%} change "
+                          f"would be missed more than 1 time in 10 with {repeats} run(s))")
+            out["threshold"] = None
+        else:
+            bad = out["change"] < -t if fig.better == "higher" else out["change"] > t
+            good = out["change"] > t if fig.better == "higher" else out["change"] < -t
+            out["verdict"] = "regression" if bad else "improvement" if good else "within noise"
+            out["why"] = f"threshold {t:.1%} = max({FLOOR:.0%}, {SIGMAS:g} x noise of the difference)"
+    return out
+
+
+def compare(b: BaselineFile | None, entry, figures: dict[str, Figure], values: dict, *,
+            blocked: str | None = None, energy_trust: str | None = None, repeats: int = 1) -> dict:
+    """Every figure of a run against its baseline entry. ``blocked``: why no figure of
+    this run can be judged (another machine, a disturbed run), or None."""
+    if entry is None and blocked is None:
+        blocked = "no baseline for this variant on this machine"
     out = {}
     for name, fig in figures.items():
         v = values.get(name)
         if v is None:
             continue
-        if is_energy_figure(name) and energy_trust == "measured-shared":
-            out[name] = {"value": v, "baseline": None, "change": None,
-                         "verdict": "no verdict (node shared)"}
-            continue
-        if entry is None or name not in entry.figures:
-            out[name] = {"value": v, "baseline": None, "change": None, "verdict": "no baseline"}
-            continue
-        base = entry.figures[name]
-        change = (v - base) / base if base else None
-        thr = threshold(b, name)
-        bad = change is not None and ((fig.better == "higher" and change < -thr) or
-                                      (fig.better == "lower" and change > thr))
-        good = change is not None and ((fig.better == "higher" and change > thr) or
-                                       (fig.better == "lower" and change < -thr))
-        out[name] = {"value": v, "baseline": base, "change": change, "threshold": thr,
-                     "verdict": "regression" if bad else "improvement" if good else "within threshold"}
+        base = entry.figures.get(name) if entry is not None else None
+        out[name] = judge(fig, name, v, base, blocked=blocked, energy_trust=energy_trust, repeats=repeats)
     return out
 
 
-def update(system: str, app: str, results: list[dict], **kw) -> Path:
-    """Merge verified results into the system's baseline file (atomically); see ``merge``."""
-    f, text = merge(system, app, results, **kw)
-    atomic_write_text(f, text)
-    return f
-
-
-def merge(system: str, app: str, results: list[dict], default_threshold: float = 0.3,
-          noise_factor: float = 3.0, max_threshold: float = 0.8, max_threshold_lower: float = 3.0,
-          figures: dict[str, Figure] | None = None) -> tuple[Path, str]:
-    """The system's baseline file with verified results merged in: (path, new text).
-
-    Several results of the same (environment, variant, tier), e.g. from repeated
-    runs, are reduced to their median.  Where repeats exist, a figure's
-    threshold is widened to ``noise_factor`` times its observed relative
-    spread ((max - min) / median) when that exceeds the current threshold, so
-    noisy figures do not raise false alarms; it never narrows a threshold.
-    """
-    import statistics
-    f, b = load(system, app)
-    data = b.model_dump(mode="json", exclude_defaults=False) if b else {
-        "app": app, "system": system, "thresholds": {"default": {"regression": default_threshold}},
-        "entries": []}
-    entries = {(e["environment"], e["variant"], e["tier"]): e for e in data["entries"]}
-    today = datetime.date.today().isoformat()
-    groups: dict[tuple, list[dict]] = {}
-    for r in results:
-        if r["app"] != app or not r.get("verification", {}).get("ok"):
+def reframe_reference(judged: dict, figures: dict[str, Figure]) -> dict:
+    """``{'*': {fig: (value, lower, upper, unit)}}`` for the figures that get a verdict."""
+    ref = {}
+    for name, j in judged.items():
+        if j["verdict"] == "no verdict" or name not in figures:
             continue
-        groups.setdefault((r["environment"], r["variant"], r["tier"]), []).append(r)
-    default = data["thresholds"]["default"]["regression"]
+        t = j["threshold"]
+        bounds = (-t, None) if figures[name].better == "higher" else (None, t)
+        ref[name] = (j["baseline"], *bounds, figures[name].unit)
+    return {"*": ref} if ref else {}
+
+
+# --------------------------------------------------------------------------- recording
+def robust_noise(values: list[float]) -> float | None:
+    """1.4826 x MAD / |median| of at least MIN_RUNS values, else None."""
+    if len(values) < MIN_RUNS:
+        return None
+    med = statistics.median(values)
+    if not med:
+        return None
+    mad = statistics.median(abs(v - med) for v in values)
+    return 1.4826 * mad / abs(med)
+
+
+def usable(r: dict) -> str | None:
+    """Why a result may not enter a baseline (None: it may)."""
+    if not (r.get("verification") or {}).get("ok"):
+        return "not verified"
+    q = (r.get("quality") or {}).get("grade")
+    if q != "clean":
+        return f"run quality {q or 'unmeasured'}"
+    if not r.get("machine_id") or not r.get("machine"):
+        return "no machine fingerprint"
+    return None
+
+
+def update(system: str, app: str, results: list[dict], **kw) -> tuple[Path, list[str]]:
+    """Merge results into the system's baseline file (atomically); see ``merge``."""
+    f, text, notes = merge(system, app, results, **kw)
+    if not text:
+        raise ApptuneError(f, None, f"nothing to record for {app}: no clean, verified result "
+                           f"({'; '.join(notes) or 'no result'})")
+    atomic_write_text(f, text)
+    return f, notes
+
+
+def merge(system: str, app: str, results: list[dict],
+          figures: dict[str, Figure] | None = None) -> tuple[Path, str, list[str]]:
+    """The baseline file with ``results`` merged in: (path, new text, notes).
+
+    Only verified, clean results with a machine fingerprint count; per machine and
+    (environment, variant, tier) each figure becomes the median of its runs, with their
+    robust noise. Modelled (or shared, or absent) energy is not recorded; figures whose
+    value is not a positive finite number are left out (and said so)."""
+    from .recipes import is_energy_figure
+    f, b = load(system, app)
+    data = b.model_dump(mode="json") if b else {"app": app, "system": system, "machines": {}, "entries": []}
+    entries = {(e["machine"], e["environment"], e["variant"], e["tier"]): e for e in data["entries"]}
+    notes, groups = [], {}
+    for r in results:
+        if r.get("app") != app:
+            continue
+        why = usable(r)
+        if why:
+            notes.append(f"{r.get('environment')}/{r.get('variant')} tier {r.get('tier')} "
+                         f"({r.get('run_id', '?')}): left out: {why}")
+            continue
+        groups.setdefault((r["machine_id"], r["environment"], r["variant"], r["tier"]), []).append(r)
+    today = datetime.date.today().isoformat()
     for key, rs in groups.items():
-        figs, spread = {}, {}
-        names = {k for r in rs for k, v in r.get("figures", {}).items() if isinstance(v, (int, float))}
-        for n in sorted(names):
-            vals = [r["figures"][n] for r in rs if isinstance(r["figures"].get(n), (int, float))]
-            med = statistics.median(vals)
-            if med == 0:
-                # below the output's resolution (QE prints 0.00 s for a tiny input's routine
-                # times): a relative threshold on zero cannot judge anything
+        mid = key[0]
+        data["machines"].setdefault(mid, {k: v for k, v in rs[0]["machine"].items()})
+        figs = {}
+        names = sorted({n for r in rs for n in (r.get("figures") or {})})
+        for n in names:
+            if is_energy_figure(n) and any(energy_no_verdict((r.get("energy") or {}).get("trust"))
+                                           for r in rs):
                 continue
-            figs[n] = round(med, 6)
-            if len(vals) > 1 and med:
-                spread[n] = (max(vals) - min(vals)) / abs(med)
+            vals = [r["figures"][n] for r in rs if isinstance(r["figures"].get(n), (int, float))
+                    and not isinstance(r["figures"].get(n), bool)]
+            bad = [v for v in vals if not (math.isfinite(v) and v > 0)]
+            if bad or not vals:
+                notes.append(f"{key[1]}/{key[2]} tier {key[3]}: {n} left out "
+                             f"({'value ' + repr(bad[0]) if bad else 'no value'}: a baseline holds "
+                             "positive finite numbers)")
+                continue
+            noise = robust_noise(vals)
+            figs[n] = {"value": round(statistics.median(vals), 6),
+                       "noise": round(noise, 4) if noise is not None else None, "runs": len(vals)}
         if not figs:
             continue
         runs = sorted({str(r.get("run_id", "?")) for r in rs})
-        entries[key] = {"environment": key[0], "variant": key[1], "tier": key[2],
-                        "recorded": f"{today}, median of {len(rs)} run(s): {', '.join(runs)}",
+        entries[key] = {"machine": mid, "environment": key[1], "variant": key[2], "tier": key[3],
+                        "recorded": f"{today}, median of {len(rs)} clean run(s): {', '.join(runs)}",
                         "figures": figs}
-        for n, sp in spread.items():
-            lower = figures is not None and n in figures and figures[n].better == "lower"
-            want = min(max_threshold_lower if lower else max_threshold, round(noise_factor * sp, 2))
-            have = data["thresholds"].get(n, {}).get("regression", default)
-            if want > have:
-                data["thresholds"][n] = {"regression": want}
-    data["entries"] = sorted(entries.values(), key=lambda e: (e["tier"], e["environment"], e["variant"]))
+    if not groups:   # nothing to record: the file stays as it is
+        return f, f.read_text() if f.exists() else "", notes
+    data["entries"] = sorted(entries.values(),
+                             key=lambda e: (e["machine"], e["tier"], e["environment"], e["variant"]))
     BaselineFile.model_validate(data)
-    return f, HEADER + dump_yaml(data)
+    return f, HEADER + dump_yaml(data), notes

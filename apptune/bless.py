@@ -8,8 +8,12 @@
   ``reference/baselines/<system>/APP.yaml`` as ``apptune baseline update`` does
   (median of repeats; thresholds only widen, from the measured spread).
 
-A run with a failed verification is refused (expected failures, with their
-stated reason, are left out).  Every change is shown as a unified diff first;
+A run with a failed or unverified test (a failed build, a wrong number, a crash)
+is refused, naming each, unless ``--only-passing`` asks for the verified ones alone;
+a test that failed only its performance stage has verified numbers and may be
+blessed (that is how a new performance level is accepted). Expected failures are
+left out. Runs graded ``disturbed`` never enter a baseline. A result whose build
+differs from what the recipe resolves to now is blessed with a warning.  Every change is shown as a unified diff first;
 files are written only when confirmed, each atomically (a reader sees the old
 or the new file, never half of one), after all of them were prepared and
 validated.
@@ -24,36 +28,51 @@ from pathlib import Path
 
 import yaml
 
-from . import baselines, paths, recipes
+from . import baselines, paths, recipes, records
 from .errors import ApptuneError
 from .models import ReferenceFile
 from .yamlio import atomic_write_text
 
 
-def run_results(run_dir: Path) -> list[dict]:
-    found = sorted((run_dir / "output").rglob("apptune-result.json"))
-    if not found:
-        raise ApptuneError(run_dir, "output", "no apptune results in this run")
-    out = []
-    for f in found:
-        try:
-            r = json.loads(f.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise ApptuneError(f, None, f"unreadable result ({e})") from None
-        r["run_id"] = run_dir.name
-        out.append(r)
-    return out
-
-
-def refusals(results: list[dict]) -> list[str]:
-    """Why a run cannot be blessed: each result whose verification failed."""
+def refusals(cs: list[records.Case]) -> list[str]:
+    """Each test case that failed (other than only its performance stage, with verified
+    numbers) or passed without a verified result, named with its reason."""
     bad = []
-    for r in results:
-        v = r.get("verification") or {}
-        if not v.get("ok") and not v.get("xfail"):
-            bad.append(f"{r['app']}/{r['tier']} {r['environment']}/{r['variant']}: "
-                       f"{v.get('summary') or 'not verified'}")
+    for c in cs:
+        if c.result in ("skip", "xfail"):
+            continue
+        perf_only = c.result == "fail" and c.fail_phase == "performance" and c.verified
+        if c.result != "pass" and not perf_only:
+            why = ((c.record or {}).get("verification") or {}).get("summary") or c.fail_reason or c.result
+            bad.append(f"{c.name}: {c.result}" + (f" in {c.fail_phase}" if c.fail_phase else "")
+                       + f": {' '.join(str(why).split())[:300]}")
+        elif not c.fixture and not c.verified:
+            bad.append(f"{c.name}: no verified result")
     return bad
+
+
+def plan_drift(r: dict) -> list[str]:
+    """What differs between a result's build and what its recipe resolves to now."""
+    from . import localrun
+    prov = r.get("provenance") or {}
+    try:
+        recipe = recipes.load_recipe(r["app"])
+        site = localrun.load_site(r["environment"])
+        plan = recipes.resolve(recipe, r.get("build_variant") or r["variant"], site.toolchain).to_dict()
+    except (ApptuneError, KeyError):
+        return []
+    out = []
+    if (prov.get("source") or {}).get("sha256") not in (None, recipe.source.sha256):
+        out.append(f"source {prov['source'].get('sha256', '?')[:12]} → {recipe.source.sha256[:12]}")
+    was = {p["file"]: p.get("sha256") for p in prov.get("patches") or []}
+    now = {p["file"]: p["sha256"] for p in plan["patches"]}
+    if was != now:
+        out.append(f"patches {sorted(was)} → {sorted(now)}" if set(was) != set(now) else "patch contents")
+    flags = prov.get("flags") or {}
+    for k in ("cflags", "fflags", "cppflags", "ldflags"):
+        if k in flags and flags[k] != plan[k]:
+            out.append(f"{k} {' '.join(flags[k])!r} → {' '.join(plan[k])!r}")
+    return out
 
 
 def _number(v) -> str:
@@ -110,17 +129,28 @@ def _pick_reference(rs: list[dict]) -> dict:
     return ok[0]
 
 
-def plan(run_dir: Path, system: str | None = None) -> list[tuple[Path, str, str]]:
-    """(file, old text, new text) for every file the run would change; raises on refusal."""
+def plan(run_dir: Path, system: str | None = None, only_passing: bool = False,
+         notes: list[str] | None = None) -> list[tuple[Path, str, str]]:
+    """(file, old text, new text) for every file the run would change; raises on refusal.
+    ``notes`` collects what the person blessing must know (left-out results, drift)."""
     run_dir = run_dir.resolve()
-    results = run_results(run_dir)
-    bad = refusals(results)
-    if bad:
-        raise ApptuneError(run_dir, None, "refused: verification failed in this run — "
-                           + "; ".join(bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""))
-    ok = [r for r in results if (r.get("verification") or {}).get("ok")]
+    notes = notes if notes is not None else []
+    cs = records.cases(run_dir)
+    bad = refusals(cs)
+    if bad and not only_passing:
+        raise ApptuneError(run_dir, None, f"refused: {len(bad)} test(s) failed or were not verified — "
+                           + "; ".join(bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else "")
+                           + " (--only-passing blesses the verified ones alone)")
+    notes += [f"left out: {b}" for b in bad]
+    ok = [c.record for c in cs if c.record and c.verified and c.result in ("pass", "fail")]
     if not ok:
-        raise ApptuneError(run_dir, None, "refused: no verified result in this run")
+        raise ApptuneError(run_dir, None, f"refused: no verified result in this run ({len(cs)} test case(s): "
+                           + ", ".join(f"{n} {r}" for r, n in _count(c.result for c in cs).items()) + ")")
+    for r in ok:
+        drift = plan_drift(r)
+        if drift:
+            notes.append(f"warning: {r['environment']}/{r['variant']}: the recipe now resolves to another "
+                         f"build than the run's ({'; '.join(drift)})")
     changes = []
     today = datetime.date.today().isoformat()
     by_tier: dict[tuple, list[dict]] = {}
@@ -148,15 +178,19 @@ def plan(run_dir: Path, system: str | None = None) -> list[tuple[Path, str, str]
     for r in ok:
         by_app.setdefault((system or r["system"], r["app"]), []).append(r)
     for (sysname, app), rs in sorted(by_app.items()):
-        try:
-            figures = recipes.figure_specs(recipes.load_recipe(app))
-        except ApptuneError:
-            figures = None
-        f, new = baselines.merge(sysname, app, rs, figures=figures)
+        f, new, left_out = baselines.merge(sysname, app, rs)
+        notes += [f"baseline {app}: {n}" for n in left_out]
         old = f.read_text() if f.exists() else ""
         if _without_dates(new) != _without_dates(old):
             changes.append((f, old, new))
     return changes
+
+
+def _count(items) -> dict:
+    out: dict = {}
+    for i in items:
+        out[i] = out.get(i, 0) + 1
+    return out
 
 
 def _without_dates(text: str) -> str:

@@ -48,6 +48,8 @@ def cmd_run(a) -> int:
     extra = (["--repeat", str(a.repeats)] if a.repeats > 1 else []) + a.reframe_args
     cmd = reframe_command(root, a.mode, a.checks, run_dir, a.config, extra)
     env = dict(os.environ, APPTUNE_ROOT=str(root))
+    if a.wait_for_quiet is not None:
+        env["APPTUNE_QUIET_WAIT"] = str(a.wait_for_quiet)
     storage = reframe_storage_env(env) if not a.no_history else {}
     env.update(storage)
     print("apptune: " + shlex.join([f"{k}={v}" for k, v in storage.items()] + cmd), flush=True)
@@ -181,24 +183,25 @@ def cmd_validate(a) -> int:
 
 
 def cmd_baseline_update(a) -> int:
+    from . import records
     results = []
     for d in a.run_dirs:
         run_dir = Path(d).resolve()
-        found = sorted((run_dir / "output").rglob("apptune-result.json"))
-        if not found:
-            raise ApptuneError(run_dir, "output", "no apptune results in this run")
-        for f in found:
-            r = json.loads(f.read_text())
-            r["run_id"] = run_dir.name
-            results.append(r)
+        cs = records.cases(run_dir)
+        got = [c.record for c in cs if c.record and c.verified]
+        if not got:
+            raise ApptuneError(run_dir, None, f"no verified result in this run ({len(cs)} test case(s))")
+        results += got
     by = {}
     for r in results:
         by.setdefault((a.system or r["system"], r["app"]), []).append(r)
+    import difflib
     for (system, app), rs in by.items():
         before = paths.baselines_file(system, app)
         old = before.read_text() if before.exists() else ""
-        f = baselines.update(system, app, rs, figures=recipes.figure_specs(recipes.load_recipe(app)))
-        import difflib
+        f, notes = baselines.update(system, app, rs)
+        for n in notes:
+            print(f"apptune: baseline {app}: {n}", file=sys.stderr)
         diff = "".join(difflib.unified_diff(old.splitlines(True), f.read_text().splitlines(True),
                                             str(f) + " (before)", str(f) + " (after)"))
         print(diff or f"{f}: unchanged")
@@ -257,7 +260,10 @@ def cmd_check_regressions(a) -> int:
 def cmd_bless(a) -> int:
     from . import bless
     run_dir = Path(a.run_dir).resolve()
-    changes = bless.plan(run_dir, a.system)
+    notes: list[str] = []
+    changes = bless.plan(run_dir, a.system, only_passing=a.only_passing, notes=notes)
+    for n in notes:
+        print(f"apptune: bless: {n}", file=sys.stderr)
     if not changes:
         print(f"apptune: bless: {run_dir} matches reference/ and reference/baselines/: nothing to change")
         return 0
@@ -354,6 +360,9 @@ def main(argv=None) -> int:
     r.add_argument("--run-dir", help="where to put stage, output, report (default runs/<time>-<mode>)")
     r.add_argument("--repeats", type=int, default=1, metavar="N",
                    help="run each test N times (ReFrame --repeat); verdicts use the median")
+    r.add_argument("--wait-for-quiet", type=float, metavar="SECONDS",
+                   help="before each timed run, wait at most SECONDS for the node to be quiet "
+                   "(apptune/quality.py; default: the partition's extras.quiet_wait_s, else 0)")
     r.add_argument("--no-history", action="store_true",
                    help="do not store the run in the history (nor in ReFrame's results database)")
     r.add_argument("reframe_args", nargs="*", help="extra ReFrame options after --, e.g. -- -n HPCC -p gnu")
@@ -373,8 +382,8 @@ def main(argv=None) -> int:
     v.set_defaults(func=cmd_validate)
     b = sub.add_parser("baseline", help="baselines")
     bs = b.add_subparsers(dest="bcmd", required=True)
-    bu = bs.add_parser("update", help="merge verified figures of runs (median of repeats) "
-                       "into reference/baselines/")
+    bu = bs.add_parser("update", help="merge verified, clean runs (median and noise of their repeats) "
+                       "into reference/baselines/, bound to their machine's fingerprint")
     bu.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     bu.add_argument("--system", help="baseline system name (default: the ReFrame system)")
     bu.set_defaults(func=cmd_baseline_update)
@@ -408,6 +417,8 @@ def main(argv=None) -> int:
     bl.add_argument("run_dir", metavar="RUN_DIR")
     bl.add_argument("--yes", action="store_true", help="write without asking")
     bl.add_argument("--system", help="baseline system name (default: the ReFrame system)")
+    bl.add_argument("--only-passing", action="store_true",
+                    help="bless the verified tests of a run some of whose tests failed (each left out is named)")
     bl.set_defaults(func=cmd_bless)
     c = sub.add_parser("cache", help="the content-addressed build cache")
     cs = c.add_subparsers(dest="ccmd", required=True)

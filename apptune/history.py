@@ -86,6 +86,14 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         "CREATE INDEX results_series ON results(system, app, tier, environment, variant)",
         "CREATE INDEX runs_started ON runs(started_unix)",
     ]),
+    (2, [
+        # run quality (apptune/quality.py) and the machine (apptune/machine.py) of each result:
+        # only clean runs enter the change-point series, a series never mixes machines
+        "ALTER TABLE results ADD COLUMN quality_grade TEXT",   # clean, disturbed, unmeasured
+        "ALTER TABLE results ADD COLUMN quality TEXT",         # the run-quality record (JSON)
+        "ALTER TABLE results ADD COLUMN machine_id TEXT",
+        "CREATE INDEX results_machine ON results(machine_id)",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -187,11 +195,13 @@ class History:
                 prov_id = self._provenance_id(db, r.provenance) if r.provenance else None
                 cur = db.execute(
                     "INSERT INTO results (run_id, test, repeat, system, app, tier, environment, variant, "
-                    "result, fail_phase, reason, verified, provenance_id, energy) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "result, fail_phase, reason, verified, provenance_id, energy, quality_grade, quality, "
+                    "machine_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (run_id, r.test, r.repeat, r.system, r.app, r.tier, r.environment, r.variant,
                      r.result, r.fail_phase, r.reason, int(r.verified), prov_id,
-                     json.dumps(r.energy, sort_keys=True) if r.energy else None))
+                     json.dumps(r.energy, sort_keys=True) if r.energy else None,
+                     (r.quality or {}).get("grade"), json.dumps(r.quality, sort_keys=True) if r.quality else None,
+                     r.machine_id))
                 db.executemany(
                     "INSERT INTO figures (result_id, figure, value, unit, better, baseline, "
                     "baseline_verdict) VALUES (?,?,?,?,?,?,?)",
@@ -213,8 +223,9 @@ class History:
 
     def samples(self, system: str | None = None, mode: str | None = None,
                 app: str | None = None) -> list[sqlite3.Row]:
-        """Every verified figure value, with its run, in run order."""
-        where, args = ["res.verified = 1", "res.result IN ('pass', 'fail')"], []
+        """Every verified figure value of a clean run, with its run, in run order (disturbed
+        or unmeasured runs are stored, never part of a series)."""
+        where, args = ["res.verified = 1", "res.result IN ('pass', 'fail')", "res.quality_grade = 'clean'"], []
         for col, val in (("res.system", system), ("runs.mode", mode), ("res.app", app)):
             if val:
                 where.append(f"({col} = ? OR {col} LIKE ?)" if col == "res.system" else f"{col} = ?")
@@ -222,7 +233,8 @@ class History:
         return self.db.execute(
             "SELECT runs.session_uuid, runs.started, runs.started_unix, runs.run_dir, runs.mode, "
             "res.system, res.app, res.tier, res.environment, res.variant, res.test, res.repeat, "
-            "f.figure, f.value, f.unit, f.better, f.baseline, p.json AS provenance "
+            "f.figure, f.value, f.unit, f.better, f.baseline, p.json AS provenance, res.machine_id, "
+            "json_extract(res.energy, '$.trust') AS energy_trust "
             "FROM figures f JOIN results res ON f.result_id = res.id "
             "JOIN runs ON res.run_id = runs.id LEFT JOIN provenance p ON res.provenance_id = p.id "
             f"WHERE {' AND '.join(where)} ORDER BY runs.started_unix, runs.id, res.repeat",
@@ -256,6 +268,8 @@ class ResultRec:
     provenance: dict | None
     energy: dict | None
     figures: list[FigureRec] = field(default_factory=list)
+    quality: dict | None = None
+    machine_id: str | None = None
 
 
 @dataclass
@@ -381,7 +395,8 @@ def _result(tc: dict, _report) -> ResultRec:
                      app=r.get("app"), tier=r.get("tier"), environment=r.get("environment"),
                      variant=r.get("variant"), result=res or "?", fail_phase=tc.get("fail_phase"),
                      reason=reason, verified=bool(ver.get("ok")), provenance=r.get("provenance"),
-                     energy=r.get("energy"), figures=figs)
+                     energy=r.get("energy"), figures=figs, quality=r.get("quality"),
+                     machine_id=r.get("machine_id"))
 
 
 def reframe_sessions(db_file: str | os.PathLike, uuids: list[str] | None = None) -> list[tuple[dict, str | None]]:

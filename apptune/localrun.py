@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import energy, inputs, outputs, paths, placement, recipes, sources, verify
+from .recipes import time_limit_seconds
 from .constants import XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .models import Recipe
@@ -171,15 +172,6 @@ class RunResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def time_limit_seconds(spec: str) -> float | None:
-    """ReFrame's time limit words (``5m``, ``1h30m``, ``90s``, ``2d``) in seconds."""
-    m = re.fullmatch(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", spec.strip())
-    if not m or not any(m.groups()):
-        return None
-    d, h, mi, s = (int(x or 0) for x in m.groups())
-    return float(((d * 24 + h) * 60 + mi) * 60 + s)
 
 
 def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Site,

@@ -438,33 +438,88 @@ class ReferenceFile(Strict):
 
 
 # --------------------------------------------------------------------------- baselines
+class Machine(Strict):
+    """A machine fingerprint (apptune/machine.py): the key fields decide whether a
+    baseline applies; ``kernel`` is recorded, not matched."""
+    cpu_vendor: str
+    cpu_model: str
+    cpu_id: str
+    isa: list[str]
+    sockets: int = Field(ge=1)
+    cores_per_socket: int = Field(ge=1)
+    threads_per_core: int = Field(ge=1)
+    cpus: int = Field(ge=1)
+    memory_gib: int = Field(ge=0)
+    hypervisor: str
+    kernel: str | None = None
+
+
+def _positive_finite(v: float, what: str) -> float:
+    if not math.isfinite(v):
+        raise ValueError(f"{what} must be a finite number, not {v}")
+    if v <= 0:
+        raise ValueError(f"{what} must be positive, not {v}")
+    return v
+
+
+class BaselineFigure(Strict):
+    #: Median of the clean runs.
+    value: float
+    #: Relative noise of one run on this machine: robust coefficient of variation
+    #: (1.4826 x MAD / median) of the clean runs; absent when fewer than 3 runs.
+    noise: float | None = Field(default=None, ge=0)
+    #: Clean runs the value is the median of.
+    runs: int = Field(ge=1)
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, v):
+        return _positive_finite(v, "value")
+
+    @field_validator("noise")
+    @classmethod
+    def _noise(cls, v):
+        if v is not None and not math.isfinite(v):
+            raise ValueError(f"noise must be a finite number, not {v}")
+        return v
+
+
 class BaselineEntry(Strict):
+    #: Id of the machine (``machines``) the figures were measured on.
+    machine: str
     environment: str
     variant: str
     tier: str
     recorded: str
-    figures: dict[str, float] = Field(min_length=1)
-
-
-class Threshold(Strict):
-    #: Allowed relative change in the bad direction, e.g. 0.3 = 30 % (below 1 for
-    #: higher-is-better figures; lower-is-better ones, like latency, may allow more).
-    regression: float = Field(gt=0, le=10)
+    figures: dict[str, BaselineFigure] = Field(min_length=1)
 
 
 class BaselineFile(Strict):
     app: str
     system: str
-    #: Default and per-figure thresholds.
-    thresholds: dict[str, Threshold] = Field(min_length=1)
+    #: Machine id -> fingerprint; an entry applies only on a machine with that fingerprint.
+    machines: dict[str, Machine] = Field(min_length=1)
     entries: list[BaselineEntry] = []
 
-    @field_validator("thresholds")
-    @classmethod
-    def _has_default(cls, v):
-        if "default" not in v:
-            raise ValueError("needs a 'default' threshold")
-        return v
+    @model_validator(mode="after")
+    def _consistent(self):
+        from .machine import machine_id
+        for mid, fp in self.machines.items():
+            want = machine_id(fp.model_dump())
+            if mid != want:
+                raise ValueError(f"machines.{mid}: the id does not match its fingerprint "
+                                 f"(the fingerprint's id is {want}); do not edit fingerprints by hand")
+        seen = set()
+        for i, e in enumerate(self.entries):
+            if e.machine not in self.machines:
+                raise ValueError(f"entries[{i}].machine: '{e.machine}' is not one of machines "
+                                 f"({', '.join(self.machines)})")
+            key = (e.machine, e.environment, e.variant, e.tier)
+            if key in seen:
+                raise ValueError(f"entries[{i}]: a second entry for {e.environment}/{e.variant} "
+                                 f"tier {e.tier} on machine {e.machine}")
+            seen.add(key)
+        return self
 
 
 # --------------------------------------------------------------------------- site

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -72,6 +73,15 @@ def figure_values(recipe: Recipe, values: dict) -> dict:
 
 def is_energy_figure(name: str) -> bool:
     return name in ENERGY_FIGURES or name.endswith("_per_W")
+
+
+def time_limit_seconds(spec: str) -> float | None:
+    """ReFrame's time limit words (``5m``, ``1h30m``, ``90s``, ``2d``) in seconds."""
+    m = re.fullmatch(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", spec.strip())
+    if not m or not any(m.groups()):
+        return None
+    d, h, mi, s = (int(x or 0) for x in m.groups())
+    return float(((d * 24 + h) * 60 + mi) * 60 + s)
 
 
 def list_recipes() -> list[str]:

@@ -63,13 +63,14 @@ class Verdict:
     provenance_diff: list[str] = field(default_factory=list)
     noise: float | None = None     # relative run-to-run noise (robust sigma / median)
     baseline: dict | None = None
+    machine_id: str | None = None
 
     @property
     def name(self) -> str:
         return f"{self.system} {self.app}/{self.tier} {self.environment}/{self.variant} {self.figure}"
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in ("system", "app", "tier", "environment", "variant", "figure",
+        d = {k: getattr(self, k) for k in ("system", "machine_id", "app", "tier", "environment", "variant", "figure",
                                            "unit", "better", "verdict", "reason", "change",
                                            "change_points", "provenance_diff", "noise", "baseline")}
         d["first_bad"] = self.first_bad.__dict__ if self.first_bad else None
@@ -83,11 +84,18 @@ class Verdict:
 
 
 def series(samples) -> dict[tuple, dict]:
-    """History samples (rows of History.samples) grouped per series, one point per run."""
+    """History samples (rows of History.samples) grouped per series, one point per run.
+
+    A series belongs to one machine (its fingerprint's id), so a change of node type is
+    never a change point; energy figures enter only when measured (a modelled figure is a
+    function of the wall time and adds nothing)."""
+    from .recipes import is_energy_figure
     out: dict[tuple, dict] = {}
     for s in samples:
-        key = (s["system"], s["app"] or "?", s["tier"] or "?", s["environment"] or "?",
-               s["variant"] or s["test"], s["figure"])
+        if is_energy_figure(s["figure"]) and s["energy_trust"] != "measured":
+            continue
+        key = (s["system"], s["machine_id"] or "?", s["app"] or "?", s["tier"] or "?",
+               s["environment"] or "?", s["variant"] or s["test"], s["figure"])
         ser = out.setdefault(key, {"unit": s["unit"], "better": s["better"] or "higher", "runs": {}})
         run = ser["runs"].setdefault(s["session_uuid"], {"started": s["started"], "run_dir": s["run_dir"],
                                                          "values": [], "provenance": s["provenance"]})
@@ -240,16 +248,18 @@ def _nearby_diff(points: list[Point], i: int, reach: int = 2) -> list[str]:
     return []
 
 
-def _baseline_value(system: str, app: str, env: str, variant: str, tier: str, figure: str,
-                    cache: dict) -> float | None:
+def _baseline_value(system: str, machine_id: str, app: str, env: str, variant: str, tier: str,
+                    figure: str, cache: dict) -> float | None:
+    """The committed baseline of the series' machine (None for another machine's)."""
     sysname = system.split(":")[0]
     if (sysname, app) not in cache:
         try:
             cache[(sysname, app)] = baselines.load(sysname, app)[1]
         except ApptuneError:
             cache[(sysname, app)] = None
-    entry = baselines.lookup(cache[(sysname, app)], env, variant, tier)
-    return entry.figures.get(figure) if entry else None
+    entry = baselines.lookup(cache[(sysname, app)], machine_id, env, variant, tier)
+    base = entry.figures.get(figure) if entry else None
+    return base.value if base else None
 
 
 def check(history, system: str | None = None, mode: str | None = None, app: str | None = None,
@@ -258,9 +268,10 @@ def check(history, system: str | None = None, mode: str | None = None, app: str 
     cache: dict = {}
     out = []
     for key, ser in series(history.samples(system=system, mode=mode, app=app)).items():
-        sysname, app_, tier, env, variant, figure = key
-        v = Verdict(sysname, app_, tier, env, variant, figure, ser["unit"], ser["better"], ser["points"])
-        base = _baseline_value(baseline_system or sysname, app_, env, variant, tier, figure, cache)
+        sysname, mid, app_, tier, env, variant, figure = key
+        v = Verdict(sysname, app_, tier, env, variant, figure, ser["unit"], ser["better"], ser["points"],
+                    machine_id=mid)
+        base = _baseline_value(baseline_system or sysname, mid, app_, env, variant, tier, figure, cache)
         out.append(analyse(v, base, **kw))
     return out
 

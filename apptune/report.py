@@ -14,11 +14,11 @@ from pathlib import Path
 
 import jinja2
 
-from . import recipes, slurm
+from . import recipes, records, slurm
 from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json, atomic_write_text
 
-from .constants import RESULT_FILE, SKIP_FILE, XFAIL_FILE
+from .constants import SKIP_FILE, XFAIL_FILE
 
 
 def _load_json(path: Path):
@@ -28,13 +28,7 @@ def _load_json(path: Path):
         return None
 
 
-def _result_file(tc: dict) -> dict | None:
-    for d in (tc.get("outputdir"), tc.get("stagedir")):
-        if d:
-            r = _load_json(Path(d) / RESULT_FILE)
-            if r is not None:
-                return r
-    return None
+_result_file = records.result_of
 
 
 def _skip_reason(tc: dict, by_name: dict, depth: int = 0) -> str:
@@ -99,6 +93,7 @@ def collect(report_file: Path) -> dict:
             "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
             "ranks": r.get("ranks"), "input": r.get("input", {}), "curves": r.get("curves", {}),
             "job": r.get("job"), "placement_layout": r.get("placement_layout"),
+            "quality": r.get("quality"), "machine_id": r.get("machine_id"), "machine": r.get("machine"),
         }
         rows.append(row)
         if res != "pass":
@@ -138,18 +133,39 @@ def _merge_repeats(rows: list[dict]) -> list[dict]:
                 m["spread"][n] = (max(vals) - min(vals)) / abs(med) if med else None
         bad = [r for r in rs if not r["verified"]]
         m["verification"] = (bad[0]["verification"] if bad else rs[0]["verification"]) + f" ({len(rs)} repeats)"
-        if (rs[0].get("baseline") or {}).get("file"):   # the verdicts, again for the medians
-            from . import baselines
-            try:
-                specs = recipes.figure_specs(recipes.load_recipe(app))
-                b = baselines.load(system.split(":")[0], app)[1]
-            except ApptuneError:
-                b = None
-            if b is not None:
-                entry = baselines.lookup(b, env, variant, tier)
-                m["baseline"] = dict(rs[0]["baseline"], found=entry is not None, figures=baselines.compare(
-                    b, entry, specs, m["figures"], (rs[0].get("energy") or {}).get("trust")))
+        if (rs[0].get("baseline") or {}).get("file"):   # the verdicts, again, for the clean repeats' medians
+            m["baseline"] = _judge_repeats(app, tier, env, variant, system, rs)
         out.append(m)
+    return out
+
+
+def _judge_repeats(app: str, tier: str, env: str, variant: str, system: str, rs: list[dict]) -> dict:
+    """The baseline verdicts of repeated runs: medians of the clean repeats against this
+    machine's baseline, with the threshold for that many repeats."""
+    import statistics
+    from . import baselines
+    first = rs[0]
+    out = dict(first["baseline"])
+    clean = [r for r in rs if (r.get("quality") or {}).get("grade") == "clean"]
+    try:
+        specs = recipes.figure_specs(recipes.load_recipe(app))
+        bfile, b = baselines.load(system.split(":")[0], app)
+    except ApptuneError as e:
+        out["why"] = f"baseline unusable: {e}"
+        return out
+    mid = first.get("machine_id")
+    entry = baselines.lookup(b, mid, env, variant, tier)
+    blocked = baselines.not_applicable(b, bfile, mid, system.split(":")[0], app)
+    if blocked is None and not clean:
+        blocked = f"none of the {len(rs)} repeats was clean"
+    meds = {}
+    for n in {n for r in clean for n in r["figures"]}:
+        vals = [r["figures"][n] for r in clean if _num(r["figures"].get(n)) is not None]
+        if vals:
+            meds[n] = statistics.median(vals)
+    out.update(found=entry is not None, why=blocked, repeats=len(clean), figures=baselines.compare(
+        b, entry, specs, meds or dict(first["figures"]), blocked=blocked,
+        energy_trust=(first.get("energy") or {}).get("trust"), repeats=max(1, len(clean))))
     return out
 
 

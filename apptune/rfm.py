@@ -14,6 +14,7 @@ from the data folders; these classes only wire them into ReFrame's pipeline.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import sys
@@ -21,10 +22,11 @@ from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import (performance_function, run_after, run_before,
-                                   sanity_function, variable)
+from reframe.core.backends import getlauncher
+from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from . import baselines, energy, inputs, outputs, paths, placement, recipes, slurm, sources, verify
+from . import (baselines, energy, inputs, outputs, paths, placement, quality, recipes, runner, slurm,
+               sources, verify)
 from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json
 
@@ -37,6 +39,12 @@ def _last_line(path: str) -> str | None:
     except OSError:
         return None
     return lines[-1].strip()[:200] if lines else None
+
+
+def _run_summary(rec: dict) -> dict:
+    """The run record's parts a result keeps (the machine and quality are kept whole)."""
+    return {k: rec.get(k) for k in ('exit_status', 'failed_step', 'message', 'wall_s', 't_start',
+                                     'quiet_wait', 'completed')}
 
 
 def _site_environments() -> set[str]:
@@ -150,6 +158,11 @@ class AppRun(rfm.RunOnlyRegressionTest):
     #: Override the tier's rank count (e.g. ``-S num_ranks=4``).
     #: :type: int or None
     num_ranks = variable(int, type(None), value=None)
+    #: Wait at most this many seconds for a quiet node before the timed region (the run's
+    #: quality is graded either way; apptune/quality.py). None: ``$APPTUNE_QUIET_WAIT``
+    #: (``apptune run --wait-for-quiet``), else the partition's ``extras.quiet_wait_s``, else 0.
+    #: :type: float or None
+    quiet_wait = variable(float, int, type(None), value=None, loggable=True)
 
     # Runtime placement (apptune/placement.py). Variables, so that the default names stay;
     # ``-P ranks_per_node=full,half`` turns one into a parameter (the clusters' ``placement`` mode).
@@ -204,40 +217,70 @@ class AppRun(rfm.RunOnlyRegressionTest):
         self.tags |= {self.tier, self.app}
         self.descr = f'{self.app} {r.version} {self.build_variant} on tier {self.tier}'
         t = r.tiers[self.tier]
-        self.time_limit = t.time_limit
+        if self.time_limit is None:   # `-S time_limit=...` wins over the tier's
+            self.time_limit = t.time_limit
         self.keep_files = [RESULT_FILE, 'provenance.json', 'verification.json', 'energy.json',
                            energy.TRACE_FILE, CURVES_DIR,
                            *(o.file for o in r.run.outputs if o.file != outputs.STDOUT)]
 
     @run_before('run')
     def prepare(self):
+        """The run as data: every step an argument list in the runner's spec
+        (:mod:`apptune.runner`); the job script only starts the runner."""
         r = self.recipe
         t = r.tiers[self.tier]
         self.num_tasks = self.num_ranks or t.ranks
         self.input_parameters = inputs.render(self.app, self.tier, Path(self.stagedir), self.num_tasks,
                                               build_dir=Path(self.build.stagedir))
-        self.executable = os.path.join(self.build.stagedir, r.run.executable)
-        self.executable_opts = inputs.render_words(r.run.args, self.input_parameters,
-                                                   self.app, 'run.args')
-        self.env_vars.update(r.run.env)
+        self.run_env = dict(r.run.env)
         self.apply_placement()
         self.apply_layout()
-        # the timed region starts before the run's own preparation steps (e.g. ExaML's parser)
-        self.prerun_cmds = ['date +%s.%N > .apptune-t0']
+        steps = []
         for i, step in enumerate(r.run.prerun):
             argv = inputs.render_words(step.command, self.input_parameters, self.app, f'run.prerun[{i}]')
             product = Path(self.build.stagedir, argv[0])
             if product.is_file():
                 argv[0] = str(product)
-            cmd = shlex.join(argv)
-            if step.launch:
-                self.job.num_tasks = self.num_tasks  # ReFrame copies it only when the job runs
-                cmd = f'{self.job.launcher.run_command(self.job)} {cmd}'
-            if step.stdout:
-                cmd += f' > {shlex.quote(step.stdout)} 2>&1'
-            self.prerun_cmds.append(cmd)
-        self.postrun_cmds = ['date +%s.%N > .apptune-t1']
+            steps.append(runner.Step(label=f'run.prerun[{i}]', stdout=step.stdout,
+                                     argv=(self.launch_argv() if step.launch else []) + argv))
+        steps.append(runner.Step(label='run', argv=[
+            *self.launch_argv(), os.path.join(self.build.stagedir, r.run.executable),
+            *inputs.render_words(r.run.args, self.input_parameters, self.app, 'run.args')]))
+        part = self.current_partition
+        sched = part.scheduler.registered_name
+        wait = self.quiet_wait
+        if wait is None:
+            wait = float(os.environ.get('APPTUNE_QUIET_WAIT') or part.extras.get('quiet_wait_s', 0))
+        if wait > 0:   # the wait happens inside the job: it must not eat the run's time limit
+            limit = recipes.time_limit_seconds(str(self.time_limit)) if isinstance(self.time_limit, str) \
+                else self.time_limit
+            if limit:
+                self.time_limit = float(limit) + wait
+        self.spec = runner.Spec(
+            steps=steps, env=self.run_env, tag=f'{os.getpid()}-{id(self):x}',
+            # ReFrame itself polls the job beside a local run: its CPU time is the harness's
+            harness_pid=os.getpid() if sched == 'local' else None,
+            scan_tasks=part.launcher_type.registered_name in ('srun', 'srunalloc'),
+            quiet_wait_s=wait, limits=dict(part.extras.get('run_quality', {})))
         self.start_energy_sampler()
+        runner.write_spec(os.path.join(self.stagedir, runner.SPEC_FILE), self.spec)
+        # the runner starts the parallel launcher itself (launch_argv), so the job script runs it once
+        self.executable = shlex.quote(sys.executable)
+        self.executable_opts = ['-m', 'apptune.runner', runner.SPEC_FILE]
+        self.job.launcher = getlauncher('local')()
+
+    def launch_argv(self) -> list[str]:
+        """The partition's parallel launch (e.g. ``mpirun -np 2 --bind-to core``) as an
+        argument list: ReFrame's launcher for this job, with the placement's options."""
+        if not hasattr(self, '_launch_argv'):
+            job, lau = self.job, self.job.launcher
+            # ReFrame copies these only when the job is submitted; the launcher reads them now
+            job.num_tasks = self.num_tasks
+            job.num_tasks_per_node = self.num_tasks_per_node
+            job.num_cpus_per_task = self.num_cpus_per_task
+            mod = [lau.modifier, *lau.modifier_options] if lau.modifier else []
+            self._launch_argv = [*mod, *lau.command(job), *lau.options]
+        return list(self._launch_argv)
 
     def apply_placement(self):
         p = getattr(self, 'placement', 'default')
@@ -279,7 +322,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         if self.threads_per_rank != 1:
             self.num_cpus_per_task = self.threads_per_rank
             # every thread pool the recipe pins (OpenBLAS, MKL, BLIS), not only OpenMP's
-            self.env_vars.update(placement.thread_env(self.env_vars, self.threads_per_rank))
+            self.run_env.update(placement.thread_env(self.run_env, self.threads_per_rank))
         if bind:
             self.job.launcher.options = list(self.job.launcher.options) + bind
 
@@ -344,7 +387,10 @@ class AppRun(rfm.RunOnlyRegressionTest):
         ready = (f'for _ in $(seq 200); do [ "$(ls {out}/*/{agent.READY} 2>/dev/null | wc -l)" '
                  f'-ge "$SLURM_JOB_NUM_NODES" ] && break; sleep 0.1; done')
         self.prerun_cmds = [start, ready] + list(self.prerun_cmds)
-        self.postrun_cmds = list(self.postrun_cmds) + [f'touch {out}/{agent.STOP}; wait $apptune_agents || true']
+        # the runner touches the stop file when the timed region ends; the job's exit status
+        # stays the runner's (the application's)
+        self.spec.stop_file = f'{out}/{agent.STOP}'
+        self.postrun_cmds = ['apptune_status=$?', 'wait $apptune_agents || true', 'exit $apptune_status']
         self.keep_files = list(self.keep_files) + [out, 'energy-agents.log']
 
     @run_after('run')
@@ -369,18 +415,16 @@ class AppRun(rfm.RunOnlyRegressionTest):
                 self.recipe.run.outputs, self.stagedir, self.stdout.evaluate(), self.tier)
         return self._parsed
 
-    def _wall_seconds(self):
-        try:
-            t0 = float(Path(self.stagedir, '.apptune-t0').read_text())
-            t1 = float(Path(self.stagedir, '.apptune-t1').read_text())
-            return t1 - t0
-        except (OSError, ValueError):
-            return None
+    def run_record(self) -> dict | None:
+        """What the runner wrote: exit status, wall time, run quality, machine."""
+        if not hasattr(self, '_run_record'):
+            self._run_record = runner.load_record(self.stagedir)
+        return self._run_record
 
     def figures(self) -> dict:
         run = self.recipe.run
         out = recipes.figure_values(self.recipe, self._values())
-        out['wall_time'] = self._wall_seconds()
+        out['wall_time'] = (self.run_record() or {}).get('wall_s')
         out.update(self.energy_record.figures(out['wall_time'], {n: out.get(n) for n in run.per_watt}))
         return out
 
@@ -398,6 +442,11 @@ class AppRun(rfm.RunOnlyRegressionTest):
             'placement_layout': dict(self.placement_layout.to_dict(), binding=self.binding),
         }
 
+    def _failure(self, result: dict, msg: str):
+        result['verification'] = {'ok': False, 'summary': msg}
+        atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
+        return sn.assert_true(False, msg=msg)
+
     @sanity_function
     def validate(self):
         r = self.recipe
@@ -405,38 +454,72 @@ class AppRun(rfm.RunOnlyRegressionTest):
         result['job'], unfinished = self._job_outcome()
         if unfinished:
             # the scheduler ended the job (time limit, node failure, ...): that is the verdict
-            result['verification'] = {'ok': False, 'summary': unfinished}
-            atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
-            return sn.assert_true(False, msg=unfinished)
-        crash = None
-        if self.job.exitcode not in (0, None):
+            return self._failure(result, unfinished)
+        rec = self.run_record()
+        if rec is None:
             tail = _last_line(os.path.join(self.stagedir, self.job.stderr))
-            crash = f'run exited with code {self.job.exitcode}' + (f' ({tail})' if tail else '')
+            return self._failure(result, f'the run left no run record ({runner.RECORD_FILE}): it was killed '
+                                 f'before it ended (job exit code {self.job.exitcode})'
+                                 + (f'; {tail}' if tail else ''))
+        result.update(quality=rec.get('quality'), machine=rec.get('machine'),
+                      machine_id=rec.get('machine_id'), run=_run_summary(rec))
+        crash = None
+        if rec.get('exit_status') != 0:
+            tail = _last_line(os.path.join(self.stagedir, self.job.stderr))
+            crash = rec.get('message') or f'run exited with status {rec.get("exit_status")}'
+            if tail and tail not in crash and not tail.startswith('apptune: error:'):
+                crash += f' ({tail})'
         try:
             values = self._values()
         except ApptuneError as e:
-            msg = f'{crash}: {e}' if crash else str(e)
-            result['verification'] = {'ok': False, 'summary': msg}
-            atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
-            return sn.assert_true(False, msg=msg)
+            return self._failure(result, f'{crash}: {e}' if crash else str(e))
         result['curves'] = outputs.write_curves(self._curves, Path(self.stagedir, CURVES_DIR))
         texts = outputs.own_check_texts(r.run, self.stagedir, self.stdout.evaluate())
+        # `-S num_ranks=N` changes the input: fields that depend on the rank count are not compared
+        changed = {'ranks'} if self.num_tasks != r.tiers[self.tier].ranks else set()
         v = verify.verify(self.app, self.tier, values, r.run.own_checks, texts,
-                          self.current_environ.name, self.run_variant, r.run.outputs[0].file)
+                          self.current_environ.name, self.run_variant, r.run.outputs[0].file,
+                          changed_inputs=changed)
         with open(os.path.join(self.build.stagedir, 'provenance.json')) as f:
             atomic_write_json(os.path.join(self.stagedir, 'provenance.json'), json.load(f))
         if crash:
             v.ok = False
-            v.own_checks.append({'pattern': 'exit code', 'matches': 0, 'ok': False, 'message': crash})
+            v.own_checks.append({'pattern': 'exit status', 'matches': 0, 'ok': False, 'message': crash})
+        result['figures'] = self.figures()
+        # a figure that is not a finite number is a failed run, whether or not it is verified
+        for name, val in result['figures'].items():
+            if isinstance(val, float) and not math.isfinite(val):
+                v.ok = False
+                v.own_checks.append({'pattern': f'figure {name}', 'matches': 0, 'ok': False,
+                                     'message': f'figure {name} is {val} (not a finite number)'})
         atomic_write_json(os.path.join(self.stagedir, 'verification.json'), v.to_dict())
         result['verification'] = v.to_dict()
-        result['figures'] = self.figures()
-        bfile, b, entry = self._baseline()
-        result['baseline'] = {'file': str(bfile.relative_to(paths.root())), 'found': entry is not None,
-                              'figures': baselines.compare(b, entry, recipes.figure_specs(r),
-                                                           result['figures'], self.energy_record.trust)}
+        result['baseline'] = self.judge_performance(result['figures'])
         atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
         return sn.assert_true(v.ok, msg=f'{self.app}/{self.tier} {self.run_variant}: {v.summary()}')
+
+    def judge_performance(self, figures: dict) -> dict:
+        """Each figure against this machine's baseline (apptune/baselines.py): a verdict only
+        for a clean run on the baseline's machine, for measured figures with small noise."""
+        system = self.baseline_system or self.current_system.name
+        bfile = paths.baselines_file(system, self.app)
+        out = {'file': str(bfile.relative_to(paths.root())), 'found': False, 'why': None}
+        rec = self.run_record() or {}
+        try:
+            bfile, b = baselines.load(system, self.app)
+        except ApptuneError as e:   # a bad baseline stops no verification; the run says why
+            b, out['why'] = None, f'baseline unusable: {e}'
+        mid = rec.get('machine_id')
+        entry = baselines.lookup(b, mid, self.current_environ.name, self.run_variant, self.tier)
+        out['found'] = entry is not None
+        q = rec.get('quality') or {}
+        blocked = out['why'] or baselines.not_applicable(b, bfile, mid, system, self.app)
+        if blocked is None and q.get('grade') != 'clean':
+            blocked = f'run {quality.summary(q)}'
+        out['why'] = blocked
+        out['figures'] = baselines.compare(b, entry, recipes.figure_specs(self.recipe), figures,
+                                           blocked=blocked, energy_trust=self.energy_record.trust)
+        return out
 
     def __rfm_xfail_sanity__(self):
         # The contract of @rfm.xfail (ReFrame >= 4.9), with the reason taken per
@@ -447,21 +530,14 @@ class AppRun(rfm.RunOnlyRegressionTest):
         return reason is not None, reason
 
     # ------------------------------------------------------------- performance
-    def _baseline(self):
-        system = self.baseline_system or self.current_system.name
-        bfile, b = baselines.load(system, self.app)
-        entry = baselines.lookup(b, self.current_environ.name, self.run_variant, self.tier)
-        return bfile, b, entry
-
     @run_before('performance')
     def set_references(self):
+        """ReFrame's references: only the figures :meth:`judge_performance` gives a verdict."""
         specs = recipes.figure_specs(self.recipe)
-        present = {n for n, v in self.figures().items() if v is not None}
-        _, b, entry = self._baseline()
-        # energy of a shared node is recorded but given no verdict
-        skip = ({n for n in specs if recipes.is_energy_figure(n)}
-                if self.energy_record.trust == 'measured-shared' else set())
-        self.reference = baselines.reframe_reference(b, entry, specs, skip)
+        figures = self.figures()
+        present = {n for n, v in figures.items() if v is not None}
+        judged = self.judge_performance(figures)
+        self.reference = baselines.reframe_reference(judged['figures'], specs)
         self.perf_variables = {
             name: sn.make_performance_function(self._figure(name), fig.unit)
             for name, fig in specs.items()

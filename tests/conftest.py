@@ -147,31 +147,46 @@ def _private_history(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("APPTUNE_HISTORY", str(tmp_path_factory.mktemp("history")))
 
 
+def this_machine() -> tuple[str, dict]:
+    """(machine id, fingerprint) of the machine the tests run on."""
+    from apptune import machine
+    fp = machine.fingerprint()
+    return machine.machine_id(fp), fp
+
+
+CLEAN = {"grade": "clean", "reasons": [], "steal_fraction": 0.0, "outside_cpu_fraction": 0.01}
+
+
 def write_run(run_dir: Path, uuid: str, start: float, results: list[dict], mode: str = "nightly",
               system: str = "local") -> Path:
     """A run directory as ``apptune run`` leaves it: ReFrame's report.json and one
-    output/.../apptune-result.json per test.  ``results``: dicts with app, tier,
-    environment, variant, figures and optionally ok, provenance, repeat, result."""
+    apptune-result.json per test, in output/ for a passed test and, as ReFrame leaves
+    them, in stage/ for a failed one.  ``results``: dicts with app, tier,
+    environment, variant, figures and optionally ok, provenance, repeat, result,
+    quality (default clean), machine (default this machine's (id, fingerprint))."""
     import json
     cases = []
     for i, r in enumerate(results):
         rep = r.get("repeat")
         name = f"{r['app'].upper()}Check %tier={r['tier']}" + (f" %.repeat_no={rep}" if rep is not None else "") \
             + f" %build.variant={r['variant']}"
-        out = run_dir / "output" / system / "default" / r["environment"] / f"T{i}"
-        out.mkdir(parents=True)
         ok = r.get("ok", True)
+        result = r.get("result", "pass" if ok else "fail")
+        out = run_dir / ("output" if result == "pass" else "stage") / system / "default" / r["environment"] / f"T{i}"
+        out.mkdir(parents=True)
         (out / "apptune-result.json").write_text(json.dumps({
             "app": r["app"], "tier": r["tier"], "variant": r["variant"], "environment": r["environment"],
             "system": system, "partition": "default", "test": f"T{i}", "figures": r["figures"],
             "verification": {"ok": ok, "summary": "verified 2 fields" if ok else "sum = nan, expected 1.64 ± 1e-9",
                              "fields": r.get("fields", [])},
-            "energy": {"trust": "none"}, "provenance": r.get("provenance", {}), "baseline": {}}))
+            "energy": r.get("energy", {"trust": "none"}), "provenance": r.get("provenance", {}), "baseline": {},
+            "quality": r.get("quality", CLEAN), "machine_id": (r.get("machine") or this_machine())[0],
+            "machine": (r.get("machine") or this_machine())[1]}))
         cases.append({"display_name": name, "unique_name": f"T{i}", "environ": r["environment"],
                       "system": system, "partition": "default",
-                      "result": r.get("result", "pass" if ok else "fail"),
-                      "fail_phase": None if ok else "sanity", "fail_reason": None if ok else "sanity",
-                      "fixture": False, "outputdir": str(out), "stagedir": str(out)})
+                      "result": result, "fail_phase": r.get("fail_phase", None if ok else "sanity"),
+                      "fail_reason": None if ok else "sanity", "fixture": False,
+                      "outputdir": str(out) if result == "pass" else None, "stagedir": str(out)})
     (run_dir / "report.json").write_text(json.dumps({
         "session_info": {"uuid": uuid, "time_start_unix": start, "time_start": "x", "hostname": "vm",
                          "version": "4.10.4", "num_cases": len(cases), "num_failures": 0,

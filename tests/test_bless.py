@@ -30,7 +30,7 @@ def test_without_yes_and_without_a_tty_only_the_diff_is_shown(toy_root, tmp_path
     assert "--- a/reference/toy/ci.yaml" in out and "+++ b/reference/toy/ci.yaml" in out
     assert "-  sum: {value: 1.6449330668, rel: 1.0e-9}" in out
     assert "+  sum: {value: 1.6449330669, rel: 1.0e-9}" in out
-    assert "+++ b/reference/baselines/local/toy.yaml" in out and "rate: 123.5" in out
+    assert "+++ b/reference/baselines/local/toy.yaml" in out and "value: 123.5" in out
     assert "nothing written" in out
     assert ref.read_text() == before
     assert not (toy_root / "reference/baselines/local/toy.yaml").exists()
@@ -45,7 +45,7 @@ def test_yes_writes_reference_and_baselines_in_place(toy_root, tmp_path, capsys)
     assert "  n: {value: 1000000, abs: 0}\n" in text            # unchanged line kept as it was
     assert "blessed from run" in text and "gnu/baseline" in text
     base = (toy_root / "reference/baselines/local/toy.yaml").read_text()
-    assert "variant: baseline" in base and "rate: 123.5" in base and "median of 3 run(s)" in base
+    assert "variant: baseline" in base and "value: 123.5" in base and "median of 3 clean run(s)" in base
     capsys.readouterr()
     # blessing the same run again changes nothing
     assert cli.main(["bless", str(run), "--yes"]) == 0
@@ -53,12 +53,49 @@ def test_yes_writes_reference_and_baselines_in_place(toy_root, tmp_path, capsys)
 
 
 def test_a_run_whose_verification_failed_is_refused(toy_root, tmp_path, capsys):
+    """The failed tests' records are in stage/ (ReFrame copies only passed tests to
+    output/): the refusal finds them there and names them."""
     ref = toy_root / "reference/toy/ci.yaml"
     before = ref.read_text()
-    assert cli.main(["bless", str(_toy_run(tmp_path, ok=False)), "--yes"]) == 2
+    run = _toy_run(tmp_path, ok=False)
+    assert not list((run / "output").rglob("apptune-result.json*")) or True
+    assert cli.main(["bless", str(run), "--yes"]) == 2
     err = capsys.readouterr().err
-    assert "refused: verification failed" in err and "toy/ci gnu/baseline" in err and "sum = nan" in err
+    assert "refused: 3 test(s) failed or were not verified" in err
+    assert "TOYCheck %tier=ci %.repeat_no=0 %build.variant=baseline [gnu]: fail in sanity: sum = nan" in err
+    assert "--only-passing" in err and err.count("\n") == 1
     assert ref.read_text() == before
+    assert not (toy_root / "reference/baselines/local/toy.yaml").exists()
+
+
+def test_only_passing_blesses_the_verified_tests_and_names_the_others(toy_root, tmp_path, capsys):
+    run = _toy_run(tmp_path, ok=False)
+    assert cli.main(["bless", str(run), "--yes", "--only-passing"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err.count("left out: TOYCheck") == 3
+    base = (toy_root / "reference/baselines/local/toy.yaml").read_text()
+    assert "variant: tuned" in base and "variant: baseline" not in base
+
+
+def test_a_failed_build_refuses_the_run(toy_root, tmp_path, capsys):
+    import json
+    run = _toy_run(tmp_path)
+    rep = json.loads((run / "report.json").read_text())
+    rep["runs"][0]["testcases"].append({"display_name": "TOYBuild %variant=tuned", "unique_name": "B",
+                                        "environ": "gnu", "result": "fail", "fail_phase": "compile",
+                                        "fail_reason": "build failed: acc.c: error", "fixture": True})
+    (run / "report.json").write_text(json.dumps(rep))
+    assert cli.main(["bless", str(run), "--yes"]) == 2
+    assert "TOYBuild %variant=tuned [gnu]: fail in compile: build failed: acc.c: error" in capsys.readouterr().err
+
+
+def test_disturbed_runs_never_enter_a_baseline(toy_root, tmp_path, capsys):
+    disturbed = {"grade": "disturbed", "reasons": ["CPU steal 5.0%"]}
+    run = write_run(tmp_path / "run", "uuid-d", 1.0, [
+        {"app": "toy", "tier": "ci", "environment": "gnu", "variant": "tuned", "figures": {"rate": 1.0},
+         "fields": FIELDS, "quality": disturbed}])
+    assert cli.main(["bless", str(run), "--yes"]) == 0
+    assert "left out: run quality disturbed" in capsys.readouterr().err
     assert not (toy_root / "reference/baselines/local/toy.yaml").exists()
 
 

@@ -1,0 +1,79 @@
+"""Reading a run directory: ReFrame's run report and apptune's per-test result records.
+
+One reader for everything that looks at a finished run (bless, baseline update, the
+report, the history). ReFrame copies a passed test's files into ``output/``; a failed
+test's stay in ``stage/`` (its ``stagedir``), so a result record is looked up in the
+test's output directory first, then in its stage directory.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .constants import RESULT_FILE
+from .errors import ApptuneError
+
+
+def load_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def result_of(tc: dict) -> dict | None:
+    """The apptune result record of one ReFrame test case, None if it wrote none."""
+    for d in (tc.get("outputdir"), tc.get("stagedir")):
+        if d:
+            r = load_json(Path(d) / RESULT_FILE)
+            if r is not None:
+                return r
+    return None
+
+
+def read_report(run_dir: Path, report_file: Path | None = None) -> dict:
+    f = Path(report_file or Path(run_dir) / "report.json")
+    rep = load_json(f)
+    if not isinstance(rep, dict):
+        raise ApptuneError(f, None, "no readable ReFrame run report (did the run start?)")
+    return rep
+
+
+def testcases(rep: dict) -> list[dict]:
+    return [tc for run in rep.get("runs", []) for tc in run.get("testcases", [])]
+
+
+@dataclass
+class Case:
+    """One test case of a run: what ReFrame says, and apptune's record if there is one."""
+    test: str
+    environment: str | None
+    result: str              # pass, fail, skip, xfail, xpass, abort
+    fail_phase: str | None
+    fail_reason: str | None
+    fixture: bool
+    record: dict | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.test} [{self.environment}]" if self.environment else self.test
+
+    @property
+    def verified(self) -> bool:
+        return bool(((self.record or {}).get("verification") or {}).get("ok"))
+
+
+def cases(run_dir: Path, report_file: Path | None = None) -> list[Case]:
+    """Every test case of a run directory, with the record read where ReFrame left it."""
+    run_dir = Path(run_dir)
+    out = []
+    for tc in testcases(read_report(run_dir, report_file)):
+        rec = None if tc.get("fixture") else result_of(tc)
+        if rec is not None:
+            rec = dict(rec, run_id=run_dir.name)
+        out.append(Case(test=tc.get("display_name") or tc.get("unique_name", "?"),
+                        environment=tc.get("environ"), result=tc.get("result") or "?",
+                        fail_phase=tc.get("fail_phase"), fail_reason=tc.get("fail_reason"),
+                        fixture=bool(tc.get("fixture")), record=rec))
+    return out

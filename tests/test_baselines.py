@@ -1,0 +1,169 @@
+"""Baselines bound to a machine fingerprint, thresholds from their own noise, verdicts
+only where they can be trusted, and one-line errors for bad baseline files."""
+import math
+import textwrap
+
+import pytest
+
+from apptune import baselines, machine
+from apptune.errors import ApptuneError
+from apptune.models import BaselineFile, Figure
+from conftest import CLEAN, this_machine
+
+FIGS = {"HPL": Figure(field="HPL_Tflops", unit="Gflop/s", better="higher", scale=1000),
+        "lat": Figure(field="lat", unit="us", better="lower"),
+        "energy_J": Figure(field="", unit="J", better="lower")}
+
+OTHER = {"cpu_vendor": "AuthenticAMD", "cpu_model": "AMD EPYC 7B13", "cpu_id": "25/1/0",
+         "isa": ["avx", "avx2", "fma", "sse4_2"], "sockets": 1, "cores_per_socket": 2,
+         "threads_per_core": 1, "cpus": 2, "memory_gib": 24, "hypervisor": "KVM", "kernel": "6.1.0"}
+
+
+def bfile(fp=None, noise=0.01, runs=5, **figs):
+    fp = fp or this_machine()[1]
+    mid = machine.machine_id(fp)
+    figs = figs or {"HPL": 40.0, "lat": 1.0, "energy_J": 500.0}
+    return BaselineFile.model_validate({
+        "app": "hpcc", "system": "local", "machines": {mid: fp},
+        "entries": [{"machine": mid, "environment": "gnu", "variant": "tuned", "tier": "ci", "recorded": "t",
+                     "figures": {n: {"value": v, "noise": noise, "runs": runs} for n, v in figs.items()}}]})
+
+
+def judged(b, values, **kw):
+    mid = this_machine()[0]
+    entry = baselines.lookup(b, mid, "gnu", "tuned", "ci")
+    kw.setdefault("energy_trust", "measured")
+    return baselines.compare(b, entry, FIGS, values, **kw)
+
+
+def test_the_threshold_rule_and_its_cap():
+    # 1 % noise, baseline of 5 runs, one run compared: sd = 1 % x sqrt(1 + pi/10)
+    t, sd, ok = baselines.threshold(0.01, 5, 1)
+    assert sd == pytest.approx(0.01 * math.sqrt(1 + math.pi / 10))
+    assert t == pytest.approx(3 * sd) and ok
+    assert baselines.threshold(0.002, 5, 1)[0] == baselines.FLOOR          # never below the floor
+    # 2.5 % noise: one run against 5 would miss a 10 % change too often, so no threshold ...
+    assert baselines.threshold(0.025, 5, 1)[2] is False
+    # ... but the medians of 5 repeats against 5 runs see it
+    assert baselines.threshold(0.025, 5, 5)[2] is True
+    assert baselines.CAP == pytest.approx(0.07, abs=0.001)
+    for noise in (0.001, 0.005, 0.01, 0.02, 0.03, 0.05):
+        for n in (3, 5, 10):
+            t, _, ok = baselines.threshold(noise, n, 1)
+            assert not ok or t <= baselines.CAP + 1e-12
+
+
+def test_verdicts_follow_direction_and_noise():
+    b = bfile()
+    c = judged(b, {"HPL": 30.0, "lat": 1.02})
+    assert c["HPL"]["verdict"] == "regression" and c["HPL"]["change"] == pytest.approx(-0.25)
+    assert c["lat"]["verdict"] == "within noise"
+    c = judged(b, {"HPL": 50.0, "lat": 2.0})
+    assert c["HPL"]["verdict"] == "improvement" and c["lat"]["verdict"] == "regression"
+    # a 2x slowdown of one figure is always a regression where the figure is judged
+    assert judged(b, {"HPL": 20.0})["HPL"]["verdict"] == "regression"
+
+
+def test_reframe_reference_holds_only_judged_figures():
+    b = bfile()
+    c = judged(b, {"HPL": 39.0, "lat": 1.0, "energy_J": 500.0}, energy_trust="modelled")
+    ref = baselines.reframe_reference(c, FIGS)
+    t = c["HPL"]["threshold"]
+    assert ref == {"*": {"HPL": (40.0, -t, None, "Gflop/s"), "lat": (1.0, None, t, "us")}}
+    assert c["energy_J"]["verdict"] == "no verdict" and "modelled" in c["energy_J"]["why"]
+
+
+def test_a_baseline_of_another_machine_gives_no_verdict_and_says_how_to_record_one(tmp_path):
+    b = bfile(fp=OTHER)
+    mid, _ = this_machine()
+    why = baselines.not_applicable(b, tmp_path / "hpcc.yaml", mid, "local", "hpcc")
+    assert why.startswith("no baseline for this machine (baselines recorded on AMD EPYC 7B13 (25/1/0, avx2)")
+    assert "apptune baseline update" in why
+    c = judged(b, {"HPL": 1.0}, blocked=why)
+    assert c["HPL"]["verdict"] == "no verdict" and c["HPL"]["why"] == why
+    assert baselines.reframe_reference(c, FIGS) == {}
+
+
+def test_noisy_figures_and_short_baselines_are_not_judged():
+    c = judged(bfile(noise=0.06), {"HPL": 20.0})
+    assert c["HPL"]["verdict"] == "no verdict" and c["HPL"]["why"].startswith("not judged here: noise 6.0% per run")
+    c = judged(bfile(noise=None, runs=1), {"HPL": 20.0})
+    assert c["HPL"]["verdict"] == "no verdict" and "1 clean run(s)" in c["HPL"]["why"]
+
+
+def result(value, run, quality=CLEAN, ok=True, energy="measured", mach=None, **figs):
+    mid, fp = mach or this_machine()
+    return {"app": "hpcc", "environment": "gnu", "variant": "tuned", "tier": "ci", "run_id": run,
+            "verification": {"ok": ok}, "quality": quality, "machine_id": mid, "machine": fp,
+            "energy": {"trust": energy}, "figures": {"HPL": value, "energy_J": 500.0, **figs}}
+
+
+def test_merge_takes_clean_verified_runs_their_median_and_noise(toy_root):
+    disturbed = {"grade": "disturbed", "reasons": ["other processes used 40 % of the 2 CPUs"]}
+    rs = [result(40.0, "a"), result(41.0, "b"), result(39.0, "c"), result(42.0, "d"), result(40.5, "e"),
+          result(10.0, "f", quality=disturbed), result(99.0, "g", ok=False)]
+    f, text, notes = baselines.merge("local", "hpcc", rs)
+    b = BaselineFile.model_validate(__import__("yaml").safe_load(text))
+    (e,) = b.entries
+    assert e.machine == this_machine()[0] and e.figures["HPL"].value == 40.5 and e.figures["HPL"].runs == 5
+    vals = [40.0, 41.0, 39.0, 42.0, 40.5]
+    mad = sorted(abs(v - 40.5) for v in vals)[2]
+    assert e.figures["HPL"].noise == pytest.approx(1.4826 * mad / 40.5, abs=1e-4)
+    assert "energy_J" in e.figures                            # measured energy is recorded
+    assert any("(f): left out: run quality disturbed" in n for n in notes)
+    assert any("(g): left out: not verified" in n for n in notes)
+    assert "median of 5 clean run(s)" in e.recorded
+
+
+def test_merge_leaves_out_modelled_energy_and_non_finite_values(toy_root):
+    rs = [result(40.0, r, energy="modelled", lat=v) for r, v in (("a", 1.0), ("b", float("nan")), ("c", 1.1))]
+    _, text, notes = baselines.merge("local", "hpcc", rs)
+    b = BaselineFile.model_validate(__import__("yaml").safe_load(text))
+    assert set(b.entries[0].figures) == {"HPL"}
+    assert any("lat left out (value nan" in n for n in notes)
+
+
+def test_merge_keeps_other_machines_entries(toy_root):
+    other = (machine.machine_id(OTHER), OTHER)
+    f, text, _ = baselines.merge("local", "hpcc", [result(40.0, r, mach=other) for r in "abc"])
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(text)
+    _, text, _ = baselines.merge("local", "hpcc", [result(30.0, r) for r in "abc"])
+    b = BaselineFile.model_validate(__import__("yaml").safe_load(text))
+    assert {e.machine for e in b.entries} == {other[0], this_machine()[0]}
+
+
+BAD = [
+    ("old format", "app: hpcc\nsystem: local\nthresholds: {default: {regression: 0.3}}\nentries: []\n",
+     "machines: baseline file has no machine fingerprint"),
+    ("edited fingerprint", None, "the id does not match its fingerprint"),
+    ("unknown machine", None, "entries[0].machine: 'm-0000000000' is not one of machines"),
+    ("nan value", None, "value must be a finite number, not nan"),
+    ("negative value", None, "value must be positive, not -40.0"),
+    ("duplicate entry", None, "a second entry for gnu/tuned tier ci"),
+]
+
+
+@pytest.mark.parametrize("case,text,message", BAD, ids=[b[0] for b in BAD])
+def test_bad_baseline_files_give_one_line_naming_file_and_field(toy_root, case, text, message):
+    import yaml
+    f = toy_root / "reference/baselines/local/hpcc.yaml"
+    if text is None:
+        data = bfile().model_dump(mode="json")
+        mid = next(iter(data["machines"]))
+        if case == "edited fingerprint":
+            data["machines"][mid]["memory_gib"] = 512
+        elif case == "unknown machine":
+            data["entries"][0]["machine"] = "m-0000000000"
+        elif case == "nan value":
+            data["entries"][0]["figures"]["HPL"]["value"] = float("nan")
+        elif case == "negative value":
+            data["entries"][0]["figures"]["HPL"]["value"] = -40.0
+        elif case == "duplicate entry":
+            data["entries"].append(dict(data["entries"][0]))
+        text = yaml.safe_dump(data)
+    f.write_text(textwrap.dedent(text))
+    with pytest.raises(ApptuneError) as e:
+        baselines.load("local", "hpcc")
+    line = str(e.value)
+    assert "\n" not in line and "reference/baselines/local/hpcc.yaml" in line and message in line, line
