@@ -50,3 +50,43 @@ def test_report_orders_failures_first_and_marks_best(tmp_path):
     assert (tmp_path / "plots" / "power-hpcc-ci.png").stat().st_size > 1000
     assert '<img class="power" src="plots/power-hpcc-ci.png"' in html
     assert 'class="bad"' in html and "<th class=\"variant\">gnu/aggressive</th>" in html
+
+
+# ---------------------------------------------------------------- verification messages
+
+def _message(got, **tol):
+    from apptune.models import FieldTolerance
+    from apptune.verify import compare_field
+    return compare_field("x", FieldTolerance(**tol), got)
+
+
+def test_a_value_off_by_less_than_six_digits_is_printed_with_the_digits_that_differ():
+    e = 2.0 ** -53                  # 1.11022e-16: off by 1.8 tolerances of 1e-6 relative
+    r = _message(e - 1.8e-6 * e, value=e, rel=1e-6)
+    assert not r.ok
+    assert r.message == "x = 1.110221e-16, expected 1.110223e-16 ± 1.11022e-22 " \
+                        "(difference -2e-22, used 180% of tolerance)"
+    # the same with an absolute tolerance, on the other side
+    assert _message(e + 1.8e-22, value=e, abs=1e-22).message == \
+        "x = 1.110225e-16, expected 1.110223e-16 ± 1e-22 (difference +1.8e-22, used 180% of tolerance)"
+    # exact: six digits, no difference
+    assert _message(e, value=e, rel=1e-6).message == "x = 1.11022e-16, expected 1.11022e-16 ± 1.11022e-22"
+
+
+def test_large_values_exact_counts_and_bounds_show_their_difference():
+    r = _message(1.2345679e12, value=1.2345678e12, rel=1e-9)
+    assert r.message == "x = 1234567900000, expected 1234567800000 ± 1234.57 " \
+                        "(difference +1e+05, used 8100% of tolerance)"
+    r = _message(6.0221408e23, value=6.02214076e23, rel=1e-9)
+    assert r.message.startswith("x = 6.0221408e+23, expected 6.02214076e+23 ± ")
+    # a count compared exactly reads as a count, not 1e+06
+    assert _message(1000001, value=1000000, abs=0).message == "x = 1000001, expected 1000000 ± 0 (difference +1)"
+    assert _message(1000000, value=1000000, abs=0).message == "x = 1000000, expected 1000000 ± 0"
+    assert _message(102.0, value=100.0, rel=0.01).message == \
+        "x = 102, expected 100 ± 1 (difference +2, used 200% of tolerance)"
+    # just past a bound: the digits show it, and it is not "100 %" or "0 %" of the tolerance
+    assert _message(1.0000001e-14, max=1e-14).message == \
+        "x = 1.0000001e-14, expected ≤ 1e-14 (used more than 100% of tolerance)"
+    assert _message(0.99999999, min=1.0).message == \
+        "x = 0.99999999, expected ≥ 1 (used more than 100% of tolerance)"
+    assert _message(0.5, min=1.0).message == "x = 0.5, expected ≥ 1 (used 200% of tolerance)"
