@@ -31,8 +31,15 @@ def _load_json(path: Path):
 _result_file = records.result_of
 
 
+#: ReFrame's results of a test that did not run: ``skip`` (it skipped itself, or a test it
+#: depends on was skipped or an expected failure) and ``fail_deps`` (a test it depends on
+#: failed).  ReFrame records no reason for either: the reason is the dependency's.
+SKIPPED_RESULTS = ("skip", "fail_deps")
+
+
 def _skip_reason(tc: dict, by_name: dict, depth: int = 0) -> str:
-    """The recorded reason of the test or of the skipped dependency that caused it."""
+    """The recorded reason of the test or of the dependency (skipped, expected failure or
+    failed) that caused it."""
     skip_file = Path(tc.get("stagedir") or "/nonexistent") / SKIP_FILE
     if skip_file.is_file():
         return skip_file.read_text().strip()
@@ -41,8 +48,14 @@ def _skip_reason(tc: dict, by_name: dict, depth: int = 0) -> str:
             d = by_name.get((dep[0], dep[2]) if len(dep) > 2 else dep[0])
             if d and d.get("result") == "xfail":
                 return f"depends on {d['display_name']}, an expected failure: {_xfail_reason(d)}"
-            if d and d.get("result") == "skip":
+            if d and d.get("result") == "fail":
+                f = _row_failure(d, None)
+                return (f"depends on {d['display_name']}, which failed"
+                        f"{' in ' + f['phase'] if f['phase'] else ''}: {f['reason']}")
+            if d and d.get("result") in SKIPPED_RESULTS:
                 return _skip_reason(d, by_name, depth + 1)
+    if tc.get("result") == "fail_deps":
+        return tc.get("fail_reason") or "a test it depends on failed"
     return tc.get("fail_reason") or "skipped (no reason recorded)"
 
 
@@ -75,7 +88,7 @@ def collect(report_file: Path) -> dict:
                 failures.append(_row_failure(tc, None))
             continue
         r = _result_file(tc)
-        if res == "skip":
+        if res in SKIPPED_RESULTS:
             skipped.append({"test": tc["display_name"], "environment": tc.get("environ"),
                             "reason": _skip_reason(tc, by_name)})
             continue
@@ -103,10 +116,32 @@ def collect(report_file: Path) -> dict:
                                       "hostname", "version", "num_cases", "num_failures", "num_skipped")}
     for k in ("time_start", "time_end"):
         session[k] = _readable_time(session[k])
+    apps = _matrices(_merge_repeats(rows))
     return {
         "session": session,
         "failures": failures, "expected_failures": xfailed, "skipped": skipped,
-        "apps": _matrices(_merge_repeats(rows)), "results": rows,
+        "baseline_verdicts": _baseline_verdicts(apps, failures), "history_verdicts": None,
+        "apps": apps, "results": rows,
+    }
+
+
+def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
+    """This run against the committed baseline (reference/baselines/), kept apart from the
+    history's change points: ReFrame's performance check of each test case against it is
+    what fails ``apptune run``.  Verdict strings are shown as the baseline comparison gives them."""
+    figures = [{"app": a["app"], "tier": a["tier"], "variant": _key(r), "figure": n, **c}
+               for a in apps for r in a["rows"]
+               for n, c in ((r.get("baseline") or {}).get("figures") or {}).items()]
+    counts: dict[str, int] = {}
+    for f in figures:
+        counts[str(f.get("verdict"))] = counts.get(str(f.get("verdict")), 0) + 1
+    return {
+        "decides": "the exit code of apptune run (ReFrame's performance check of each test case)",
+        "files": sorted({r["baseline"]["file"] for a in apps for r in a["rows"]
+                         if (r.get("baseline") or {}).get("file")}),
+        "performance_failures": [f for f in failures if f["phase"] == "performance"],
+        "counts": counts,
+        "changes": [f for f in figures if f.get("verdict") in ("regression", "improvement")],
     }
 
 
@@ -225,8 +260,8 @@ def _matrices(rows: list[dict]) -> list[dict]:
                 v, b = _num(r["figures"].get(n)), _num(ref["figures"].get(n)) if ref else None
                 if v and b:
                     r["speedup"][n] = v / b if better[n] == "higher" else b / v
-            r["regressions"] = [n for n, c in (r.get("baseline", {}).get("figures") or {}).items()
-                                if c.get("verdict") == "regression"]
+            r["baseline_verdicts"] = {n: c.get("verdict") for n, c in
+                                      ((r.get("baseline") or {}).get("figures") or {}).items()}
         apps.append({"app": app, "tier": tier, "figures": names, "units": units, "better": better,
                      "primary": primary, "rows": sel, "best": best,
                      "reference_variant": _key(ref) if ref else None})
@@ -251,6 +286,42 @@ def _fmt(v) -> str:
 
 def _pct(v) -> str:
     return "–" if v is None else f"{v:+.1%}"
+
+
+def _verdicts(by_figure: dict) -> str:
+    """``{figure: verdict}`` as one line: each verdict with its figures; the commonest one,
+    when it has more than 3, last as a count (``regression: HPL; within threshold: the other 7``)."""
+    groups: dict[str, list[str]] = {}
+    for n, v in by_figure.items():
+        groups.setdefault(str(v), []).append(n)
+    if len(groups) <= 1:
+        return next(iter(groups), "–")
+    common = max(groups, key=lambda v: len(groups[v]))
+    if len(groups[common]) <= 3:
+        return "; ".join(f"{v}: {', '.join(ns)}" for v, ns in groups.items())
+    return "; ".join([f"{v}: {', '.join(ns)}" for v, ns in groups.items() if v != common] +
+                     [f"{common}: the other {len(groups[common])}"])
+
+
+def variant_styles(keys) -> dict[str, dict]:
+    """Line colour and style per environment/variant for every plot of one application and
+    tier (power, curves, trends): tab10 (tab20 beyond 10 variants) in sorted order of the
+    keys, so a variant has the same colour in each panel and plot whichever others are drawn.
+    Beyond 20 variants the colours repeat with another line style."""
+    import matplotlib
+    keys = sorted(set(keys))
+    cmap = matplotlib.colormaps["tab10" if len(keys) <= 10 else "tab20"]
+    dashes = ("-", "--", ":", "-.")
+    return {k: {"color": matplotlib.colors.to_hex(cmap(i % cmap.N)), "linestyle": dashes[i // cmap.N % 4]}
+            for i, k in enumerate(keys)}
+
+
+def _styles(a: dict) -> dict[str, dict]:
+    """The application's styles (set by render from its rows and history series), or ones
+    from its rows for a summary that has none."""
+    if not a.get("variant_styles"):
+        a["variant_styles"] = variant_styles(_key(r) for r in a["rows"])
+    return a["variant_styles"]
 
 
 def _save_figure(fig, out: Path) -> Path:
@@ -284,8 +355,10 @@ def power_plots(summary: dict, run_dir: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(8, 3.2), dpi=100)
+        styles = _styles(a)
         for label, trust, pts in traces:
-            ax.plot([t for t, _ in pts], [p for _, p in pts], label=f"{label} ({trust})", linewidth=1.2)
+            ax.plot([t for t, _ in pts], [p for _, p in pts], label=f"{label} ({trust})", linewidth=1.2,
+                    **styles[label])
         grades = sorted({t for _, t, _ in traces})
         ax.set_title(f"{a['app']} — tier {a['tier']}: power over time ({', '.join(grades)})")
         ax.set_xlabel("time since job start (s)")
@@ -328,12 +401,13 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        styles = _styles(a)
         for (name, y), lines in found.items():
             plot = lines[0][2]
             fig, ax = plt.subplots(figsize=(8, 3.2), dpi=100)
             for label, ok, _, data in lines:
                 ax.plot(data[plot["x"]], data[y], label=label + ("" if ok else " (NOT verified)"),
-                        linewidth=1.2, marker=".", markersize=3)
+                        linewidth=1.2, marker=".", markersize=3, **styles[label])
             if plot.get("xlog"):
                 ax.set_xscale("log", base=2)
             if plot.get("ylog"):
@@ -348,9 +422,10 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
                                      "file": str(out.relative_to(run_dir))})
 
 
-def trend_plots(summary: dict, run_dir: Path, history_dir: Path) -> None:
-    """Verdicts over the history (runs of this run's mode) and, per application and tier,
-    one trend plot: a panel per figure, a line per variant, change points marked."""
+def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
+    """The history's verdicts (change points over the runs of this run's mode) for this run's
+    applications, into ``summary["history_verdicts"]`` and each row's ``history_verdicts``;
+    returns the verdicts and each stored run's position in the history."""
     from . import history, regressions
     with history.History(history_dir) as h:
         uuid = summary["session"].get("uuid")
@@ -361,34 +436,48 @@ def trend_plots(summary: dict, run_dir: Path, history_dir: Path) -> None:
         for system, app in sorted({(r["system"], r["app"]) for r in summary["results"]}):
             verdicts += regressions.check(h, system=system, mode=mode, app=app)
     verdicts.sort(key=lambda v: (regressions.ORDER[v.verdict], v.name))
-    summary["history"] = {
+    summary["history_verdicts"] = {
+        "decides": "the exit code of apptune check-regressions (change points over the history)",
         "dir": str(history_dir), "mode": mode, "runs": len(order), "this_run_stored": uuid in order,
         "counts": {k: sum(v.verdict == k for v in verdicts) for k in regressions.ORDER},
         "changes": [v.to_dict() for v in verdicts if v.verdict in ("regression", "improvement")],
     }
     for a in summary["apps"]:
-        a["trend_plot"] = None
         vs = [v for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"]) and len(v.points) >= 2]
         for r in a["rows"]:
             r["history_verdicts"] = {v.figure: v.verdict for v in vs
                                      if (v.environment, v.variant) == (r["environment"], r["variant"])}
+    return verdicts, order
+
+
+def trend_plots(summary: dict, run_dir: Path, verdicts: list, order: dict) -> None:
+    """Per application and tier, one trend plot of the history's verdicts: a panel per
+    figure, a line per variant (one colour each across panels), change points marked."""
+    for a in summary["apps"]:
+        a["trend_plot"] = None
+        vs = [v for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"]) and len(v.points) >= 2]
         names = [n for n in a["figures"] if any(v.figure == n for v in vs)]
         if not names:
             continue
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
         from matplotlib.ticker import MaxNLocator
+        styles = _styles(a)
         cols = min(3, len(names))
         rows = -(-len(names) // cols)
         fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.4 * rows), dpi=80, squeeze=False)
         for ax in axes.flat[len(names):]:
             ax.set_visible(False)
+        drawn = set()
         for ax, n in zip(axes.flat, names):
             for v in (v for v in vs if v.figure == n):
                 xs = [order.get(p.run, i) for i, p in enumerate(v.points)]
+                label = f"{v.environment}/{v.variant}"
+                drawn.add(label)
                 ax.plot(xs, [p.value for p in v.points], marker=".", markersize=3, linewidth=1,
-                        label=f"{v.environment}/{v.variant}")
+                        label=label, **styles[label])
                 for c in v.change_points:
                     bad = c["direction"] == "regression"
                     ax.axvline(order.get(c["run"], c["index"]) - 0.5, color="#b00020" if bad else "#1b7a1b",
@@ -400,7 +489,9 @@ def trend_plots(summary: dict, run_dir: Path, history_dir: Path) -> None:
             ax.tick_params(labelsize=6)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
-        axes.flat[0].legend(fontsize=6)
+        # one legend for every panel: each variant drawn anywhere, in its one colour
+        axes.flat[0].legend(handles=[Line2D([], [], marker=".", markersize=3, linewidth=1, label=k, **styles[k])
+                                     for k in sorted(drawn)], fontsize=6)
         out = _save_figure(fig, run_dir / "plots" / f"trend-{a['app']}-{a['tier']}.png")
         a["trend_plot"] = str(out.relative_to(run_dir))
 
@@ -409,13 +500,18 @@ def render(summary: dict, run_dir: Path, history_dir: Path | None = None) -> tup
     env = jinja2.Environment(loader=jinja2.PackageLoader("apptune", "templates"),
                              autoescape=jinja2.select_autoescape(["html"]),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(fmt=_fmt, pct=_pct, key=_key)
+    env.filters.update(fmt=_fmt, pct=_pct, key=_key, verdicts=_verdicts)
     env.globals["relpath"] = lambda p: _rel(p, run_dir)
+    summary["history_verdicts"] = None
+    verdicts, order = history_verdicts(summary, Path(history_dir)) if history_dir is not None else ([], {})
+    for a in summary["apps"]:   # one style per variant, for this run's variants and the history's
+        a["variant_styles"] = variant_styles(
+            [_key(r) for r in a["rows"]] +
+            [f"{v.environment}/{v.variant}" for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"])])
     power_plots(summary, run_dir)
     curve_plots(summary, run_dir)
-    summary["history"] = None
     if history_dir is not None:
-        trend_plots(summary, run_dir, Path(history_dir))
+        trend_plots(summary, run_dir, verdicts, order)
     md = env.get_template("report.md.j2").render(**summary)
     html = env.get_template("report.html.j2").render(**summary)
     paths = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")

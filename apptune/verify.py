@@ -65,8 +65,33 @@ def load_reference(app: str, tier: str) -> tuple[Path, ReferenceFile]:
     return f, ref
 
 
-def _fmt(x) -> str:
-    return f"{x:.6g}" if isinstance(x, float) else str(x)
+def _fmt(x, digits: int = 6) -> str:
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        return str(int(x))       # an exact count reads 1000000, not 1e+06
+    return f"{x:.{digits}g}" if isinstance(x, float) else str(x)
+
+
+def _digits(value, refs) -> int:
+    """Significant digits (at least 6) with which ``value`` and each number in ``refs`` it
+    differs from are printed as different numbers: a message never reads ``x = 1.5, expected
+    1.5`` for a value that is off."""
+    n = 6
+    for ref in refs:
+        while ref is not None and value != ref and n < 17 and \
+                float(_fmt(value, n)) == float(_fmt(ref, n)):
+            n += 1
+    return n
+
+
+def _percent(used: float) -> str:
+    """The fraction of the tolerance used; a value just past the limit never reads 100%."""
+    s = f"{used:.0%}"
+    return "more than 100%" if used > 1 and s == "100%" else s
+
+
+def _difference(value, ref) -> str:
+    d = value - ref
+    return f"{d:+d}" if isinstance(d, int) else f"{d:+.3g}"
 
 
 def compare_field(name: str, tol, value) -> FieldResult:
@@ -77,10 +102,11 @@ def compare_field(name: str, tol, value) -> FieldResult:
     if is_bad_number(value):
         return FieldResult(name, value, "finite", None, False, f"{name}: value is {value} (not finite)")
     used, parts, ok = 0.0, [], True
+    n = _digits(value, (tol.value, tol.max, tol.min))
     if tol.value is not None:
         diff = abs(value - tol.value)
         allowed = max(tol.abs or 0.0, (tol.rel or 0.0) * abs(tol.value))
-        parts.append(f"{_fmt(tol.value)} ± {_fmt(allowed)}")
+        parts.append(f"{_fmt(tol.value, n)} ± {_fmt(allowed)}")
         if allowed == 0:
             u = 0.0 if diff == 0 else math.inf
         else:
@@ -88,17 +114,25 @@ def compare_field(name: str, tol, value) -> FieldResult:
         used = max(used, u)
         ok &= diff <= allowed
     if tol.max is not None:
-        parts.append(f"≤ {_fmt(tol.max)}")
+        parts.append(f"≤ {_fmt(tol.max, n)}")
         u = (value / tol.max) if tol.max > 0 else (0.0 if value <= tol.max else math.inf)
         used = max(used, max(u, 0.0))
         ok &= value <= tol.max
     if tol.min is not None:
-        parts.append(f"≥ {_fmt(tol.min)}")
+        parts.append(f"≥ {_fmt(tol.min, n)}")
+        if tol.min > 0:
+            u = tol.min / value if value > 0 else math.inf
+        else:
+            u = 0.0 if value >= tol.min else math.inf
+        used = max(used, u)
         ok &= value >= tol.min
     expected = " and ".join(parts)
-    msg = f"{name} = {_fmt(value)}, expected {expected}"
-    if not ok:
-        msg += f" (used {used:.0%} of tolerance)" if math.isfinite(used) else ""
+    msg = f"{name} = {_fmt(value, n)}, expected {expected}"
+    notes = [f"difference {_difference(value, tol.value)}"] if tol.value is not None and value != tol.value else []
+    if not ok and math.isfinite(used):
+        notes.append(f"used {_percent(used)} of tolerance")
+    if notes:
+        msg += f" ({', '.join(notes)})"
     return FieldResult(name, value, expected, round(used, 4) if math.isfinite(used) else None, ok, msg)
 
 

@@ -105,10 +105,12 @@ def test_broken_patch_and_perf_regression_fail_with_clear_reasons(tmp_path):
     tuned = [r for r in summary["results"] if (r["environment"], r["variant"]) == ("gnu", "tuned")]
     assert len(tuned) == 1 and tuned[0]["verified"], summary["results"]
     assert tuned[0]["fail_phase"] == "performance"
-    assert tuned[0]["regressions"] == ["HPL"]
+    assert tuned[0]["baseline_verdicts"]["HPL"] == "regression"
+    assert [f["test"] for f in summary["baseline_verdicts"]["performance_failures"]] == [tuned[0]["test"]]
     assert any(f["phase"] == "performance" and "HPL" in f["reason"] for f in fails), fails
     md = (run_dir / "report.md").read_text()
-    assert md.index("## Failures") < md.index("## hpcc")
+    assert md.index("## Failures") < md.index("## Against the committed baseline") < md.index("## hpcc")
+    assert "decides `apptune run`'s exit code: **1** test case(s) failed it" in md
     assert {p: p.read_bytes() for p in (root / "reference").rglob("*.yaml")} == before
 
 
