@@ -76,7 +76,9 @@ def cmd_run(a) -> int:
             except ApptuneError as e:
                 print(f"apptune: error: history: {e}", file=sys.stderr)
                 rc = rc or 2
-        md, html = report.write(run_dir, history_dir=hdir)[1:]
+        sj, md, html = report.write(run_dir, history_dir=hdir)
+        for s in json.loads(sj.read_text()).get("summary", []):
+            print("apptune: " + report.summary_line(s))
         print(f"apptune: report {md} and {html}")
         if os.environ.get("GITHUB_STEP_SUMMARY"):
             with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import recipes, records, slurm
+from . import machine, quality, recipes, records, slurm
 from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json, atomic_write_text
 
@@ -117,12 +117,73 @@ def collect(report_file: Path) -> dict:
     for k in ("time_start", "time_end"):
         session[k] = _readable_time(session[k])
     apps = _matrices(_merge_repeats(rows))
+    machines = {r["machine_id"]: machine.describe(r["machine"]) for r in rows
+                if r.get("machine_id") and r.get("machine")}
     return {
-        "session": session,
+        "session": session, "machines": machines,
+        "summary": [app_summary(a) for a in apps],
         "failures": failures, "expected_failures": xfailed, "skipped": skipped,
         "baseline_verdicts": _baseline_verdicts(apps, failures), "history_verdicts": None,
         "apps": apps, "results": rows,
     }
+
+
+def app_summary(a: dict) -> dict:
+    """What a person wants first about one application and tier: how many variants verified,
+    the fastest correct one and its speed-up over the reference variant, the greenest where
+    energy is measured, and the performance verdict against this machine's baseline, or why
+    there is none."""
+    rows = a["rows"]
+    ok = [r for r in rows if r["verified"]]
+    p = a["primary"]
+    fastest = a["best"].get(p)
+    f_row = next((r for r in rows if _key(r) == fastest), None)
+    out = {"app": a["app"], "tier": a["tier"], "variants": len(rows), "verified": len(ok),
+           "not_verified": [_key(r) for r in rows if not r["verified"]], "primary": p,
+           "fastest": fastest, "reference": a["reference_variant"],
+           "speedup": (f_row or {}).get("speedup", {}).get(p) if f_row else None}
+    disturbed = [_key(r) for r in rows if (r.get("quality") or {}).get("grade") != "clean"]
+    out["disturbed"] = disturbed
+    measured = [r for r in ok if (r.get("energy") or {}).get("trust") == "measured"
+                and _num(r["figures"].get("energy_J")) is not None]
+    out["greenest"] = _key(min(measured, key=lambda r: r["figures"]["energy_J"])) if measured else None
+    out["greenest_why"] = None if measured else "energy not measured here (" + ", ".join(
+        sorted({(r.get("energy") or {}).get("trust") or "none" for r in ok}) or ["no run"]) + ")"
+    judged, regressions, whys = 0, [], {}
+    for r in rows:
+        for n, c in ((r.get("baseline") or {}).get("figures") or {}).items():
+            if c.get("verdict") == "regression":
+                regressions.append(f"{_key(r)} {n} {_pct(c.get('change'))}")
+            if c.get("verdict") in ("regression", "improvement", "within noise"):
+                judged += 1
+            elif c.get("why"):
+                whys[c["why"]] = whys.get(c["why"], 0) + 1
+        if (r.get("baseline") or {}).get("why"):
+            whys[r["baseline"]["why"]] = whys.get(r["baseline"]["why"], 0) + 100
+    if regressions:
+        out["verdict"], out["verdict_text"] = "regression", "REGRESSION: " + "; ".join(regressions)
+    elif judged:
+        out["verdict"] = "no regression"
+        out["verdict_text"] = f"no regression ({judged} figure(s) judged against this machine's baseline)"
+    else:
+        why = max(whys, key=whys.get) if whys else "no baseline"
+        out["verdict"], out["verdict_text"] = "no verdict", f"no verdict: {why}"
+    return out
+
+
+def summary_line(s: dict) -> str:
+    """One line per application for a terminal or a job summary."""
+    head = f"{s['app']}/{s['tier']}: {s['verified']} of {s['variants']} variant(s) verified"
+    if s["not_verified"]:
+        head += f" (NOT verified: {', '.join(s['not_verified'])})"
+    if s["fastest"]:
+        head += f"; fastest correct by {s['primary']}: {s['fastest']}"
+        if s["speedup"] and s["fastest"] != s["reference"]:
+            head += f" (x{s['speedup']:.2f} over {s['reference']})"
+        if s["disturbed"]:
+            head += f" [ranked with disturbed run(s): {', '.join(s['disturbed'])}]"
+    head += "; greenest: " + (s["greenest"] or s["greenest_why"])
+    return f"{head}; performance: {s['verdict_text']}"
 
 
 def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
@@ -262,8 +323,11 @@ def _matrices(rows: list[dict]) -> list[dict]:
                     r["speedup"][n] = v / b if better[n] == "higher" else b / v
             r["baseline_verdicts"] = {n: c.get("verdict") for n, c in
                                       ((r.get("baseline") or {}).get("figures") or {}).items()}
+        # energy figures that no meter measured here: shown, labelled, never judged
+        modelled = sorted(n for n in names if recipes.is_energy_figure(n) and any(
+            (r.get("energy") or {}).get("trust") != "measured" for r in sel))
         apps.append({"app": app, "tier": tier, "figures": names, "units": units, "better": better,
-                     "primary": primary, "rows": sel, "best": best,
+                     "modelled": modelled, "primary": primary, "rows": sel, "best": best,
                      "reference_variant": _key(ref) if ref else None})
     return apps
 
@@ -500,7 +564,7 @@ def render(summary: dict, run_dir: Path, history_dir: Path | None = None) -> tup
     env = jinja2.Environment(loader=jinja2.PackageLoader("apptune", "templates"),
                              autoescape=jinja2.select_autoescape(["html"]),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(fmt=_fmt, pct=_pct, key=_key, verdicts=_verdicts)
+    env.filters.update(quality=quality.summary, summary_line=summary_line, fmt=_fmt, pct=_pct, key=_key, verdicts=_verdicts)
     env.globals["relpath"] = lambda p: _rel(p, run_dir)
     summary["history_verdicts"] = None
     verdicts, order = history_verdicts(summary, Path(history_dir)) if history_dir is not None else ([], {})
