@@ -112,7 +112,7 @@ def describe(fp: dict) -> str:
     isa = fp.get("isa") or []
     top = next((f for f in ("avx512f", "avx2", "avx", "sve", "asimd") if f in isa), None)
     cpu = f"{fp.get('cpu_model', '?')} ({fp.get('cpu_id', '?')}{', ' + top if top else ''})"
-    smt = f"x{fp['threads_per_core']} threads" if fp.get("threads_per_core", 1) > 1 else ""
+    smt = f" x{fp['threads_per_core']} threads" if fp.get('threads_per_core', 1) > 1 else ''
     return (f"{cpu}, {fp.get('sockets', '?')}x{fp.get('cores_per_socket', '?')} cores{smt}, "
             f"{fp.get('memory_gib', '?')} GiB, {fp.get('hypervisor', '?')}")
 

@@ -1,0 +1,181 @@
+"""Integration: performance verdicts that can be trusted, with real runs through ReFrame.
+
+A small timed C application (tests/timeapp.py) in a throw-away tree with the repository's
+site config. Its baseline is recorded here, from clean repeated runs, bound to this
+machine's fingerprint. Then:
+
+* with the baseline moved to another machine's fingerprint, a run verifies, exits 0 and
+  says that no baseline applies here and how to record one;
+* a real 2x slowdown (a per-file -O0 rule on the hot file) fails the performance check;
+* a run with CPU hogs beside it is graded disturbed and given no verdict (exit 0);
+* a program that crashes after writing complete output fails, with its exit status;
+* every shell payload planted in the recipe's run arguments, environment and pre-run
+  steps arrives as one literal argument and runs nothing.
+
+Assertions are on grades and verdicts, never on timing values.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import timeapp
+from apptune import machine
+from test_baselines import OTHER
+
+REPO = Path(__file__).resolve().parent.parent
+APPTUNE = [sys.executable, "-m", "apptune"]
+
+pytestmark = pytest.mark.integration
+
+
+def run(args, root, timeout=900):
+    env = dict(os.environ, APPTUNE_ROOT=str(root))
+    p = subprocess.run(APPTUNE + args, capture_output=True, text=True, env=env, cwd=root, timeout=timeout)
+    return p.returncode, p.stdout + p.stderr
+
+
+def apptune_run(root, run_dir, *extra, mode="ci"):
+    return run(["run", "--mode", mode, "--no-history", "--run-dir", str(run_dir), *extra,
+                "-c", "reframe-checks/timeapp"], root)
+
+
+def summary(run_dir):
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def the_result(run_dir) -> dict:
+    (r,) = summary(run_dir)["results"]
+    return r
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """The tree with a baseline of 5 clean runs recorded on this machine."""
+    root = tmp_path_factory.mktemp("verdicts") / "tree"
+    timeapp.write_tree(root, REPO)
+    rc, out = apptune_run(root, root / "runs/record", "--repeats", "5", "--wait-for-quiet", "60")
+    assert rc == 0, out[-3000:]
+    rc, out = run(["baseline", "update", str(root / "runs/record")], root)
+    assert rc == 0, out[-3000:]
+    b = yaml.safe_load((root / "reference/baselines/local/timeapp.yaml").read_text())
+    (entry,) = b["entries"]
+    assert entry["machine"] == machine.machine_id(machine.fingerprint())
+    kt = entry["figures"]["kernel_time"]
+    assert kt["runs"] >= 3, f"fewer than 3 of 5 recording runs were clean: {out}"
+    return root
+
+
+def test_recorded_baseline_holds_noise_and_no_modelled_energy(tree):
+    b = yaml.safe_load((tree / "reference/baselines/local/timeapp.yaml").read_text())
+    figs = b["entries"][0]["figures"]
+    assert figs["kernel_time"]["noise"] is not None and "energy_J" not in figs and "edp_Js" not in figs
+
+
+def test_baselines_of_another_machine_give_no_verdict_and_exit_0(tree, tmp_path):
+    f = tree / "reference/baselines/local/timeapp.yaml"
+    mine = f.read_text()
+    b = yaml.safe_load(mine)
+    other = machine.machine_id(OTHER)
+    b["machines"] = {other: OTHER}
+    for e in b["entries"]:
+        e["machine"] = other
+        for fig in e["figures"].values():
+            fig["value"] *= 100        # would be a huge improvement if it were compared
+    f.write_text(yaml.safe_dump(b))
+    try:
+        rc, out = apptune_run(tree, tmp_path / "run")
+    finally:
+        f.write_text(mine)
+    assert rc == 0, out[-3000:]
+    r = the_result(tmp_path / "run")
+    assert r["verified"]
+    assert r["baseline"]["why"].startswith("no baseline for this machine (baselines recorded on AMD EPYC 7B13")
+    assert all(c["verdict"] == "no verdict" for c in r["baseline"]["figures"].values())
+    line = next(l for l in out.splitlines() if l.startswith("apptune: timeapp/ci:"))
+    assert "performance: no verdict: no baseline for this machine" in line and "apptune baseline update" in line
+    md = (tmp_path / "run" / "report.md").read_text()
+    assert "no verdict: no baseline for this machine" in md.split("## Summary")[1].split("##")[0]
+
+
+def test_a_real_2x_slowdown_of_the_hot_file_fails_the_check(tree, tmp_path):
+    recipe = tree / "build-recipes/timeapp.yaml"
+    text = recipe.read_text()
+    recipe.write_text(text.replace("run:\n", "per_file:\n  - files: [kernel.c]\n    cflags: [-O0]\n"
+                                   "    reason: the slowdown this test injects\nrun:\n"))
+    try:
+        rc, out = apptune_run(tree, tmp_path / "run", "--wait-for-quiet", "60")
+    finally:
+        recipe.write_text(text)
+    s = summary(tmp_path / "run")
+    r = the_result(tmp_path / "run")
+    assert r["verified"] and r["quality"]["grade"] == "clean", r["quality"]
+    assert rc != 0, out[-3000:]
+    assert r["baseline"]["figures"]["kernel_time"]["verdict"] == "regression"
+    assert any(f["phase"] == "performance" and "kernel_time" in f["reason"] for f in s["failures"]), s["failures"]
+    assert s["summary"][0]["verdict"] == "regression"
+
+
+def test_a_cpu_hog_beside_the_run_is_graded_disturbed_and_not_judged(tree, tmp_path):
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        rc, out = apptune_run(tree, tmp_path / "run")
+    finally:
+        for h in hogs:
+            h.kill()
+    r = the_result(tmp_path / "run")
+    assert rc == 0, out[-3000:]
+    assert r["verified"] and r["quality"]["grade"] == "disturbed"
+    assert "other processes used" in r["quality"]["reasons"][0]
+    assert r["baseline"]["why"].startswith("run disturbed: other processes used")
+    assert all(c["verdict"] == "no verdict" for c in r["baseline"]["figures"].values())
+
+
+def test_a_crash_after_complete_output_fails_with_the_exit_status(tree, tmp_path):
+    recipe = tree / "build-recipes/timeapp.yaml"
+    text = recipe.read_text()
+    recipe.write_text(text.replace('args: ["{{ n }}"]', 'args: ["{{ n }}", crash]'))
+    try:
+        rc, out = apptune_run(tree, tmp_path / "run", mode="dev")
+    finally:
+        recipe.write_text(text)
+    assert rc != 0
+    s = summary(tmp_path / "run")
+    (f,) = s["failures"]
+    assert f["phase"] == "sanity" and "killed by signal SIGSEGV" in f["reason"], f
+    r = the_result(tmp_path / "run")
+    assert not r["verified"] and r["run"]["exit_status"] == 139
+
+
+PAYLOADS = ["; touch PWNED1", "$(touch PWNED2)", "`touch PWNED3`", "&& touch PWNED4",
+            "export X=a; touch PWNED5", "two  words", "| touch PWNED6"]
+
+
+def test_shell_payloads_in_every_run_field_arrive_literally_and_run_nothing(tree, tmp_path):
+    recipe = tree / "build-recipes/timeapp.yaml"
+    text = recipe.read_text()
+    args = ", ".join(json.dumps(p) for p in PAYLOADS)
+    env = ", ".join(f"P{i}: {json.dumps(p)}" for i, p in enumerate(PAYLOADS))
+    probe = ("import json, os, sys; json.dump({'argv': sys.argv[1:], 'env': [os.environ[f'P{i}'] "
+             f"for i in range({len(PAYLOADS)})]}}, open('prerun.json', 'w'))")
+    recipe.write_text(text.replace('args: ["{{ n }}"]', f'args: ["{{{{ n }}}}", {args}]\n'
+                                   f'  env: {{{env}}}\n'
+                                   f'  prerun:\n    - command: [{json.dumps(sys.executable)}, "-c", '
+                                   f'{json.dumps(probe)}, {args}]'))
+    try:
+        rc, out = apptune_run(tree, tmp_path / "run", mode="dev")
+    finally:
+        recipe.write_text(text)
+    assert rc == 0, out[-3000:]
+    stage = next((tmp_path / "run").rglob("prerun.json")).parent
+    seen = json.loads((stage / "prerun.json").read_text())
+    assert seen == {"argv": PAYLOADS, "env": PAYLOADS}
+    printed = (stage / "rfm_job.out").read_text()
+    for i, p in enumerate(PAYLOADS, start=2):
+        assert f"arg {i}: [{p}]" in printed
+    assert not list(tmp_path.rglob("PWNED*")) and not list(tree.rglob("PWNED*"))
+    assert "touch" not in (stage / "rfm_job.sh").read_text()
