@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import runpy
 import shlex
 import shutil
@@ -26,7 +25,7 @@ from pathlib import Path
 from . import energy, inputs, outputs, paths, placement, recipes, sources, verify
 from .constants import XFAIL_FILE
 from .errors import ApptuneError, last_error_line
-from .models import Recipe
+from .models import Recipe, duration_seconds
 
 DEFAULT_CONFIG = "site-config/settings.py"
 #: Launchers a candidate can be started with on this node (ReFrame's names).
@@ -175,11 +174,10 @@ class RunResult:
 
 def time_limit_seconds(spec: str) -> float | None:
     """ReFrame's time limit words (``5m``, ``1h30m``, ``90s``, ``2d``) in seconds."""
-    m = re.fullmatch(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", spec.strip())
-    if not m or not any(m.groups()):
+    try:
+        return duration_seconds(spec)
+    except ValueError:
         return None
-    d, h, mi, s = (int(x or 0) for x in m.groups())
-    return float(((d * 24 + h) * 60 + mi) * 60 + s)
 
 
 def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Site,

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import paths
-from .errors import ApptuneError
+from .errors import ApptuneError, first_of
 from .models import Figure, FlagLadders, Libraries, Recipe
 from .yamlio import load_model
 
@@ -26,15 +26,19 @@ def load_recipe(app_or_path: str | os.PathLike) -> Recipe:
             known = ", ".join(list_recipes()) or "none"
             raise ApptuneError(p, None, f"no recipe for application '{app_or_path}' (known: {known})")
     r = load_model(p, Recipe)
+    problems = []
     if r.name != p.stem:
-        raise ApptuneError(p, "name", f"'{r.name}' must match the file name '{p.stem}'")
+        problems.append(ApptuneError(p, "name", f"'{r.name}' must match the file name '{p.stem}'"))
     for patch in r.patches:
         pf = paths.patches_dir(r.name) / patch.file
         if not pf.is_file():
-            raise ApptuneError(p, f"patches.{patch.file}", f"patch file {pf} is missing")
-    for t in r.build.templates:
+            problems.append(ApptuneError(p, f"patches.{patch.file}", f"patch file {pf} is missing"))
+    for i, t in enumerate(r.build.templates):
         if not (paths.recipes_dir() / "templates" / t.src).is_file():
-            raise ApptuneError(p, "build.templates.src", f"template {t.src} not found under build-recipes/templates/")
+            problems.append(ApptuneError(p, f"build.templates[{i}].src",
+                                         f"template {t.src} not found under build-recipes/templates/"))
+    if problems:
+        raise first_of(problems)
     return r
 
 
