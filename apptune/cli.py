@@ -12,6 +12,7 @@ import os
 import shlex
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 from . import baselines, paths, recipes
@@ -38,15 +39,48 @@ def reframe_command(root: Path, mode: str, checks: list[str], run_dir: Path, con
     return cmd
 
 
+def checks_without(root: Path, checks: list[str], apps: list[str]) -> list[str]:
+    """The ``-c`` paths with the check directories ``reframe-checks/APP/`` of ``apps`` left
+    out (a directory holding them is replaced by its other entries)."""
+    if not apps:
+        return list(checks or ["reframe-checks"])
+    bad = [(root / "reframe-checks" / app).resolve() for app in apps]
+    out = []
+    for c in checks or ["reframe-checks"]:
+        p = (Path(c) if Path(c).is_absolute() else root / c).resolve()
+        if any(p == b or b in p.parents for b in bad):
+            continue
+        if p.is_dir() and any(p in b.parents for b in bad):
+            out += checks_without(root, [str(e) for e in sorted(p.iterdir())
+                                         if not e.name.startswith((".", "_"))], apps)
+        else:
+            out.append(c)
+    return out
+
+
 def cmd_run(a) -> int:
+    from . import validate
     root = paths.root()
+    # every data file is checked before ReFrame starts; an application with a problem is
+    # left out (its check directory), the others run, and the run's exit status says so
+    found = validate.check(root / a.config)
+    for p in found.all():
+        print(f"apptune: error: {p}", file=sys.stderr)
+    if found.site:
+        print("apptune: run refused: the site config has problems (apptune validate)", file=sys.stderr)
+        return 2
+    checks = checks_without(root, a.checks, found.bad_apps)
+    if found.bad_apps:
+        print(f"apptune: left out of the run: {', '.join(found.bad_apps)} (problems above)", file=sys.stderr)
+        if not checks:
+            print("apptune: run refused: no check left to run", file=sys.stderr)
+            return 2
+    refused = 2 if found.all() else 0
     stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
     run_dir = (Path(a.run_dir) if a.run_dir else runs_dir() / f"{stamp}-{a.mode}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
-    for app in recipes.list_recipes():  # fail fast, with one line, on bad data
-        recipes.load_recipe(app)
     extra = (["--repeat", str(a.repeats)] if a.repeats > 1 else []) + a.reframe_args
-    cmd = reframe_command(root, a.mode, a.checks, run_dir, a.config, extra)
+    cmd = reframe_command(root, a.mode, checks, run_dir, a.config, extra)
     env = dict(os.environ, APPTUNE_ROOT=str(root))
     if a.wait_for_quiet is not None:
         env["APPTUNE_QUIET_WAIT"] = str(a.wait_for_quiet)
@@ -87,8 +121,8 @@ def cmd_run(a) -> int:
         # ReFrame exits 0 when the options select nothing; a run that ran nothing is not a pass
         print(f"apptune: error: ReFrame wrote no run report (exit {rc}): no test case ran "
               f"(do the -n/-t/-S options and --mode select anything? `apptune list`)", file=sys.stderr)
-        return rc or 1
-    return rc
+        return rc or refused or 1
+    return rc or refused
 
 
 def reframe_storage_env(env: dict) -> dict:
@@ -134,53 +168,18 @@ def cmd_report(a) -> int:
     return 0
 
 
-def site_environments(config: Path) -> set[str]:
-    import runpy
-    try:
-        site = runpy.run_path(str(config))["site_configuration"]
-    except (OSError, KeyError, SyntaxError) as e:
-        raise ApptuneError(config, "site_configuration", f"cannot load: {e}") from None
-    return {e["name"] for e in site.get("environments", [])}
-
-
 def cmd_validate(a) -> int:
-    from . import inputs, outputs, verify
-    n = 0
-    recipes.load_ladders()
-    recipes.load_libraries()
-    config = paths.root() / a.config
-    known_envs = site_environments(config)
-    for app in recipes.list_recipes():
-        r = recipes.load_recipe(app)
-        recipes.all_variants(r)
-        for tname, tier in r.tiers.items():
-            for env in tier.variants:
-                if env not in known_envs:
-                    raise ApptuneError(recipes.recipe_path(app), f"tiers.{tname}.variants.{env}",
-                                       f"unknown environment (site config {a.config} has: "
-                                       f"{', '.join(sorted(known_envs))})")
-        for tier in r.tiers:
-            inputs.check_stands_for(app, tier, list(r.tiers))
-            ref = paths.reference_file(app, tier)
-            if not ref.exists():
-                raise ApptuneError(ref, None, f"no stored reference for {app} tier '{tier}': "
-                                   "every tier's numbers are verified")
-            verify.load_reference(app, tier)
-            for o in r.run.outputs:
-                if o.format == "newick_rf":
-                    tree = outputs.reference_tree(o, tier)
-                    if not tree.is_file():
-                        raise ApptuneError(recipes.recipe_path(app), "run.output.reference",
-                                           f"reference tree {tree} for tier '{tier}' is missing")
-            n += 1
-        for bdir in (paths.root() / "reference" / "baselines").glob("*"):
-            baselines.load(bdir.name, app)
-        n += 1
-    from . import tune
-    for f in sorted((paths.root() / "tuning").glob("*.yaml")):
-        tune.load_space(f.stem, f)
-        n += 1
-    print(f"apptune: all data files valid ({n} recipes/references checked)")
+    from . import validate
+    found = validate.problems(paths.root() / a.config)
+    for p in found:
+        print(f"apptune: error: {p}", file=sys.stderr)
+    n = len(recipes.list_recipes())
+    if found:
+        print(f"apptune: validate: {len(found)} problem(s) in the data ({n} applications checked)",
+              file=sys.stderr)
+        return 1
+    print(f"apptune: all data files valid ({n} applications with their inputs, references "
+          f"and baselines, the site config and the tuning spaces checked)")
     return 0
 
 
@@ -354,6 +353,8 @@ def cmd_tune(a) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="apptune", description=__doc__.splitlines()[0])
+    ap.add_argument("-v", "--verbose", dest="traceback", action="store_true",
+                    help="show the Python traceback of an error (before the command: apptune -v run ...)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run checks through ReFrame and write the report")
     r.add_argument("--mode", default="ci", help="ReFrame execution mode: ci, nightly, dev (default ci)")
@@ -473,9 +474,46 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         return a.func(a)
-    except ApptuneError as e:
-        print(f"apptune: error: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        if a.traceback:
+            traceback.print_exc()
+        print("apptune: interrupted", file=sys.stderr)
+        return 130
+    except EXPECTED as e:
+        # one line, as for bad data; the traceback only with -v (it is apptune's, not the data's)
+        if a.traceback:
+            traceback.print_exc()
+        print(f"apptune: error: {one_line(e)}", file=sys.stderr)
         return 2
+
+
+def _expected() -> tuple[type[BaseException], ...]:
+    import jinja2
+    import pydantic
+    import yaml
+    return (ApptuneError, OSError, subprocess.SubprocessError, yaml.YAMLError,
+            pydantic.ValidationError, jinja2.TemplateError)
+
+
+#: Failures reported in one line (anything else is a bug in apptune: its traceback shows).
+EXPECTED = _expected()
+
+
+def one_line(e: BaseException) -> str:
+    """An expected failure as one line naming the file where it is known."""
+    import pydantic
+    from .errors import format_validation_error
+    if isinstance(e, ApptuneError):
+        return str(e)
+    if isinstance(e, pydantic.ValidationError):
+        return str(format_validation_error(None, e))
+    if isinstance(e, OSError) and e.strerror:
+        names = [str(f) for f in (e.filename, e.filename2) if f]
+        return ": ".join([*names, e.strerror])
+    if isinstance(e, subprocess.CalledProcessError):
+        cmd = e.cmd if isinstance(e.cmd, str) else shlex.join(map(str, e.cmd))
+        return f"{cmd}: exited with status {e.returncode}"
+    return " ".join(f"{type(e).__name__}: {e}".split())
 
 
 if __name__ == "__main__":

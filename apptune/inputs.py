@@ -28,18 +28,24 @@ def load_input(app: str, tier: str) -> tuple[Path, InputSpec]:
 
 def check_stands_for(app: str, tier: str, tiers: list[str]) -> InputSpec:
     """A reduced (ci) input names the input it stands for, so a reader knows what a green
-    ci run proves: ``stands_for: <tier> (what that input is)``, the tier one of the recipe's."""
+    ci run proves: ``stands_for: <tier> (what that input is)``, the tier one of the recipe's.
+    An application with one tier only (ci or nightly) has nothing to name: there
+    ``stands_for`` is optional and free text."""
     d, spec = load_input(app, tier)
     f = d / "input.yaml"
+    others = [t for t in tiers if t != tier]
+    if not others:
+        return spec
     if spec.stands_for is None:
         if tier == "ci":
-            raise ApptuneError(f, "stands_for", "a ci input must name the input it stands for, "
-                               "e.g. 'nightly (what the nightly input is)'")
+            raise ApptuneError(f, "stands_for", f"a ci input must name the input it stands for: "
+                               f"one of {', '.join(others)}, then what it is, e.g. "
+                               f"'{others[0]} (what the {others[0]} input is)'")
         return spec
     target = spec.stands_for.split()[0] if spec.stands_for.split() else ""
-    if target not in tiers or target == tier:
+    if target not in others:
         raise ApptuneError(f, "stands_for", f"must start with another tier of {app} "
-                           f"({', '.join(t for t in tiers if t != tier)}), not {target!r}")
+                           f"({', '.join(others)}), not {target!r}")
     return spec
 
 

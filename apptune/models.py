@@ -183,11 +183,33 @@ class PerFileOverride(Strict):
         return self
 
 
+def duration_seconds(spec: str) -> float:
+    """A time limit as ReFrame reads it (``5m``, ``1h30m``, ``90s``, ``2d``, or seconds),
+    by ReFrame's own conversion; ValueError for what it refuses and for a limit that is
+    zero or not finite (ReFrame would then use the partition's limit, silently)."""
+    from reframe.utility.typecheck import Duration  # the type of a test's time_limit
+    try:
+        v = Duration(str(spec).strip())
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"'{spec}' is not a time limit ReFrame reads ({e}); write e.g. "
+                         "5m, 1h30m, 90s, 2d or a number of seconds") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"'{spec}' is not a positive, finite time limit")
+    return float(v)
+
+
 class TierSpec(Strict):
     ranks: int = Field(default=2, ge=1)
     #: environment -> list of variant specs (``ladder[+axis=value...]``).
     variants: dict[str, list[str]] = Field(min_length=1)
+    #: ReFrame's time limit of the run: ``5m``, ``1h30m``, ``90s``, ``2d`` or seconds.
     time_limit: str = "10m"
+
+    @field_validator("time_limit", mode="before")
+    @classmethod
+    def _duration(cls, v):
+        duration_seconds(v)
+        return str(v)
 
 
 class Figure(Strict):
@@ -404,8 +426,8 @@ class InputSpec(Strict):
 # --------------------------------------------------------------------------- references
 class FieldTolerance(Strict):
     value: float | None = None
-    abs: float | None = Field(default=None, ge=0)
-    rel: float | None = Field(default=None, ge=0)
+    abs: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    rel: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     max: float | None = None
     min: float | None = None
     why: str | None = None
@@ -423,7 +445,9 @@ class FieldTolerance(Strict):
         for name in ("value", "max", "min"):
             v = getattr(self, name)
             if v is not None and not math.isfinite(v):
-                raise ValueError(f"'{name}' must be a finite number")
+                raise ValueError(f"{name}: must be a finite number (got {v})")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min: {self.min} is above max {self.max}: no value can pass")
         return self
 
 

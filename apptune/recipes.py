@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import sys
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from . import paths
-from .errors import ApptuneError
+from .errors import ApptuneError, first_of
 from .models import Figure, FlagLadders, Libraries, Recipe
 from .yamlio import load_model
 
@@ -27,15 +26,19 @@ def load_recipe(app_or_path: str | os.PathLike) -> Recipe:
             known = ", ".join(list_recipes()) or "none"
             raise ApptuneError(p, None, f"no recipe for application '{app_or_path}' (known: {known})")
     r = load_model(p, Recipe)
+    problems = []
     if r.name != p.stem:
-        raise ApptuneError(p, "name", f"'{r.name}' must match the file name '{p.stem}'")
+        problems.append(ApptuneError(p, "name", f"'{r.name}' must match the file name '{p.stem}'"))
     for patch in r.patches:
         pf = paths.patches_dir(r.name) / patch.file
         if not pf.is_file():
-            raise ApptuneError(p, f"patches.{patch.file}", f"patch file {pf} is missing")
-    for t in r.build.templates:
+            problems.append(ApptuneError(p, f"patches.{patch.file}", f"patch file {pf} is missing"))
+    for i, t in enumerate(r.build.templates):
         if not (paths.recipes_dir() / "templates" / t.src).is_file():
-            raise ApptuneError(p, "build.templates.src", f"template {t.src} not found under build-recipes/templates/")
+            problems.append(ApptuneError(p, f"build.templates[{i}].src",
+                                         f"template {t.src} not found under build-recipes/templates/"))
+    if problems:
+        raise first_of(problems)
     return r
 
 
@@ -76,12 +79,13 @@ def is_energy_figure(name: str) -> bool:
 
 
 def time_limit_seconds(spec: str) -> float | None:
-    """ReFrame's time limit words (``5m``, ``1h30m``, ``90s``, ``2d``) in seconds."""
-    m = re.fullmatch(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", spec.strip())
-    if not m or not any(m.groups()):
+    """ReFrame's time limit words (``5m``, ``1h30m``, ``90s``, ``2d``, ``300``) in seconds;
+    None when ReFrame would not accept them."""
+    from .models import duration_seconds
+    try:
+        return duration_seconds(spec)
+    except ValueError:
         return None
-    d, h, mi, s = (int(x or 0) for x in m.groups())
-    return float(((d * 24 + h) * 60 + mi) * 60 + s)
 
 
 def list_recipes() -> list[str]:

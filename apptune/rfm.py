@@ -56,6 +56,25 @@ def _site_environments() -> set[str]:
         return set()
 
 
+def load_app(app: str):
+    """The recipe of ``app`` for its check file, once every check of its data passed
+    (:func:`apptune.validate.app_problems`: recipe, inputs, references, baselines, against
+    this session's environments).  Otherwise ReFrame skips the check file, printing one
+    line per problem, and loads the other applications' files."""
+    from reframe.core.exceptions import RegressionTestLoadError
+    from . import validate
+    try:
+        from reframe.core.runtime import runtime
+        environments = list(runtime().site_config['environments'])
+    except Exception:  # not inside a ReFrame session: the site config file's environments
+        environments = None
+    site, found = validate.load_site(environments=environments)
+    found += validate.app_problems(app, site)
+    if found:
+        raise RegressionTestLoadError('\n'.join(str(p) for p in found)) from None
+    return recipes.load_recipe(app)
+
+
 class SourceFetch(rfm.RunOnlyRegressionTest):
     """Fetch the application's source tarball into the cache and verify its sha256."""
 

@@ -1,7 +1,8 @@
 """Source tarballs: local mirror first, then the download cache, then the origin.
 
 Every file is checked against the recipe's pinned sha256 before it is used or
-cached; a mismatch is refused, never "fixed" by downloading again silently.
+cached; a mismatch is refused. A copy in the download cache that no longer matches
+(bit rot, a truncated write) is removed and fetched again, saying so.
 """
 from __future__ import annotations
 
@@ -148,15 +149,24 @@ def fetch(recipe: Recipe, cache: Path | None = None, mirror: Path | None = None)
             if not target.exists() or sha256_file(target) != recipe.source.sha256:
                 _copy_atomic(mirror / name, target)
             return target
+        removed = ""
         if target.is_file():
-            _check(target, recipe, f"cache {target.parent}")
-            return target
-        uri = debian_orig_uri(recipe) if recipe.source.debian else recipe.source.url
+            got = sha256_file(target)
+            if got == recipe.source.sha256:
+                return target
+            # a corrupted or truncated copy in the cache: removed, then fetched again
+            target.unlink()
+            print(f"apptune: cached {target} does not match the recipe's sha256 "
+                  f"(got {got[:16]}…): removed it, fetching {name} again", flush=True)
+            removed = f" (a corrupted copy in the cache, {target}, was removed)"
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=target.parent)
         os.close(fd)
         try:
-            _download(uri, Path(tmp))
+            try:
+                _download(debian_orig_uri(recipe) if recipe.source.debian else recipe.source.url, Path(tmp))
+            except ApptuneError as e:
+                raise ApptuneError(e.file, e.field, e.message + removed) from None
             _check(Path(tmp), recipe, "download")
             os.replace(tmp, target)
         finally:

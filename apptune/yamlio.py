@@ -15,7 +15,34 @@ from .errors import ApptuneError, format_validation_error
 M = TypeVar("M", bound=BaseModel)
 
 
+class _DuplicateKey(yaml.constructor.ConstructorError):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (plain
+    ``yaml.safe_load`` keeps the last one silently, so half of a file could be ignored)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: the constructor below reports it
+                    continue
+                if first is not None:
+                    raise _DuplicateKey(None, None, f"duplicate key {key!r} (first given at line {first})",
+                                        key_node.start_mark)
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
 def load_yaml(path: str | os.PathLike) -> Any:
+    """A YAML file's data; a malformed file or a duplicate key is one line naming the line."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -24,12 +51,14 @@ def load_yaml(path: str | os.PathLike) -> Any:
     except OSError as e:
         raise ApptuneError(path, None, f"cannot read: {e.strerror}") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown position)"
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ApptuneError(path, where, f"malformed YAML: {problem}") from None
+        if not isinstance(e, _DuplicateKey):
+            problem = f"malformed YAML: {problem}"
+        raise ApptuneError(path, where, problem) from None
 
 
 def load_model(path: str | os.PathLike, model: Type[M], **context) -> M:
@@ -42,7 +71,7 @@ def load_model(path: str | os.PathLike, model: Type[M], **context) -> M:
     try:
         return model.model_validate(data, context=context or None)
     except ValidationError as e:
-        raise format_validation_error(path, e) from None
+        raise format_validation_error(path, e, data, model) from None
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from apptune import build, recipes, sources
 from apptune.errors import ApptuneError
+from conftest import PATCH
 
 
 def test_mirror_then_cache(toy_root, tmp_path):
@@ -27,13 +28,25 @@ def test_wrong_checksum_is_refused(toy_root, tmp_path):
     assert not (tmp_path / "cache" / "sources" / "toy-1.0.tar.gz").exists()
 
 
-def test_corrupted_cache_entry_is_refused(toy_root, tmp_path):
+def test_corrupted_cache_entry_is_removed_and_fetched_again(toy_root, tmp_path, capsys):
+    good = (tmp_path / "mirror" / "toy-1.0.tar.gz").read_bytes()
     r = recipes.load_recipe("toy")
     p = sources.fetch(r)
     p.write_bytes(b"bit rot")
-    shutil.rmtree(tmp_path / "mirror")
-    with pytest.raises(ApptuneError, match="checksum mismatch"):
+    # no mirror, and the origin cannot be reached: the bad copy is gone, and the error says so
+    (tmp_path / "mirror" / "toy-1.0.tar.gz").rename(tmp_path / "origin.tar.gz")
+    with pytest.raises(ApptuneError) as e:
         sources.fetch(r)
+    assert not p.exists()
+    assert "download of toy-1.0.tar.gz failed" in str(e.value) and f"{p}, was removed" in str(e.value)
+    out = capsys.readouterr().out
+    assert f"cached {p} does not match the recipe's sha256" in out and "removed it, fetching" in out
+    # with the origin reachable, the fetch heals the cache
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(b"bit rot")
+    r = r.model_copy(update={"source": r.source.model_copy(update={"url": (tmp_path / "origin.tar.gz").as_uri()})})
+    assert sources.fetch(r) == p and p.read_bytes() == good
+    assert "removed it, fetching toy-1.0.tar.gz again" in capsys.readouterr().out
 
 
 def test_missing_source_names_the_origin(toy_root, tmp_path):
@@ -94,8 +107,34 @@ def test_patch_that_does_not_apply(toy_root, tmp_path, gnu_toolchain):
     stage.mkdir()
     with pytest.raises(ApptuneError) as e:
         build.build(plan, tarball, stage)
-    assert "0001-comment.patch" in str(e.value) and "does not apply" in str(e.value)
+    # the file inside the patch that failed is the field
+    assert str(e.value) == ("tree/patches/toy/0001-comment.patch: main.c: hunk #1 does not apply at line 1 "
+                            "(the patch does not apply to toy 1.0)")
     assert not (stage / "provenance.json").exists()
+
+
+def test_patch_for_a_file_the_source_lacks_names_it(toy_root, tmp_path, gnu_toolchain):
+    (toy_root / "patches/toy/0001-comment.patch").write_text(
+        PATCH + "--- a/util/extra.c\n+++ b/util/extra.c\n@@ -1,1 +1,1 @@\n-old\n+new\n")
+    plan = _plan("baseline", gnu_toolchain)
+    tarball = sources.fetch(recipes.load_recipe("toy"))
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    with pytest.raises(ApptuneError) as e:
+        build.build(plan, tarball, stage)
+    assert str(e.value).startswith("tree/patches/toy/0001-comment.patch: util/extra.c: file to patch not found")
+
+
+def test_patch_failures_are_read_from_patchs_output():
+    out = ("checking file a.c\nHunk #1 FAILED at 1.\nHunk #3 FAILED at 40.\n2 out of 3 hunks FAILED\n"
+           "checking file b.c\nReversed (or previously applied) patch detected!  Skipping patch.\n"
+           "can't find file to patch at input line 16\nPerhaps you used the wrong -p or --strip option?\n"
+           "The text leading up to this was:\n--------------------------\n|--- a/src/c.c\t2020-01-01\n"
+           "|+++ b/src/c.c\t2020-01-02\n--------------------------\nNo file to patch.  Skipping patch.\n")
+    assert build.patch_failures(out) == [
+        ("a.c", "hunk #1 does not apply at line 1"), ("a.c", "hunk #3 does not apply at line 40"),
+        ("b.c", "already applied (or reversed)"),
+        ("src/c.c", "file to patch not found (a wrong 'strip', or not in this version)")]
 
 
 def test_build_failure_is_one_line(toy_root, tmp_path, gnu_toolchain, capsys):

@@ -10,10 +10,11 @@ reference/examl/<tier>.tree (the stored best tree).
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.rfm import AppBuild, AppRun, SourceFetch
-from apptune.recipes import all_variants, load_recipe
+from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
+from apptune.recipes import all_variants
 
-RECIPE = load_recipe('examl')
+# the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
+RECIPE = load_app('examl')
 
 
 class ExaMLSource(SourceFetch):

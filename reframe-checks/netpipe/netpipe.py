@@ -10,10 +10,11 @@ gnu-mpich: MPICH), as a site's modules would provide it.
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.rfm import AppBuild, AppRun, SourceFetch
-from apptune.recipes import all_variants, load_recipe, placements
+from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
+from apptune.recipes import all_variants, placements
 
-RECIPE = load_recipe('netpipe')
+# the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
+RECIPE = load_app('netpipe')
 
 
 class NetPIPESource(SourceFetch):

@@ -1,0 +1,381 @@
+"""Every data file checked before anything is built, with every problem reported.
+
+A problem is an :class:`~apptune.errors.ApptuneError`, one line ``FILE: FIELD: message``.
+Nothing here stops at the first one: :func:`problems` returns them all, for
+
+* ``apptune validate`` (prints each, exit 1 if there is any);
+* ``apptune run``, which checks first and leaves out the applications with problems
+  (their check directories ``reframe-checks/APP/``), so the others still run;
+* the check files (``reframe-checks/APP/*.py``), which load their recipe with
+  :func:`apptune.rfm.load_app`: plain ReFrame then skips the file of an application
+  with problems, printing these lines, and loads the others.
+
+What is checked, per application: the recipe (schema, patch and template files, variant
+names against the axes and the flag ladders of each environment's compiler family,
+environments against the site config, libraries, per-file ladders, figures against what
+the outputs produce, names in templates), each tier's input (schema, template files and
+the names they use, ``stands_for``), reference (schema, finite tolerances, ``min`` <=
+``max``, ``depends_on`` against the input's parameters, fields against the outputs, the
+stored tree of a ``newick_rf`` output) and baselines; then the site config (flag ladders,
+libraries, environments' ``extras``) and the tuning spaces.
+"""
+from __future__ import annotations
+
+import dataclasses
+import runpy
+from pathlib import Path
+
+import jinja2
+import jinja2.meta
+
+from . import baselines, inputs, outputs, paths, recipes, verify
+from .errors import ApptuneError, expand
+from .models import FlagLadders, Libraries, Recipe
+from .yamlio import load_model
+
+#: What every environment's ``extras`` must say (:class:`apptune.recipes.Toolchain`).
+TOOLCHAIN_EXTRAS = ("family", "mpi", "mpi_standard", "blas")
+
+
+@dataclasses.dataclass
+class Site:
+    """What the recipes are checked against."""
+    #: environment name -> compiler family (None where ``extras.family`` is missing);
+    #: None when the site config could not be read (environments are then not checked).
+    environments: dict[str, str | None] | None
+    ladders: FlagLadders | None
+    libraries: Libraries | None
+    config: str = "site-config/settings.py"
+
+
+@dataclasses.dataclass
+class Findings:
+    #: The site config's problems: no application can be trusted to build with them.
+    site: list[ApptuneError]
+    #: Every application (recipe) -> its problems ([] when its data is valid).
+    apps: dict[str, list[ApptuneError]]
+    #: Files no check reads (the tuning spaces of ``apptune tune``).
+    other: list[ApptuneError]
+
+    @property
+    def bad_apps(self) -> list[str]:
+        return [a for a, ps in self.apps.items() if ps]
+
+    def all(self) -> list[ApptuneError]:
+        out, seen = [], set()
+        for p in [*self.site, *(p for ps in self.apps.values() for p in ps), *self.other]:
+            if str(p) not in seen:
+                seen.add(str(p))
+                out.append(p)
+        return out
+
+
+def problems(config: str | Path | None = None) -> list[ApptuneError]:
+    """Every problem of the tree's data (``config``: the ReFrame site config file)."""
+    return check(config).all()
+
+
+def check(config: str | Path | None = None) -> Findings:
+    """Every problem of the tree's data, by application."""
+    site, site_problems = load_site(config)
+    apps = {app: app_problems(app, site) for app in recipes.list_recipes()}
+    return Findings(site_problems, apps, tuning_problems(apps))
+
+
+# --------------------------------------------------------------------------- site
+def load_site(config: str | Path | None = None,
+              environments: list[dict] | None = None) -> tuple[Site, list[ApptuneError]]:
+    """The flag ladders, libraries and environments' compiler families, and their problems.
+
+    The environments are ``environments`` (ReFrame's configuration, inside a ReFrame
+    session) or those of the site config file ``config`` (default: site-config/settings.py).
+    """
+    found: list[ApptuneError] = []
+    ladders_file = paths.site_dir() / "flag-ladders.yaml"
+    ladders = _collect(found, load_model, ladders_file, FlagLadders)
+    libraries = _collect(found, load_model, paths.site_dir() / "libraries.yaml", Libraries)
+    cfg = Path(config) if config is not None else paths.site_dir() / "settings.py"
+    if not cfg.is_absolute():
+        cfg = paths.root() / cfg
+    if environments is None:
+        environments = _config_environments(cfg, found)
+    families: dict[str, str | None] | None = None
+    if environments is not None:
+        families = {}
+        for e in environments:
+            name, extras = e.get("name"), e.get("extras") or {}
+            if name == "builtin" and not extras:
+                continue  # ReFrame's own environment, never named by a recipe
+            missing = [k for k in TOOLCHAIN_EXTRAS if k not in extras]
+            if missing and "target_systems" not in e:
+                found.append(ApptuneError(cfg, f"environments.{name}.extras",
+                                          f"missing {', '.join(missing)} (the toolchain facts "
+                                          f"apptune builds with: {', '.join(TOOLCHAIN_EXTRAS)})"))
+            fam = extras.get("family")
+            if families.get(name) is None:
+                families[name] = fam
+            if fam and ladders is not None and fam not in ladders.families \
+                    and not any(p.field == f"families.{fam}" for p in found):
+                found.append(ApptuneError(ladders_file, f"families.{fam}",
+                                          f"no flag ladders for compiler family '{fam}' of environment "
+                                          f"'{name}' (families: {', '.join(sorted(ladders.families))})"))
+    return Site(families, ladders, libraries, str(cfg)), found
+
+
+def _config_environments(cfg: Path, found: list) -> list[dict] | None:
+    try:
+        return list(site_configuration(cfg).get("environments", []))
+    except ApptuneError as e:
+        found.append(e)
+        return None
+
+
+def site_configuration(cfg: Path) -> dict:
+    """The ``site_configuration`` of a ReFrame config file (run as ReFrame would)."""
+    if not cfg.is_file():
+        raise ApptuneError(cfg, None, "site config not found (give it with -C)")
+    try:
+        return runpy.run_path(str(cfg))["site_configuration"]
+    except SystemExit as e:  # the config's own one-line error (e.g. a bad cluster file)
+        msg = str(e.code).removeprefix("apptune: error: ")
+        raise ApptuneError(None, None, msg) if ": " in msg else ApptuneError(cfg, None, msg) from None
+    except KeyError:
+        raise ApptuneError(cfg, "site_configuration", "not defined by the file") from None
+    except Exception as e:  # the file is Python: any error in it is reported, in one line
+        raise ApptuneError(cfg, None, f"cannot load: {type(e).__name__}: {e}") from None
+
+
+def _collect(found: list, fn, *args, **kw):
+    """``fn(...)``, or None with its problems appended to ``found``."""
+    try:
+        return fn(*args, **kw)
+    except ApptuneError as e:
+        found.extend(expand(e))
+        return None
+
+
+# --------------------------------------------------------------------------- one application
+def app_problems(app: str, site: Site) -> list[ApptuneError]:
+    """Every problem of one application's recipe, inputs, references and baselines."""
+    found: list[ApptuneError] = []
+    r = _collect(found, recipes.load_recipe, app)
+    if r is None:
+        return found
+    rfile = recipes.recipe_path(app)
+    families = _check_variants(r, rfile, site, found)
+    _check_recipe_refs(r, rfile, site, families, found)
+    produced = output_fields(r)
+    if produced is not None:
+        given = ", ".join(sorted(produced)) or "nothing"
+        for name, fig in r.run.figures.items():
+            for key in ("field", "per"):
+                v = getattr(fig, key)
+                if v is not None and v not in produced:
+                    found.append(ApptuneError(rfile, f"run.figures.{name}.{key}",
+                                              f"'{v}': no output produces this field "
+                                              f"(run.output gives: {given})"))
+    _check_build_templates(r, rfile, found)
+    tiers = list(r.tiers)
+    run_words = [("run.args", w) for w in r.run.args] + \
+        [(f"run.prerun[{i}].command", w) for i, s in enumerate(r.run.prerun) for w in s.command]
+    for tier in tiers:
+        loaded = _collect(found, inputs.load_input, app, tier)
+        params = None
+        if loaded is not None:
+            d, spec = loaded
+            params = set(spec.parameters) | {"ranks"}
+            _collect(found, inputs.check_stands_for, app, tier, tiers)
+            for dest, tmpl in spec.files.items():
+                _check_names(found, (d / tmpl).read_text(errors="replace"), params, d / tmpl, "template",
+                             f"parameters of {_rel(d / 'input.yaml')}")
+            for field, word in run_words:
+                _check_names(found, word, params, rfile, field,
+                             f"parameters of {_rel(d / 'input.yaml')} for tier {tier}", word)
+        _check_reference(app, tier, params, produced, found)
+        for o in r.run.outputs:
+            if o.format == "newick_rf":
+                tree = outputs.reference_tree(o, tier)
+                if not tree.is_file():
+                    found.append(ApptuneError(rfile, "run.output.reference",
+                                              f"reference tree {_rel(tree)} for tier '{tier}' is missing"))
+    for bdir in sorted((paths.root() / "reference" / "baselines").glob("*")):
+        if bdir.is_dir():
+            _collect(found, baselines.load, bdir.name, app)
+    return _unique(found)
+
+
+def output_fields(recipe: Recipe) -> set[str] | None:
+    """The field names the recipe's outputs can produce; None when that is not known
+    before a run (a ``keyvalue`` output gives whatever keys the program prints)."""
+    names: set[str] = set()
+    for o in recipe.run.outputs:
+        if o.format == "keyvalue":
+            return None
+        if o.format == "regex":
+            names |= set(o.patterns)
+        elif o.format == "newick_rf":
+            names.add(o.field)
+        elif o.format == "curve":
+            names |= set(o.derived)
+    return names
+
+
+def _check_variants(r: Recipe, rfile: Path, site: Site, found: list) -> set[str]:
+    """Variant names, environments and flag ladders of every tier; the compiler
+    families the recipe is built with."""
+    all_ladders = set().union(*map(set, site.ladders.families.values())) if site.ladders else None
+    used: set[str] = set()
+    for tname, tier in r.tiers.items():
+        for env, specs in tier.variants.items():
+            where = f"tiers.{tname}.variants.{env}"
+            fam = None
+            if site.environments is not None:
+                if env not in site.environments:
+                    found.append(ApptuneError(rfile, where, f"unknown environment '{env}' (site config "
+                                              f"{_rel(site.config)} has: {', '.join(sorted(site.environments))})"))
+                else:
+                    fam = site.environments[env]
+            if fam:
+                used.add(fam)
+            for spec in specs:
+                try:
+                    v = recipes.Variant.parse(spec, r, where)
+                except ApptuneError as e:
+                    found.append(e)
+                    continue
+                if site.ladders is None:
+                    continue
+                ladders = site.ladders.families.get(fam) if fam else None
+                if ladders is not None and v.ladder not in ladders:
+                    found.append(ApptuneError(rfile, where, f"'{spec}': unknown flag ladder '{v.ladder}' "
+                                              f"for compiler family {fam} (allowed: {', '.join(sorted(ladders))})"))
+                elif ladders is None and v.ladder not in all_ladders:
+                    found.append(ApptuneError(rfile, where, f"'{spec}': unknown flag ladder '{v.ladder}' "
+                                              f"(allowed: {', '.join(sorted(all_ladders))})"))
+    return used
+
+
+def _check_recipe_refs(r: Recipe, rfile: Path, site: Site, families: set[str], found: list) -> None:
+    """Names the recipe takes from the site config: per-file ladders, libraries, environments."""
+    if site.ladders is not None:
+        fams = sorted(families & set(site.ladders.families)) or sorted(site.ladders.families)
+        for i, o in enumerate(r.per_file):
+            missing = [f for f in fams if o.flags is not None and o.flags not in site.ladders.families[f]]
+            if missing:
+                allowed = sorted(set.intersection(*(set(site.ladders.families[f]) for f in fams)))
+                found.append(ApptuneError(rfile, f"per_file[{i}].flags",
+                                          f"unknown flag ladder '{o.flags}' for compiler family "
+                                          f"{', '.join(missing)} (allowed: {', '.join(allowed)})"))
+    if site.libraries is not None:
+        for axis, options in r.axes.items():
+            for name, opt in options.items():
+                if opt.library and opt.library not in site.libraries.libraries:
+                    found.append(ApptuneError(rfile, f"axes.{axis}.{name}.library",
+                                              f"'{opt.library}' is not in site-config/libraries.yaml "
+                                              f"(libraries: {', '.join(sorted(site.libraries.libraries))})"))
+    if site.environments is not None:
+        for i, x in enumerate(r.build.expected_failures):
+            for env in x.environments:
+                if env not in site.environments:
+                    found.append(ApptuneError(rfile, f"build.expected_failures[{i}].environments",
+                                              f"unknown environment '{env}' (site config has: "
+                                              f"{', '.join(sorted(site.environments))})"))
+
+
+def _check_build_templates(r: Recipe, rfile: Path, found: list) -> None:
+    """Build words, product paths and build-recipes/templates/ files use only the names
+    a build plan gives them (see docs/adding-an-application.md, "Templates see")."""
+    known = {f.name for f in dataclasses.fields(recipes.BuildPlan)} | {"cc", "cxx", "ftn"}
+    what = "names of the build plan"
+    b = r.build
+    words = [("build.args", w) for w in b.args] + [("build.targets", w) for w in b.targets]
+    for i, st in enumerate(b.steps):
+        words += [(f"build.steps[{i}]", w) for w in (st.make if st.make is not None else st.command)]
+    for i, p in enumerate(b.products):
+        words.append((f"build.products[{i}]", p if isinstance(p, str) else p.src))
+    from .build import _jinja  # the build's environment (its filters: makeflags)
+    env = _jinja()
+    for field, w in words:
+        _check_names(found, w, known, rfile, field, what, w, env)
+    for t in b.templates:
+        f = paths.recipes_dir() / "templates" / t.src
+        if f.is_file():
+            _check_names(found, f.read_text(errors="replace"), known, f, "template", what, env=env)
+
+
+def _check_names(found: list, text: str, known: set[str], file, field: str, what: str,
+                 word: str | None = None, env: jinja2.Environment | None = None) -> None:
+    """A jinja2 template uses only ``known`` names (besides jinja2's own)."""
+    env = env or jinja2.Environment()
+    head = f"{word!r}: " if word is not None else ""
+    try:
+        used = jinja2.meta.find_undeclared_variables(env.parse(text)) - set(env.globals)
+    except jinja2.TemplateSyntaxError as e:
+        found.append(ApptuneError(file, field if word is not None else f"line {e.lineno}",
+                                  f"{head}template syntax error: {e.message}"))
+        return
+    bad = sorted(used - known)
+    if bad:
+        names = ", ".join(f"'{n}'" for n in bad)
+        found.append(ApptuneError(file, field, f"{head}undefined name {names} "
+                                  f"({what}: {', '.join(sorted(known))})"))
+
+
+def _check_reference(app: str, tier: str, params: set[str] | None, produced: set[str] | None,
+                     found: list) -> None:
+    ref_file = paths.reference_file(app, tier)
+    if not ref_file.exists():
+        found.append(ApptuneError(ref_file, None, f"no stored reference for {app} tier '{tier}': "
+                                  "every tier's numbers are verified"))
+        return
+    loaded = _collect(found, verify.load_reference, app, tier)
+    if loaded is None:
+        return
+    _, ref = loaded
+    for name, tol in ref.fields.items():
+        if params is not None:
+            for dep in tol.depends_on:
+                if dep not in params:
+                    found.append(ApptuneError(ref_file, f"fields.{name}.depends_on",
+                                              f"'{dep}' is not a parameter of "
+                                              f"{_rel(paths.inputs_dir(app, tier) / 'input.yaml')} "
+                                              f"(parameters: {', '.join(sorted(params))})"))
+        if produced is not None and name not in produced:
+            found.append(ApptuneError(ref_file, f"fields.{name}",
+                                      f"no output of {_rel(recipes.recipe_path(app))} produces this field "
+                                      f"(run.output gives: {', '.join(sorted(produced)) or 'nothing'})"))
+
+
+# --------------------------------------------------------------------------- others
+def tuning_problems(apps: dict[str, list] | None = None) -> list[ApptuneError]:
+    """Problems of the tuning spaces (tuning/APP.yaml); those of an application whose own
+    data has problems (``apps``) are left to that application's report."""
+    found: list[ApptuneError] = []
+    spaces = sorted((paths.root() / "tuning").glob("*.yaml"))
+    if not spaces:
+        return found
+    from . import tune
+    known = recipes.list_recipes()
+    for f in spaces:
+        if f.stem not in known:
+            found.append(ApptuneError(f, None, f"no recipe {_rel(recipes.recipe_path(f.stem))} "
+                                      "for this tuning space"))
+        elif not (apps or {}).get(f.stem):
+            _collect(found, tune.load_space, f.stem, f)
+    return found
+
+
+def _unique(found: list[ApptuneError]) -> list[ApptuneError]:
+    seen, out = set(), []
+    for p in found:
+        if str(p) not in seen:
+            seen.add(str(p))
+            out.append(p)
+    return out
+
+
+def _rel(p) -> str:
+    try:
+        return str(Path(p).resolve().relative_to(paths.root().resolve()))
+    except ValueError:
+        return str(p)
