@@ -129,6 +129,8 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
             except OSError as e:
                 status, message = 127, f"{step.label}: cannot run {step.argv[0]!r}: {e.strerror}"
             else:
+                if sig.received is not None:   # a signal that came while the step was starting
+                    sig.child.send_signal(sig.received)
                 status = exit_status(sig.child.wait())
         finally:
             if out:
