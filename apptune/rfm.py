@@ -345,22 +345,25 @@ class AppRun(rfm.RunOnlyRegressionTest):
         if bind:
             self.job.launcher.options = list(self.job.launcher.options) + bind
 
+    @run_before('run')
+    def watch_slurm_job(self):
+        # Slurm: a job pending on DOWN/DRAINED nodes is cancelled after a bounded wait (apptune/slurm.py)
+        self.slurm_watch = slurm.watch(self.current_partition, lambda: self.job.jobid)
+
+    @run_after('run')
+    def settle_slurm_job(self):
+        # before the energy sampler stops: ReFrame's squeue polling takes a failed squeue
+        # for the job's end, so wait for its real final state
+        if self.slurm_watch is not None:
+            self.slurm_watch.settle()
+
     def _job_outcome(self) -> tuple[dict, str | None]:
         """The job's record (id, nodes, final state) and, when it did not run to its end
-        (time limit, node failure, ...), one sentence saying so."""
-        sched = self.current_partition.scheduler.registered_name
-        info = {'scheduler': sched, 'jobid': str(self.job.jobid), 'state': self.job.state}
-        if sched not in ('slurm', 'squeue') or self.job.jobid is None:
-            return info, None
-        outcome, why = slurm.job_outcome(self.job.jobid)
-        if outcome is None:
-            info['note'] = why
-            return info, None
-        info.update(outcome.to_dict())
-        nodes = slurm.node_states(outcome.nodes)
-        if nodes:
-            info['node_states'] = {n: {'state': s, 'reason': r} for n, (s, r) in nodes.items()}
-        return info, slurm.explain(outcome, nodes)
+        (time limit, node failure, cancelled on dead nodes, slurmctld gone, ...), one sentence saying so."""
+        info = {'scheduler': self.current_partition.scheduler.registered_name,
+                'jobid': str(self.job.jobid), 'state': self.job.state}
+        watch = getattr(self, 'slurm_watch', None)
+        return watch.record(info) if watch is not None else (info, None)
 
     def start_energy_sampler(self):
         part = self.current_partition

@@ -10,6 +10,9 @@ rest has defaults chosen for regression runs:
   (``slurm`` polls with sacct where accounting exists);
 * ``--no-requeue``: a job on a node that fails is reported as such instead of
   silently running again;
+* every check watches its job (apptune/slurm.py ``JobWatch``): a job pending on
+  DOWN/DRAINED nodes is cancelled after ``down_node_wait`` seconds, and a failed
+  squeue is retried for up to ``slurmctld_timeout`` seconds instead of ending the job;
 * ``srun`` launcher; ``mpirun`` per partition where the MPI lacks PMI support;
 * modes ``ci``, ``dev``, ``nightly`` (energy-grade: nodes exclusive),
   ``placement`` (nightly fully vs half-subscribed) and ``nodes`` (the ci tier
@@ -86,6 +89,12 @@ class Cluster(Strict):
     scheduler: Literal["squeue", "slurm"] = "squeue"
     #: Let Slurm requeue a job whose node fails (default no: the check says which node failed).
     requeue: bool = False
+    #: Seconds a check keeps asking for its job while slurmctld does not answer; then it
+    #: fails saying so and leaves the job alone.
+    slurmctld_timeout: int = Field(default=600, ge=10)
+    #: Seconds a job may stay pending on DOWN, DRAINED or unresponsive nodes before it is
+    #: cancelled with a verdict naming them.
+    down_node_wait: int = Field(default=300, ge=0)
     partitions: dict[str, ClusterPartition] = Field(min_length=1)
     environments: dict[str, ClusterEnvironment] = {}
 
@@ -119,7 +128,8 @@ def cluster_system(name: str, c: Cluster, base_envs: dict[str, dict], file: Path
             access.append("--exclusive")
         cores = _cores(p.cores_per_node)
         extras = {"energy_meters": list(p.energy_meters), "exclusive_node": p.exclusive,
-                  "energy_sample_hz": 10}
+                  "energy_sample_hz": 10,
+                  "slurm_watch": {"slurmctld_timeout": c.slurmctld_timeout, "down_node_wait": c.down_node_wait}}
         if p.power_model is not None:
             extras["power_model"] = dict(p.power_model)
         part = {
@@ -132,6 +142,11 @@ def cluster_system(name: str, c: Cluster, base_envs: dict[str, dict], file: Path
             "max_jobs": p.max_jobs,
             "env_vars": [[k, v] for k, v in p.env_vars.items()],
             "extras": extras,
+            # ReFrame cancels a job pending on a partition an administrator set DOWN or
+            # INACTIVE at once. Pending on nodes is left to apptune's watch (bounded wait,
+            # node states checked): ReFrame's default also cancels on ReqNodeNotAvail at
+            # the first poll, which Slurm's backfill sometimes reports for healthy nodes.
+            "sched_options": {"slurm_job_cancel_reasons": ["PartitionDown", "PartitionInactive"]},
         }
         if cores:
             part["processor"] = {"num_cpus": cores, "num_cpus_per_core": 1}
@@ -142,10 +157,6 @@ def cluster_system(name: str, c: Cluster, base_envs: dict[str, dict], file: Path
         "hostnames": list(c.hostnames) or [NEVER],
         "modules_system": c.modules_system,
         "partitions": parts,
-        # Jobs pending for a reason that needs an administrator are cancelled (ReFrame's
-        # default list plus the node states a regression run cannot wait out).
-        "sched_options": {"slurm_job_cancel_reasons": ["ReqNodeNotAvail", "NodeDown",
-                                                       "PartitionDown", "PartitionInactive"]},
     }
 
 

@@ -1,24 +1,37 @@
-"""What happened to a Slurm job, in one clear sentence.
+"""What happened to a Slurm job, in one clear sentence, and a watch that keeps
+polling it through slurmctld outages and drops it when it waits on dead nodes.
 
 ReFrame's ``squeue`` backend (the default of apptune's clusters: it needs no
 slurmdbd) sees a job leave the queue and takes it as completed, whatever ended
-it. slurmctld keeps every finished job for ``MinJobAge`` seconds (default 300),
-so the final state is read from it with ``squeue --states=all`` in an explicit
-``|``-separated format; where accounting exists and the job has aged out,
-``sacct --parsable2`` answers instead. The node's own state and the reason an
-administrator (or slurmctld) gave come from ``sinfo``.
+it; a failed ``squeue`` (slurmctld stopped, restarting or overloaded) looks the
+same to it. slurmctld keeps every finished job for ``MinJobAge`` seconds
+(default 300), so the final state is read from it with ``squeue --states=all``
+in an explicit ``|``-separated format; where accounting exists and the job has
+aged out, ``sacct --parsable2`` answers instead. The node's own state and the
+reason an administrator (or slurmctld) gave come from ``sinfo``.
+
+:class:`JobWatch` is what a check uses (apptune/rfm.py ``AppRun``): a thread
+beside ReFrame's own polling cancels a job that stays pending on DOWN/DRAINED
+nodes longer than ``down_node_wait`` seconds, and :meth:`JobWatch.settle`, once
+ReFrame counts the job as ended, polls until the job's state is final: a failed
+``squeue`` is an unknown state, retried with backoff for up to
+``slurmctld_timeout`` seconds, never the job's end.
 
 ReFrame's own failures around the scheduler (sbatch failing because slurmctld
-cannot be reached, a pending job cancelled because its nodes are down) are
+cannot be reached, a pending job cancelled because its partition is down) are
 explained from the run report's ``fail_reason`` by :func:`explain_reframe_failure`.
 """
 from __future__ import annotations
 
 import re
 import subprocess
+import threading
+import time
 from dataclasses import asdict, dataclass
+from typing import Callable
 
-SQUEUE_FORMAT = "%i|%T|%N|%r|%l"
+#: Job id, state, nodes, reason, time limit, partition(s), nodes the job asked for (-w).
+SQUEUE_FORMAT = "%i|%T|%N|%r|%l|%P|%n"
 SACCT_FIELDS = "JobID,State,NodeList,Reason,Timelimit"
 
 #: Final states that mean the job did not run to its end, and how to say it.
@@ -41,6 +54,8 @@ class JobOutcome:
     reason: str = ""
     time_limit: str = ""
     source: str = "squeue"
+    partition: str = ""
+    requested_nodes: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -55,12 +70,15 @@ def _run(cmd: list[str], timeout: float = 30) -> tuple[int, str]:
 
 
 def parse_squeue(text: str, jobid: str) -> JobOutcome | None:
-    """The job's line of ``squeue -h -t all -j ID -o '%i|%T|%N|%r|%l'``."""
+    """The job's line of ``squeue -h -t all -j ID -o SQUEUE_FORMAT`` (the first five
+    fields are enough: partition and requested nodes are optional)."""
     for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) == 5 and parts[0] == str(jobid):
-            return JobOutcome(jobid=parts[0], state=parts[1], nodes=parts[2],
-                              reason=parts[3], time_limit=parts[4], source="squeue")
+        if len(parts) in (5, 7) and parts[0] == str(jobid):
+            extra = parts[5:] or ["", ""]
+            return JobOutcome(jobid=parts[0], state=parts[1], nodes=parts[2], reason=parts[3],
+                              time_limit=parts[4], source="squeue", partition=extra[0],
+                              requested_nodes=extra[1])
     return None
 
 
@@ -75,22 +93,32 @@ def parse_sacct(text: str, jobid: str) -> JobOutcome | None:
     return None
 
 
-def job_outcome(jobid: str, run=_run) -> tuple[JobOutcome | None, str]:
-    """The job's final state, and what went wrong when it cannot be known."""
+class ControllerUnreachable(Exception):
+    """slurmctld did not answer (stopped, restarting, overloaded): the job's state is unknown."""
+
+
+#: squeue's answer for a job slurmctld no longer knows (purged after MinJobAge).
+_INVALID_JOB = re.compile(r"Invalid job id", re.IGNORECASE)
+
+
+def query_job(jobid: str, run=_run) -> tuple[JobOutcome | None, str]:
+    """The job's current (or final) state, or None and why it is not known.
+
+    Raises :class:`ControllerUnreachable` when squeue fails for any other reason than
+    an unknown job id: that says nothing about the job."""
     rc, out = run(["squeue", "-h", "--states=all", "-j", str(jobid), "-o", SQUEUE_FORMAT])
     if rc == 0:
         o = parse_squeue(out, jobid)
         if o is not None:
             return o, ""
-        why = f"squeue no longer knows job {jobid} (older than slurmctld's MinJobAge)"
-    else:
-        why = f"squeue failed: {out[:200]}"
+    elif not _INVALID_JOB.search(out):
+        raise ControllerUnreachable(" ".join(out.split())[:200] or f"squeue exited with {rc}")
     rc, out2 = run(["sacct", "--parsable2", "--noheader", "-X", "-j", str(jobid), "-o", SACCT_FIELDS])
     if rc == 0:
         o = parse_sacct(out2, jobid)
         if o is not None:
             return o, ""
-    return None, why
+    return None, f"squeue no longer knows job {jobid} (older than slurmctld's MinJobAge)"
 
 
 def parse_sinfo(text: str) -> dict[str, tuple[str, str]]:
@@ -103,11 +131,24 @@ def parse_sinfo(text: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def node_states(nodes: str, run=_run) -> dict[str, tuple[str, str]]:
-    if not nodes:
+def node_states(nodes: str = "", run=_run, partition: str = "") -> dict[str, tuple[str, str]]:
+    """State and reason of the given nodes, or of every node of the partition(s)."""
+    if not nodes and not partition:
         return {}
-    rc, out = run(["sinfo", "-h", "-N", "-n", nodes, "-o", "%N|%T|%E"])
+    cmd = ["sinfo", "-h", "-N", "-o", "%N|%T|%E"]
+    cmd += ["-n", nodes] if nodes else ["-p", partition]
+    rc, out = run(cmd)
     return parse_sinfo(out) if rc == 0 else {}
+
+
+#: Node states (sinfo %T, lower case) in which a node starts no job; a trailing ``*``
+#: (the node does not respond) makes any state one of them.
+UNAVAILABLE_STATES = ("down", "drained", "draining", "drain", "fail", "failing", "inval")
+
+
+def unavailable(state: str) -> bool:
+    s = state.lower()
+    return s.endswith("*") or s.rstrip("*~#!%$@^-") in UNAVAILABLE_STATES
 
 
 def explain(o: JobOutcome, nodes: dict[str, tuple[str, str]] | None = None) -> str | None:
@@ -118,12 +159,215 @@ def explain(o: JobOutcome, nodes: dict[str, tuple[str, str]] | None = None) -> s
         return None
     msg = tmpl.format(time_limit=o.time_limit or "?", nodes=o.nodes or "its node",
                       reason=o.reason if o.reason and o.reason != "None" else "no reason given")
-    extra = [f"{n} is {s} ({r})" if r and r != "none" else f"{n} is {s}"
-             for n, (s, r) in sorted((nodes or {}).items())
-             if state in ("NODE_FAIL", "BOOT_FAIL") or s.rstrip("*~#!%$@^-").lower() in ("down", "drained", "fail")]
-    if extra:
-        msg += "; now " + ", ".join(extra)
+    shown = {n: sr for n, sr in (nodes or {}).items() if state in ("NODE_FAIL", "BOOT_FAIL") or unavailable(sr[0])}
+    if shown:
+        msg += "; now " + describe_nodes(shown)
     return f"{msg} (Slurm job {o.jobid}: {o.state}, reason {o.reason or '-'})"
+
+
+def describe_nodes(nodes: dict[str, tuple[str, str]]) -> str:
+    """``n2 is down (admin's reason), n3 is drained``."""
+    return ", ".join(f"{n} is {s} ({r})" if r and r.lower() != "none" else f"{n} is {s}"
+                     for n, (s, r) in sorted(nodes.items()))
+
+
+# ---------------------------------------------------------------------------- the watch
+#: Pending reasons that say the job's nodes cannot run it now (squeue %r). Slurm 22.05
+#: gives the long sentence to a job without -w whose partition lacks enough usable
+#: nodes; it also covers nodes reserved for other partitions, so the nodes' states
+#: decide (:meth:`JobWatch.blocked_nodes`).
+NODE_REASONS = re.compile(r"^(ReqNodeNotAvail|NodeDown|Nodes[ _]required[ _]for[ _]job[ _]are[ _]DOWN)")
+_UNAVAILABLE_NODES = re.compile(r"UnavailableNodes:(\S+)")
+
+
+def _final(state: str) -> bool:
+    """The job ended (any state but pending, running, completing, suspended and the like)."""
+    final = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+             "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"}
+    return bool(state) and all(x.rstrip("+") in final for x in state.split(","))
+
+
+@dataclass
+class WatchSettings:
+    """The bounds of a watch (a cluster's ``slurmctld_timeout`` and ``down_node_wait``)."""
+    #: Seconds without an answer from slurmctld before the check gives up on its job.
+    slurmctld_timeout: float = 600
+    #: Seconds a job may stay pending on DOWN/DRAINED/unresponsive nodes before it is cancelled.
+    down_node_wait: float = 300
+    #: Seconds between polls while the job pends or runs.
+    poll: float = 10
+    #: Longest pause between two polls while slurmctld does not answer (the backoff doubles up to it).
+    max_backoff: float = 30
+
+
+class JobWatch:
+    """One Slurm job from submission to its final state.
+
+    ``jobid`` is a callable (the id is known only once ReFrame has submitted the job).
+    ``run``, ``clock`` and ``sleep`` are the command runner and time source (tests
+    give fakes)."""
+
+    def __init__(self, jobid: Callable[[], str | None], settings: WatchSettings | None = None,
+                 run=_run, clock=time.monotonic, sleep=time.sleep):
+        self.jobid = jobid
+        self.settings = settings or WatchSettings()
+        self.run, self.clock, self.sleep = run, clock, sleep
+        #: The job's last known line (its final state once :attr:`done`).
+        self.outcome: JobOutcome | None = None
+        #: Why the final state is not known (the job aged out of slurmctld), else "".
+        self.note = ""
+        #: The check's failure reason decided by the watch itself (job cancelled while
+        #: pending on unavailable nodes, slurmctld unreachable too long), else None.
+        self.verdict: str | None = None
+        self.done = False
+        self.unreachable = 0          # consecutive polls without an answer
+        self.last_error = ""
+        self.blocked_since: float | None = None
+        self.cancelled = False
+        self._last_contact = clock()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ one poll
+    def step(self) -> bool:
+        """Poll once; True when there is nothing more to wait for."""
+        with self._lock:
+            if self.done:
+                return True
+            jobid = self.jobid()
+            if jobid is None:
+                return False
+            now = self.clock()
+            try:
+                o, why = query_job(jobid, self.run)
+            except ControllerUnreachable as e:
+                self.unreachable += 1
+                self.last_error = str(e)
+                return False
+            self.unreachable = 0
+            self._last_contact = now
+            if o is None:      # no longer known: whatever it was, it ended
+                self.note, self.done = why, True
+                return True
+            self.outcome = o
+            if _final(o.state):
+                self.done = True
+                return True
+            self._check_blocked(o, now)
+            return False
+
+    def blocked_nodes(self, o: JobOutcome) -> dict[str, tuple[str, str]]:
+        """The unavailable nodes a pending job waits for, or {} when it waits for anything else."""
+        if not o.state.startswith("PENDING") or not NODE_REASONS.match(o.reason):
+            return {}
+        m = _UNAVAILABLE_NODES.search(o.reason)
+        named = (m.group(1) if m else "") or o.requested_nodes
+        nodes = node_states(named, self.run) if named else node_states("", self.run, partition=o.partition)
+        return {n: sr for n, sr in nodes.items() if unavailable(sr[0])}
+
+    def _check_blocked(self, o: JobOutcome, now: float) -> None:
+        if self.cancelled:
+            return
+        nodes = self.blocked_nodes(o)
+        if not nodes:
+            self.blocked_since = None
+            return
+        if self.blocked_since is None:
+            self.blocked_since = now
+        waited = now - self.blocked_since
+        if waited < self.settings.down_node_wait:
+            return
+        rc, out = self.run(["scancel", o.jobid])
+        if rc != 0:        # slurmctld gone again: the next poll tries once more
+            self.last_error = " ".join(out.split())[:200]
+            return
+        self.cancelled = True
+        self.verdict = (f"job cancelled after {waited:.0f} s pending on unavailable nodes: {describe_nodes(nodes)} "
+                        f"(Slurm job {o.jobid}, reason {o.reason})")
+
+    def _give_up(self) -> None:
+        waited = self.clock() - self._last_contact
+        last = self.outcome
+        if last is None:
+            seen = "never seen since its submission"
+        else:
+            seen = f"last seen {last.state}" + (f" on {last.nodes}" if last.nodes else "")
+        self.verdict = (f"slurmctld could not be reached for {waited:.0f} s: Slurm job {self.jobid()} ({seen}) "
+                        f"is left as it is ({self.last_error})")
+        self.done = True
+
+    # ------------------------------------------------------------------ while ReFrame polls
+    def start(self) -> None:
+        """Watch in a thread while ReFrame polls the job (only pending-on-dead-nodes acts here)."""
+        self._thread = threading.Thread(target=self._watch, name="apptune-slurm-watch", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        # the job is submitted right after the run hooks; without an id after the
+        # submit timeout, the submission failed and there is nothing to watch
+        deadline = self.clock() + 300
+        while self.jobid() is None:
+            if self._stop.wait(1) or self.clock() > deadline:
+                return
+        while not self._stop.wait(self.settings.poll):
+            try:
+                if self.step() or self.cancelled:
+                    return
+            except Exception as e:  # a bug here must not end the run: settle() polls again
+                self.last_error = f"watch: {e}"
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+    # ------------------------------------------------------------------ after ReFrame's end
+    def settle(self) -> None:
+        """Poll until the job's state is final: ReFrame's squeue backend may count a job
+        as ended only because squeue failed. Unanswered polls back off (2, 4, ... up to
+        ``max_backoff`` s); after ``slurmctld_timeout`` s without an answer the verdict
+        says so and the job is left alone (cancelling it needs slurmctld too)."""
+        self.stop()
+        if self.jobid() is None:
+            return
+        while not self.step():
+            if self.unreachable:
+                if self.clock() - self._last_contact >= self.settings.slurmctld_timeout:
+                    self._give_up()
+                    return
+                pause = min(2.0 ** self.unreachable, self.settings.max_backoff)
+                left = self.settings.slurmctld_timeout - (self.clock() - self._last_contact)
+                self.sleep(max(0.0, min(pause, left)))
+            else:
+                self.sleep(min(self.settings.poll, 5.0))
+
+    def record(self, info: dict) -> tuple[dict, str | None]:
+        """``info`` plus what the watch knows of the job, and the check's failure reason
+        when the job did not run to its end (None when it did)."""
+        info = dict(info)
+        if self.outcome is None or not self.done:
+            if self.note:
+                info["note"] = self.note
+            return info, self.verdict
+        info.update(self.outcome.to_dict())
+        if self.verdict:
+            return info, self.verdict
+        nodes = node_states(self.outcome.nodes, self.run)
+        if nodes:
+            info["node_states"] = {n: {"state": s, "reason": r} for n, (s, r) in nodes.items()}
+        return info, explain(self.outcome, nodes)
+
+
+def watch(partition, jobid: Callable[[], str | None]) -> JobWatch | None:
+    """A started :class:`JobWatch` for a check on a Slurm partition, else None. The
+    bounds come from the partition's ``extras['slurm_watch']`` (apptune/site.py)."""
+    if partition.scheduler.registered_name not in ("slurm", "squeue"):
+        return None
+    w = JobWatch(jobid, WatchSettings(**partition.extras.get("slurm_watch", {})))
+    w.start()
+    return w
 
 
 _PATTERNS = [

@@ -9,7 +9,8 @@
 #                                         every node is idle, or fails (and tears down)
 #   ci/slurm-local.sh stop DIR            cancel jobs, stop every daemon started under DIR
 #   ci/slurm-local.sh ctld-stop DIR       stop slurmctld only (failure tests)
-#   ci/slurm-local.sh ctld-start DIR      start it again and wait until the nodes are idle
+#   ci/slurm-local.sh ctld-start DIR      start it again and wait until every node has
+#                                         registered (busy or DOWN nodes stay as they are)
 #   ci/slurm-local.sh run DIR [NODES] -- CMD...   start, run CMD with SLURM_CONF set, stop
 #                                         (always: also when CMD fails or is interrupted)
 #
@@ -43,11 +44,27 @@ wait_idle() {
   done
 }
 
+# Wait (at most $1 s) until slurmctld answers and every node has registered: no state
+# marked '*' (not responding) or still unknown. Jobs and DOWN nodes survive a restart.
+wait_registered() {
+  local deadline=$(( $(date +%s) + $1 )) states
+  while :; do
+    states=$(timeout 5 sinfo -h -N -o '%T' 2>/dev/null | sort -u | tr '\n' ' ') || true
+    if [ -n "$states" ] && ! grep -qE '\*|unknown' <<<"$states"; then return 0; fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      echo "slurm-local: nodes not registered after $1 s (states: ${states:-no answer from slurmctld})" >&2
+      tail -n 20 "$dir"/log/slurmctld.log >&2 2>/dev/null || true
+      return 1
+    fi
+    sleep 0.3
+  done
+}
+
 start_ctld() {
   slurmctld -f "$conf"
   # slurmctld re-reads its saved state; nodes come back when their slurmd re-registers
   for p in "$dir"/run/slurmd-*.pid; do pid_alive "$p" && kill -HUP "$(cat "$p")"; done
-  wait_idle 30
+  wait_registered 30
 }
 
 # A pid counts as gone once it exited (a zombie that nobody reaps counts as gone too).

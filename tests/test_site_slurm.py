@@ -43,6 +43,9 @@ environments:
     assert part["processor"] == {"num_cpus": 128, "num_cpus_per_core": 1}
     assert part["environs"] == ["gnu"] and part["max_jobs"] == 8
     assert part["extras"]["exclusive_node"] is False
+    assert part["extras"]["slurm_watch"] == {"slurmctld_timeout": 600, "down_node_wait": 300}
+    # ReFrame reads sched_options per partition; node waits are apptune's (bounded), not ReFrame's
+    assert part["sched_options"] == {"slurm_job_cancel_reasons": ["PartitionDown", "PartitionInactive"]}
     (env,) = cfg["environments"]
     assert env["target_systems"] == ["mycluster"] and env["modules"] == ["gcc/12.2", "openmpi/4.1"]
     assert env["env_vars"] == [["OMPI_CC", "gcc"], ["SLURM_MPI_TYPE", "pmix"]]
@@ -73,6 +76,8 @@ def test_exclusive_partition_and_no_hostnames(tmp_path):
     ("partitions: {p: {}}\nenvironments: {pgi: {modules: [pgi]}}", "environments.pgi"),
     ("partitions: {}", "partitions"),
     ("hostnames: ['login[']\npartitions: {p: {}}", "hostnames"),
+    ("slurmctld_timeout: 5\npartitions: {p: {}}", "slurmctld_timeout"),
+    ("down_node_wait: soon\npartitions: {p: {}}", "down_node_wait"),
 ])
 def test_bad_cluster_file_names_file_and_field(tmp_path, text, field):
     f = write(tmp_path, "bad", text)
@@ -115,20 +120,171 @@ def test_squeue_line_and_explanations():
     assert slurm.explain(cancelled).startswith("job was cancelled (no reason given)")
 
 
-def test_job_outcome_falls_back_to_sacct_then_says_why():
+def test_query_job_falls_back_to_sacct_and_tells_unreachable_from_unknown():
     calls = []
 
     def runner(cmd, timeout=30):
         calls.append(cmd[0])
         if cmd[0] == "squeue":
-            return 0, ""
+            return 1, "slurm_load_jobs error: Invalid job id specified"
         return 1, "Slurm accounting storage is disabled"
 
-    o, why = slurm.job_outcome("5", run=runner)
+    o, why = slurm.query_job("5", run=runner)
     assert o is None and calls == ["squeue", "sacct"]
     assert "MinJobAge" in why
-    o, why = slurm.job_outcome("5", run=lambda cmd, timeout=30: (1, "Unable to contact slurm controller"))
-    assert o is None and why == "squeue failed: Unable to contact slurm controller"
+    # a failed squeue says nothing about the job: never "no longer known", never "completed"
+    with pytest.raises(slurm.ControllerUnreachable, match="Unable to contact slurm controller"):
+        slurm.query_job("5", run=lambda cmd, timeout=30: (1, "slurm_load_jobs error: Unable to contact "
+                                                             "slurm controller (connect failure)"))
+    o, _ = slurm.query_job("5", run=lambda cmd, timeout=30: (0, "5|RUNNING|n1|None|5:00|batch|\n"))
+    assert (o.state, o.partition, o.requested_nodes) == ("RUNNING", "batch", "")
+
+
+# ------------------------------------------------------------------ the job watch
+UNREACHABLE = (1, "slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
+BLOCKED = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
+
+
+class FakeSlurm:
+    """squeue answers from a script (the last one repeats), sinfo from a node table,
+    scancel recorded; time advances only by the watch's own sleeps and polls."""
+
+    def __init__(self, squeue, nodes=None):
+        self.squeue = list(squeue)
+        self.nodes = dict(nodes or {})
+        self.calls, self.cancelled, self.sleeps = [], [], []
+        self.now = 1000.0
+
+    def run(self, cmd, timeout=30):
+        self.calls.append(cmd)
+        if cmd[0] == "squeue":
+            ans = self.squeue.pop(0) if len(self.squeue) > 1 else self.squeue[0]
+            return (0, f"42|{ans}\n") if isinstance(ans, str) else ans
+        if cmd[0] == "sinfo":
+            want = cmd[cmd.index("-n") + 1].split(",") if "-n" in cmd else list(self.nodes)
+            return 0, "".join(f"{n}|{s}|{r}\n" for n, (s, r) in self.nodes.items() if n in want)
+        if cmd[0] == "scancel":
+            self.cancelled.append(cmd[1])
+            self.squeue = [f"CANCELLED||{BLOCKED}|5:00|batch|"]
+            return 0, ""
+        return 1, f"{cmd[0]}: not faked"
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, s):
+        self.sleeps.append(s)
+        self.now += s
+
+    def watch(self, **settings):
+        return slurm.JobWatch(lambda: "42", slurm.WatchSettings(**settings), run=self.run,
+                              clock=self.clock, sleep=self.sleep)
+
+
+def test_settle_waits_through_a_slurmctld_outage_for_the_real_end():
+    # ReFrame's squeue backend counted the job as completed at the first failed squeue;
+    # the job was still running, and slurmctld comes back after three unanswered polls
+    f = FakeSlurm([UNREACHABLE, UNREACHABLE, UNREACHABLE, "RUNNING|n1|None|5:00|batch|",
+                   "COMPLETED|n1|None|5:00|batch|"])
+    w = f.watch(slurmctld_timeout=600)
+    w.settle()
+    assert w.done and w.verdict is None and w.outcome.state == "COMPLETED"
+    assert f.sleeps == [2, 4, 8, 5]          # backoff while unreachable, then the poll pace
+    info, verdict = w.record({"jobid": "42"})
+    assert verdict is None and info["state"] == "COMPLETED" and info["nodes"] == "n1"
+    assert not f.cancelled
+
+
+def test_settle_gives_up_after_slurmctld_timeout_and_leaves_the_job():
+    f = FakeSlurm(["RUNNING|n1|None|5:00|batch|", UNREACHABLE])
+    w = f.watch(slurmctld_timeout=120, max_backoff=30)
+    assert w.step() is False               # the watch thread saw it running
+    w.settle()
+    assert w.done and not f.cancelled
+    assert max(f.sleeps) == 30 and f.now - 1000.0 == 120
+    info, verdict = w.record({"jobid": "42"})
+    assert verdict == ("slurmctld could not be reached for 120 s: Slurm job 42 (last seen RUNNING on n1) "
+                       "is left as it is (slurm_load_jobs error: Unable to contact slurm controller "
+                       "(connect failure))")
+    assert info["state"] == "RUNNING"
+
+
+def test_job_pending_on_down_nodes_is_cancelled_after_the_wait_naming_them():
+    f = FakeSlurm([f"PENDING||{BLOCKED}|5:00|batch|"],
+                  nodes={"n1": ("idle", "none"), "n2": ("down", "disk failure"), "n3": ("drained", "none")})
+    w = f.watch(down_node_wait=60, poll=10)
+    for _ in range(6):                      # 50 s of polls: still waiting
+        assert w.step() is False
+        f.now += 10
+    assert not f.cancelled
+    assert w.step() is False and f.cancelled == ["42"]
+    assert w.step() is True                 # now CANCELLED
+    info, verdict = w.record({"jobid": "42"})
+    assert verdict == ("job cancelled after 60 s pending on unavailable nodes: n2 is down (disk failure), "
+                       f"n3 is drained (Slurm job 42, reason {BLOCKED})")
+    assert info["state"] == "CANCELLED"
+    # sinfo asked about the job's partition (the job named no nodes)
+    assert ["sinfo", "-h", "-N", "-o", "%N|%T|%E", "-p", "batch"] in f.calls
+
+
+@pytest.mark.parametrize("reason, nodes, cancelled", [
+    # waiting for busy nodes is a normal wait
+    ("Resources", {"n1": ("down", "dead")}, False),
+    # the long reason also covers nodes reserved for other partitions: none is down here
+    (BLOCKED, {"n1": ("allocated", "none"), "n2": ("idle", "none")}, False),
+    # Slurm's backfill can report ReqNodeNotAvail for healthy nodes
+    ("ReqNodeNotAvail, UnavailableNodes:n3", {"n3": ("idle", "none")}, False),
+    ("ReqNodeNotAvail, UnavailableNodes:n3", {"n3": ("idle*", "none")}, True),    # not responding
+    ("ReqNodeNotAvail, UnavailableNodes:n3", {"n3": ("down*", "Not responding")}, True),
+])
+def test_only_waits_on_unavailable_nodes_are_cancelled(reason, nodes, cancelled):
+    f = FakeSlurm([f"PENDING||{reason}|5:00|batch|"], nodes=nodes)
+    w = f.watch(down_node_wait=0)
+    w.step()
+    assert bool(f.cancelled) is cancelled
+    assert (w.verdict is not None) is cancelled
+
+
+def test_the_wait_restarts_when_the_nodes_come_back():
+    f = FakeSlurm([f"PENDING||{BLOCKED}|5:00|batch|"], nodes={"n1": ("down", "reboot")})
+    w = f.watch(down_node_wait=30)
+    w.step()
+    f.now += 20
+    f.nodes["n1"] = ("idle", "none")        # back, but the job is not scheduled yet
+    w.step()
+    f.nodes["n1"] = ("down", "reboot")      # down again: a new 30 s
+    f.now += 1
+    w.step()
+    f.now += 20
+    w.step()
+    assert not f.cancelled
+    f.now += 10
+    w.step()
+    assert f.cancelled == ["42"]
+
+
+def test_watch_thread_cancels_while_reframe_polls_and_settle_keeps_the_verdict():
+    f = FakeSlurm([f"PENDING||ReqNodeNotAvail, UnavailableNodes:n2|5:00|batch|n2"],
+                  nodes={"n2": ("drained", "maintenance")})
+    jobid = []
+    w = slurm.JobWatch(lambda: jobid[0] if jobid else None,
+                       slurm.WatchSettings(down_node_wait=0, poll=0.01), run=f.run)
+    w.start()
+    jobid.append("42")                      # ReFrame submitted the job
+    w._thread.join(timeout=10)
+    assert f.cancelled == ["42"]
+    w.settle()
+    info, verdict = w.record({})
+    assert verdict.startswith("job cancelled after 0 s pending on unavailable nodes: n2 is drained (maintenance)")
+    assert info["state"] == "CANCELLED"
+
+
+def test_a_job_slurmctld_forgot_is_recorded_with_a_note():
+    f = FakeSlurm([(1, "slurm_load_jobs error: Invalid job id specified")])
+    w = f.watch()
+    w.settle()
+    info, verdict = w.record({"jobid": "42"})
+    assert verdict is None and "MinJobAge" in info["note"]
 
 
 @pytest.mark.parametrize("fail_reason, expected", [

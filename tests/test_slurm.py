@@ -5,13 +5,14 @@ host's CPUs) is started by ``ci/slurm-local.sh`` for the module and torn down
 afterwards, also when a test fails. No slurmdbd: ReFrame polls with squeue and
 apptune reads final job states from slurmctld (docs/slurm.md).
 
-The failures are real: slurmctld is stopped before a submission, a job runs past
-its Slurm time limit, a node is set DOWN under a running job. Each must give its
-check a clear reason while the other checks finish, and the run's summary.json
-must record it.
+The failures are real: slurmctld is stopped before a submission and in the middle
+of a job, a job runs past its Slurm time limit, a node is set DOWN under a running
+job, a job waits for nodes that are DOWN. Each must give its check the right
+verdict while the other checks finish, and the run's summary.json must record it.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -150,62 +151,155 @@ exit $rc
     assert "\nsrun " in script and "srun --overlap" in script
 
 
-def _slow_tiers(root: Path) -> None:
-    """A copy of the tree whose HPCC recipe has two more tiers with the ci input: 'hang'
-    sleeps past its 1-minute Slurm limit, 'down' sleeps long enough to lose its node."""
-    f = root / "build-recipes/hpcc.yaml"
-    recipe = yaml.safe_load(f.read_text())
-    recipe["run"]["prerun"] = [{"command": ["sleep", "{{ pause | default(0) }}"]}] + recipe["run"].get("prerun", [])
-    for tier, limit, pause in (("hang", "1m", 300), ("down", "5m", 120)):
-        recipe["tiers"][tier] = {"ranks": 2, "time_limit": limit, "variants": {"gnu": ["tuned"]}}
-        shutil.copytree(root / "inputs/hpcc/ci", root / f"inputs/hpcc/{tier}")
-        spec = root / f"inputs/hpcc/{tier}/input.yaml"
-        data = yaml.safe_load(spec.read_text())
-        data["parameters"]["pause"] = pause
-        spec.write_text(yaml.safe_dump(data))
-        ref = yaml.safe_load((root / "reference/hpcc/ci.yaml").read_text())
-        ref["tier"] = tier
-        (root / f"reference/hpcc/{tier}.yaml").write_text(yaml.safe_dump(ref))
-    f.write_text(yaml.safe_dump(recipe, sort_keys=False))
+def _tree(tmp_path: Path, pauses: dict[str, tuple[str, int]] | None = None, cluster: dict | None = None) -> Path:
+    """A copy of the tree; ``pauses``: more HPCC tiers with the ci input, each a Slurm
+    time limit and a pause (seconds of sleep before the run); ``cluster``: fields set in
+    its localslurm.yaml."""
+    root = tmp_path / "tree"
+    for d in ("build-recipes", "patches", "inputs", "reference", "site-config", "reframe-checks"):
+        shutil.copytree(REPO / d, root / d)
+    if pauses:
+        f = root / "build-recipes/hpcc.yaml"
+        recipe = yaml.safe_load(f.read_text())
+        recipe["run"]["prerun"] = ([{"command": ["sleep", "{{ pause | default(0) }}"]}]
+                                   + recipe["run"].get("prerun", []))
+        for tier, (limit, pause) in pauses.items():
+            recipe["tiers"][tier] = {"ranks": 2, "time_limit": limit, "variants": {"gnu": ["tuned"]}}
+            shutil.copytree(root / "inputs/hpcc/ci", root / f"inputs/hpcc/{tier}")
+            spec = root / f"inputs/hpcc/{tier}/input.yaml"
+            data = yaml.safe_load(spec.read_text())
+            data["parameters"]["pause"] = pause
+            spec.write_text(yaml.safe_dump(data))
+            ref = yaml.safe_load((root / "reference/hpcc/ci.yaml").read_text())
+            ref["tier"] = tier
+            (root / f"reference/hpcc/{tier}.yaml").write_text(yaml.safe_dump(ref))
+        f.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    if cluster:
+        f = root / "site-config/clusters/localslurm.yaml"
+        f.write_text(yaml.safe_dump(dict(yaml.safe_load(f.read_text()), **cluster), sort_keys=False))
+    return root
+
+
+def reframe_session(root: Path, env: dict, run_dir: Path, name: str, *options: str) -> tuple[int, str, dict]:
+    """Plain ReFrame (no apptune CLI) on localslurm:batch in ``root``, then ``apptune
+    report``: exit code, output and summary.json."""
+    rc, out = run([REFRAME, "-C", "site-config/settings.py", "-c", "reframe-checks/hpcc",
+                   "--system", "localslurm:batch", "-S", "valid_prog_environs=gnu", "-n", name,
+                   "--skip-performance-check", "-r", *options,
+                   "--report-file", str(run_dir / "report.json"), "--stage", str(run_dir / "stage"),
+                   "--output", str(run_dir / "output"), "--perflogdir", str(run_dir / "perflogs")],
+                  env, cwd=root)
+    rc2, out2 = run(APPTUNE + ["report", str(run_dir)], env, cwd=root)
+    assert rc2 == 0, out2
+    return rc, out, json.loads((run_dir / "summary.json").read_text())
+
+
+def running_job(env, script_line: str, ready: str | None = None, timeout: float = 400) -> dict:
+    """The running job whose script has ``script_line`` (and, if given, whose working
+    directory has the file ``ready``): {job, node, workdir}, or {} after ``timeout`` s."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for line in slurm(["squeue", "-h", "-t", "running", "-o", "%i|%N|%Z"], env).splitlines():
+            jobid, node, workdir = line.split("|")
+            script = Path(workdir, "rfm_job.sh")
+            if (script.is_file() and f"\n{script_line}\n" in script.read_text()
+                    and (ready is None or Path(workdir, ready).exists())):
+                return {"job": jobid, "node": node, "workdir": workdir}
+        time.sleep(0.5)
+    return {}
+
+
+def test_slurmctld_stopped_mid_job_the_check_judges_the_real_end(cluster, tmp_path):
+    """slurmctld stops while the job runs, so ReFrame's squeue polling fails (its
+    squeue backend takes that for the job's end), and comes back before the job ends:
+    the check waits for the job and verifies its output instead of failing 'run incomplete'."""
+    env = dict(cluster["env"])
+    root = _tree(tmp_path, pauses={"slow": ("5m", 50)})
+    env["APPTUNE_ROOT"] = str(root)
+    outage = {}
+
+    def stop_slurmctld_under_the_job():
+        job = running_job(env, "sleep 50", ready=".apptune-t0")
+        if not job:
+            return
+        subprocess.run(["bash", str(SCRIPT), "ctld-stop", str(cluster["dir"])], check=True, timeout=60)
+        p = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env=env, timeout=60)
+        outage.update(job, squeue_rc=p.returncode, squeue_err=p.stderr)
+        time.sleep(15)   # ReFrame polls every 1-3 s: it meets the failing squeue
+        subprocess.run(["bash", str(SCRIPT), "ctld-start", str(cluster["dir"])], check=True, timeout=60)
+        outage["restarted"] = True
+
+    t = threading.Thread(target=stop_slurmctld_under_the_job, daemon=True)
+    t.start()
+    run_dir = tmp_path / "run"
+    try:
+        rc, out, summary = reframe_session(root, env, run_dir, "HPCCCheck%tier=slow%build.variant=tuned$")
+    finally:
+        t.join(timeout=120)
+        if not outage.get("restarted"):
+            subprocess.run(["bash", str(SCRIPT), "ctld-start", str(cluster["dir"])], timeout=60)
+    assert outage.get("restarted"), "the job never reached its pause: " + out[-3000:]
+    assert outage["squeue_rc"] != 0 and "Unable to contact slurm controller" in outage["squeue_err"], outage
+    assert rc == 0, out[-3000:]
+    (r,) = summary["results"]
+    assert r["result"] == "pass" and r["verified"], (r, summary["failures"])
+    assert r["job"]["jobid"] == outage["job"] and r["job"]["state"] == "COMPLETED", r["job"]
+
+
+def test_job_pending_on_down_nodes_is_cancelled_after_the_bounded_wait(cluster, tmp_path):
+    """Two of the three nodes are DOWN and the check needs two nodes (one rank on each):
+    Slurm keeps the job pending, with the reason 'ReqNodeNotAvail, UnavailableNodes:...'
+    or 'Nodes required for job are DOWN, DRAINED or reserved ...' (which ReFrame's squeue
+    backend never cancels on), depending on which of its schedulers looked last. After
+    the cluster's down_node_wait the job is cancelled and the verdict names the nodes
+    and their reason."""
+    env = dict(cluster["env"])
+    root = _tree(tmp_path, cluster={"down_node_wait": 15})
+    env["APPTUNE_ROOT"] = str(root)
+    down = ["n2", "n3"]
+    for n in down:
+        slurm(["scontrol", "update", f"nodename={n}", "state=down", "reason=apptune test: PSU failed"], env)
+    run_dir = tmp_path / "run"
+    try:
+        rc, out, summary = reframe_session(root, env, run_dir, "HPCCCheck%tier=ci%build.variant=tuned$",
+                                           "-S", "ranks_per_node=half")
+    finally:
+        for n in down:
+            slurm(["scontrol", "update", f"nodename={n}", "state=resume"], env)
+    assert rc != 0, out[-3000:]
+    (fail,) = summary["failures"]
+    reason = fail["reason"]
+    assert reason.startswith("job cancelled after ") and " s pending on unavailable nodes: " in reason, fail
+    assert "n2 is down (apptune test: PSU failed), n3 is down (apptune test: PSU failed)" in reason, reason
+    assert re.search(r"\(Slurm job \d+, reason (ReqNodeNotAvail|Nodes required for job are DOWN)", reason), reason
+    (r,) = summary["results"]
+    assert r["job"]["state"] == "CANCELLED" and r["result"] == "fail", r["job"]
 
 
 def test_time_limit_and_node_down_give_clear_verdicts_while_ci_finishes(cluster, tmp_path):
     """Plain ReFrame (no apptune CLI), async on three nodes: the ci check passes and
     verifies, 'hang' is killed by Slurm at its time limit, 'down' loses its node."""
     env = dict(cluster["env"])
-    root = tmp_path / "tree"
-    for d in ("build-recipes", "patches", "inputs", "reference", "site-config", "reframe-checks"):
-        shutil.copytree(REPO / d, root / d)
-    _slow_tiers(root)
+    # 'hang' sleeps past its 1-minute Slurm limit, 'down' long enough to lose its node
+    root = _tree(tmp_path, pauses={"hang": ("1m", 300), "down": ("5m", 120)})
     env["APPTUNE_ROOT"] = str(root)
     downed = {}
 
     def take_node_down():
-        deadline = time.time() + 400
-        while time.time() < deadline and not downed:
-            for line in slurm(["squeue", "-h", "-t", "running", "-o", "%i|%N|%Z"], env).splitlines():
-                jobid, node, workdir = line.split("|")
-                script = Path(workdir, "rfm_job.sh")
-                if script.is_file() and "\nsleep 120\n" in script.read_text():
-                    time.sleep(2)
-                    slurm(["scontrol", "update", f"nodename={node}", "state=down",
-                           "reason=apptune test: node failure"], env)
-                    downed.update(job=jobid, node=node)
-                    return
-            time.sleep(0.5)
+        job = running_job(env, "sleep 120")
+        if job:
+            time.sleep(2)
+            slurm(["scontrol", "update", f"nodename={job['node']}", "state=down",
+                   "reason=apptune test: node failure"], env)
+            downed.update(job)
 
     t = threading.Thread(target=take_node_down, daemon=True)
     t.start()
     run_dir = tmp_path / "run"
     t0 = time.time()
     try:
-        rc, out = run([REFRAME, "-C", "site-config/settings.py", "-c", "reframe-checks/hpcc",
-                       "--system", "localslurm:batch", "-S", "valid_prog_environs=gnu",
-                       "-n", "HPCCCheck%tier=(ci|hang|down)%build.variant=tuned$",
-                       "--exec-policy=async", "--skip-performance-check", "-r",
-                       "--report-file", str(run_dir / "report.json"), "--stage", str(run_dir / "stage"),
-                       "--output", str(run_dir / "output"), "--perflogdir", str(run_dir / "perflogs")],
-                      env, cwd=root)
+        rc, out, summary = reframe_session(root, env, run_dir, "HPCCCheck%tier=(ci|hang|down)%build.variant=tuned$",
+                                           "--exec-policy=async")
     finally:
         t.join(timeout=30)
         if downed:
@@ -213,9 +307,6 @@ def test_time_limit_and_node_down_give_clear_verdicts_while_ci_finishes(cluster,
     elapsed = time.time() - t0
     assert rc != 0, out[-3000:]
     assert downed, "the 'down' job never ran: " + out[-3000:]
-    rc2, out2 = run(APPTUNE + ["report", str(run_dir)], env, cwd=root)
-    assert rc2 == 0, out2
-    summary = json.loads((run_dir / "summary.json").read_text())
     by_tier = {r["tier"]: r for r in summary["results"]}
     fails = {f["test"]: f["reason"] for f in summary["failures"]}
 
