@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import energy, inputs, outputs, paths, placement, recipes, sources, verify
+from . import energy, inputs, outputs, paths, placement, recipes, runner, sources, verify
 from .recipes import time_limit_seconds
 from .constants import XFAIL_FILE
 from .errors import ApptuneError, last_error_line
@@ -168,6 +168,9 @@ class RunResult:
     energy: dict
     params: dict
     run_dir: str
+    #: The runner's run-quality record (apptune/quality.py) and the machine's id.
+    quality: dict | None = None
+    machine_id: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -203,36 +206,36 @@ def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Si
         raise ApptuneError(None, "binding", str(e)) from None
     launch = site.launch(ranks)
     launch = launch[:1] + bind + launch[1:] if launch else launch
+    steps = []
+    for i, step in enumerate(run.prerun):
+        argv = inputs.render_words(step.command, params, recipe.name, f"run.prerun[{i}]")
+        if (build_dir / argv[0]).is_file():
+            argv[0] = str(build_dir / argv[0])
+        steps.append(runner.Step(label=f"run.prerun[{i}]", stdout=step.stdout,
+                                 argv=(launch if step.launch else []) + argv))
+    argv = launch + [str(build_dir / run.executable)] + \
+        inputs.render_words(run.args, params, recipe.name, "run.args")
+    (run_dir / "command.txt").write_text(shlex.join(argv) + "\n")
+    steps.append(runner.Step(label="run", argv=argv, stdout=STDOUT, stderr="run.err"))
+    # the same runner as the checks' job script: no shell, exit status, run quality
+    spec = runner.Spec(steps=steps, env={**run.env, **threads_env, **(env or {})}, harness_pid=os.getpid(),
+                       limits=dict(site.extras.get("run_quality", {})),
+                       quiet_wait_s=float(site.extras.get("quiet_wait_s", 0)))
+    runner.write_spec(run_dir / runner.SPEC_FILE, spec)
     deadline = time_limit_seconds(t.time_limit)
-    crash = None
     sampler = _sampler(site, run_dir, ranks)
-    t0 = time.monotonic()
     try:
-        for i, step in enumerate(run.prerun):
-            argv = inputs.render_words(step.command, params, recipe.name, f"run.prerun[{i}]")
-            if (build_dir / argv[0]).is_file():
-                argv[0] = str(build_dir / argv[0])
-            out = open(run_dir / step.stdout, "w") if step.stdout else subprocess.DEVNULL
-            try:
-                rc = _run((launch if step.launch else []) + argv, run_dir, environ, out, subprocess.STDOUT,
-                          deadline, sampler)
-            finally:
-                if step.stdout:
-                    out.close()
-            if rc != 0:
-                crash = f"run.prerun[{i}] ({shlex.join(argv)}) exited with code {rc}"
-                break
-        if crash is None:
-            argv = launch + [str(build_dir / run.executable)] + \
-                inputs.render_words(run.args, params, recipe.name, "run.args")
-            (run_dir / "command.txt").write_text(shlex.join(argv) + "\n")
-            with open(run_dir / STDOUT, "w") as so, open(run_dir / "run.err", "w") as se:
-                rc = _run(argv, run_dir, environ, so, se, deadline, sampler)
-            if rc != 0:
-                crash = f"run exited with code {rc}" + (" (time limit)" if rc == -9 else "")
+        _run([sys.executable, "-m", "apptune.runner", runner.SPEC_FILE], run_dir, environ,
+             deadline + spec.quiet_wait_s if deadline else None, sampler)
     finally:
-        wall = time.monotonic() - t0
-        rec = sampler.stop()
+        rec_energy = sampler.stop()
+    rec = runner.load_record(run_dir) or {}
+    wall = rec.get("wall_s")
+    crash = None
+    if not rec:
+        crash = "the run left no run record (killed by its time limit?)"
+    elif rec.get("exit_status") != 0:
+        crash = rec.get("message") or f"run exited with status {rec.get('exit_status')}"
     figures, values = {}, None
     try:
         values, _ = outputs.parse_all(run.outputs, run_dir, STDOUT, tier)
@@ -246,12 +249,15 @@ def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Si
         if crash:
             ver.ok = False
             ver.own_checks.append({"pattern": "exit code", "matches": 0, "ok": False, "message": crash})
-        v = ver.to_dict()
         figures = recipes.figure_values(recipe, values)
+        figures["wall_time"] = wall
+        verify.check_figures(ver, figures)
+        v = ver.to_dict()
     figures["wall_time"] = wall
-    figures.update(rec.figures(wall, {n: figures.get(n) for n in run.per_watt}))
+    figures.update(rec_energy.figures(wall, {n: figures.get(n) for n in run.per_watt}))
     result = RunResult(ok=bool(v["ok"]), summary=v["summary"], figures=figures, wall_time=wall,
-                       verification=v, energy=rec.to_dict(), params=params, run_dir=str(run_dir))
+                       verification=v, energy=rec_energy.to_dict(), params=params, run_dir=str(run_dir),
+                       quality=rec.get("quality"), machine_id=rec.get("machine_id"))
     (run_dir / "result.json").write_text(json.dumps(result.to_dict(), indent=1, default=str))
     return result
 
@@ -269,15 +275,19 @@ def _sampler(site: Site, run_dir: Path, ranks: int):
     return s
 
 
-def _run(argv, cwd, environ, stdout, stderr, deadline, sampler) -> int:
-    try:
-        p = subprocess.Popen(argv, cwd=cwd, env=environ, stdout=stdout, stderr=stderr, start_new_session=True)
-    except OSError as e:
-        raise ApptuneError(None, argv[0], f"cannot run: {e.strerror}") from None
-    sampler.state["pid"] = p.pid
-    try:
-        return p.wait(timeout=deadline)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, 9)
-        p.wait()
-        return -9
+def _run(argv, cwd, environ, deadline, sampler) -> int:
+    """Start the runner in its own session (its log: runner.log) and wait; at the deadline
+    the whole session is killed (the runner and every step it started)."""
+    with open(Path(cwd) / "runner.log", "w") as log:
+        try:
+            p = subprocess.Popen(argv, cwd=cwd, env=environ, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        except OSError as e:
+            raise ApptuneError(None, argv[0], f"cannot run: {e.strerror}") from None
+        sampler.state["pid"] = p.pid
+        try:
+            return p.wait(timeout=deadline)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            p.wait()
+            return -9

@@ -14,7 +14,6 @@ from the data folders; these classes only wire them into ReFrame's pipeline.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shlex
 import sys
@@ -508,12 +507,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
             v.ok = False
             v.own_checks.append({'pattern': 'exit status', 'matches': 0, 'ok': False, 'message': crash})
         result['figures'] = self.figures()
-        # a figure that is not a finite number is a failed run, whether or not it is verified
-        for name, val in result['figures'].items():
-            if isinstance(val, float) and not math.isfinite(val):
-                v.ok = False
-                v.own_checks.append({'pattern': f'figure {name}', 'matches': 0, 'ok': False,
-                                     'message': f'figure {name} is {val} (not a finite number)'})
+        verify.check_figures(v, result['figures'])
         atomic_write_json(os.path.join(self.stagedir, 'verification.json'), v.to_dict())
         result['verification'] = v.to_dict()
         result['baseline'] = self.judge_performance(result['figures'])

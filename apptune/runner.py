@@ -52,8 +52,10 @@ class Step(BaseModel):
     #: Where the step comes from, for messages (e.g. ``run.prerun[0]``, ``run``).
     label: str
     argv: list[str] = Field(min_length=1)
-    #: Redirect standard output and error into this file (relative to the run directory).
+    #: Redirect standard output (and error, unless ``stderr`` is given) into this file
+    #: (relative to the run directory).
     stdout: str | None = None
+    stderr: str | None = None
 
 
 class Spec(BaseModel):
@@ -122,10 +124,11 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
             break
         s0 = time.monotonic()
         out = open(cwd / step.stdout, "w") if step.stdout else None
+        err = open(cwd / step.stderr, "w") if step.stderr else None
         try:
             try:
                 sig.child = subprocess.Popen(step.argv, cwd=cwd, env=env, stdout=out,
-                                             stderr=subprocess.STDOUT if out else None)
+                                             stderr=err or (subprocess.STDOUT if out else None))
             except OSError as e:
                 status, message = 127, f"{step.label}: cannot run {step.argv[0]!r}: {e.strerror}"
             else:
@@ -133,8 +136,9 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
                     sig.child.send_signal(sig.received)
                 status = exit_status(sig.child.wait())
         finally:
-            if out:
-                out.close()
+            for f in (out, err):
+                if f:
+                    f.close()
         steps.append({"label": step.label, "argv": step.argv, "exit_status": status,
                       "seconds": round(time.monotonic() - s0, 3)})
         if status != 0:

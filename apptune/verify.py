@@ -169,3 +169,14 @@ def verify(app: str, tier: str, values: dict, own_checks: list[OwnCheck] = (),
     ok = all(x.ok for x in fields) and all(c["ok"] for c in own)
     return Verification(reference=str(f.relative_to(paths.root())), ok=ok, fields=fields,
                         own_checks=own, xfail=xfail_reason(ref, environment, variant), skipped=skipped)
+
+
+def check_figures(v: Verification, figures: dict) -> Verification:
+    """A figure that is not a finite number (``nan``, ``inf``) fails the run, whether or not a
+    reference checks it: it would poison every comparison that follows."""
+    for name, val in figures.items():
+        if isinstance(val, float) and not math.isfinite(val):
+            v.ok = False
+            v.own_checks.append({"pattern": f"figure {name}", "matches": 0, "ok": False,
+                                 "message": f"figure {name} is {val} (not a finite number)"})
+    return v
