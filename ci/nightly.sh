@@ -11,6 +11,8 @@
 #
 # Settings (environment):
 #   APPTUNE_NIGHTLY_REPEATS  runs of each test (default 3); verdicts use their median
+#   APPTUNE_QUIET_WAIT       seconds each timed run may wait for a quiet node (default 120);
+#                            a run that still is not clean is graded disturbed and not judged
 #   APPTUNE_NIGHTLY_ARGS     extra ReFrame options, word-split (e.g. "-n HPCC")
 #   APPTUNE_HISTORY          history directory (default ~/.local/share/apptune/history)
 #   APPTUNE_RUNS             where run directories go (default runs/)
@@ -29,7 +31,8 @@ run_dir=${APPTUNE_RUNS:-$here/runs}/$(date +%Y%m%dT%H%M%S)-nightly
 #    the report with its trend plots
 run_rc=0
 # shellcheck disable=SC2086  # APPTUNE_NIGHTLY_ARGS is a list of options
-"$apptune" run --mode nightly --repeats "$repeats" --run-dir "$run_dir" -- ${APPTUNE_NIGHTLY_ARGS:-} || run_rc=$?
+"$apptune" run --mode nightly --repeats "$repeats" --wait-for-quiet "${APPTUNE_QUIET_WAIT:-120}" \
+  --run-dir "$run_dir" -- ${APPTUNE_NIGHTLY_ARGS:-} || run_rc=$?
 if [ ! -f "$run_dir/report.json" ]; then
   echo "nightly: no run report in $run_dir (apptune run exit $run_rc)" >&2
   exit $(( run_rc ? run_rc : 2 ))

@@ -31,7 +31,8 @@ def test_steps_and_exit_status(tmp_path, run_rc, check_rc, no_report, want):
                        stdin=subprocess.DEVNULL, timeout=60)
     assert p.returncode == want, p.stdout + p.stderr
     calls = log.read_text().splitlines()
-    assert calls[0].startswith("run --mode nightly --repeats 5 --run-dir ") and calls[0].endswith("-- -n HPCC")
+    assert calls[0].startswith("run --mode nightly --repeats 5 --wait-for-quiet 120 --run-dir ")
+    assert calls[0].endswith("-- -n HPCC")
     run_dir = calls[0].split("--run-dir ")[1].split()[0]
     if no_report:
         assert len(calls) == 1 and "no run report" in p.stderr
