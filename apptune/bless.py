@@ -57,7 +57,7 @@ def plan_drift(r: dict) -> list[str]:
     prov = r.get("provenance") or {}
     try:
         recipe = recipes.load_recipe(r["app"])
-        site = localrun.load_site(r["environment"])
+        site = localrun.load_site(r["environment"], languages=recipe.build.languages)
         plan = recipes.resolve(recipe, r.get("build_variant") or r["variant"], site.toolchain).to_dict()
     except (ApptuneError, KeyError):
         return []

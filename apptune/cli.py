@@ -310,7 +310,8 @@ def cmd_cache(a) -> int:
 
 def cmd_bisect(a) -> int:
     from . import bisect, localrun
-    site = localrun.load_site(a.environment, a.config)
+    site = localrun.load_site(a.environment, a.config,
+                              languages=recipes.load_recipe(a.app).build.languages)
     res = bisect.bisect(a.app, a.good, a.bad, site, tier=a.tier, work=a.work_dir,
                         ignore_per_file=a.ignore_per_file, repeats=a.repeats,
                         max_cycles=a.max_cycles, ranks=a.ranks, functions=a.functions)

@@ -62,8 +62,10 @@ def _env_pairs(pairs, where: str, config: Path) -> dict[str, str]:
     return out
 
 
-def load_site(environment: str, config: str | os.PathLike = DEFAULT_CONFIG, system: str = "local") -> Site:
-    """The environment ``environment`` on the first partition of ``system`` that offers it."""
+def load_site(environment: str, config: str | os.PathLike = DEFAULT_CONFIG, system: str = "local",
+              languages: list[str] | None = None) -> Site:
+    """The environment ``environment`` on the first partition of ``system`` that offers it;
+    its tools for ``languages`` (None: every language) must be found."""
     config = Path(config)
     if not config.is_absolute():
         config = paths.root() / config
@@ -96,7 +98,7 @@ def load_site(environment: str, config: str | os.PathLike = DEFAULT_CONFIG, syst
     tc = recipes.Toolchain.from_environ(_Environ)
     env = _env_pairs(part.get("env_vars"), f"systems.{system}.partitions.{part['name']}.env_vars", config)
     env.update(_env_pairs(e.get("env_vars"), f"environments.{environment}.env_vars", config))
-    missing = tc.missing_tools(path=env.get("PATH", os.environ.get("PATH")))
+    missing = tc.missing_tools(path=env.get("PATH", os.environ.get("PATH")), languages=languages)
     if missing:
         raise ApptuneError(config, f"environments.{environment}.extras.requires",
                            f"compiler/tool {', '.join(missing)} not found on PATH")

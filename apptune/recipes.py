@@ -181,8 +181,10 @@ class Toolchain:
     mpi: str
     mpi_standard: str
     blas: str
-    #: Executables that must exist for this environment to be usable.
-    requires: list[str] = field(default_factory=list)
+    #: Executables that must exist for this environment to be usable, per language of the
+    #: recipe (``c``, ``cxx``, ``fortran``) and for every recipe (``all``); a plain list in the
+    #: site config means ``all``.
+    requires: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_environ(cls, environ) -> "Toolchain":
@@ -191,13 +193,24 @@ class Toolchain:
         if missing:
             raise ApptuneError("site-config/settings.py", f"environments.{environ.name}.extras",
                                f"missing {', '.join(missing)}")
+        req = ex.get("requires", [])
+        req = {"all": list(req)} if isinstance(req, (list, tuple)) else {k: list(v) for k, v in req.items()}
+        bad = sorted(set(req) - {"all", "c", "cxx", "fortran"})
+        if bad:
+            raise ApptuneError("site-config/settings.py", f"environments.{environ.name}.extras.requires",
+                               f"unknown key(s) {', '.join(bad)} (allowed: all, c, cxx, fortran)")
         return cls(environment=environ.name, family=ex["family"], cc=environ.cc, cxx=environ.cxx,
                    ftn=environ.ftn, mpi=ex["mpi"], mpi_standard=str(ex["mpi_standard"]),
-                   blas=ex["blas"], requires=list(ex.get("requires", [])))
+                   blas=ex["blas"], requires=req)
 
-    def missing_tools(self, path: str | None = None) -> list[str]:
+    def tools_for(self, languages: list[str] | None = None) -> list[str]:
+        """The executables a recipe in ``languages`` needs (None: every language's)."""
+        keys = ["all", *(languages if languages is not None else ("c", "cxx", "fortran"))]
+        return list(dict.fromkeys(t for k in keys for t in self.requires.get(k, [])))
+
+    def missing_tools(self, path: str | None = None, languages: list[str] | None = None) -> list[str]:
         import shutil
-        return [t for t in self.requires if shutil.which(t, path=path) is None]
+        return [t for t in self.tools_for(languages) if shutil.which(t, path=path) is None]
 
 
 def _version_tuple(s: str) -> tuple[int, ...]:

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,6 +47,28 @@ def _run_summary(rec: dict) -> dict:
     """The run record's parts a result keeps (the machine and quality are kept whole)."""
     return {k: rec.get(k) for k in ('exit_status', 'failed_step', 'message', 'wall_s', 't_start',
                                      'quiet_wait', 'completed')}
+
+
+def _expand(value: str, env: dict) -> str:
+    return re.sub(r'\$(?:\{(\w+)\}|(\w+))', lambda m: env.get(m.group(1) or m.group(2), ''), str(value))
+
+
+def missing_in_environment(environ, tools: list[str]) -> list[str]:
+    """The tools not found with a ReFrame environment applied as its job would see it: its
+    ``env_vars`` (e.g. PATH) and, where it has modules, after loading them."""
+    env = dict(os.environ)
+    for k, v in dict(getattr(environ, 'env_vars', {}) or {}).items():
+        env[k] = _expand(v, env)
+    modules = list(getattr(environ, 'modules', []) or [])
+    if not modules:
+        return [t for t in tools if shutil.which(t, path=env.get('PATH')) is None]
+    from reframe.core.runtime import runtime
+    ms = runtime().modules_system
+    load = [c for m in modules for c in ms.emit_load_commands(m)]
+    # the tool names are arguments of the script, never part of it
+    script = '\n'.join(load + ['for t; do command -v -- "$t" >/dev/null 2>&1 || printf "%s\\n" "$t"; done'])
+    p = subprocess.run(['bash', '-c', script, 'bash', *tools], env=env, capture_output=True, text=True)
+    return [t for t in p.stdout.split() if t in tools]
 
 
 def _site_environments() -> set[str]:
@@ -120,10 +145,10 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
     @run_before('compile')
     def plan_build(self):
         tc = recipes.Toolchain.from_environ(self.current_environ)
-        missing = tc.missing_tools()
+        missing = missing_in_environment(self.current_environ, tc.tools_for(self.recipe.build.languages))
         if missing:
             reason = (f'environment {tc.environment!r}: compiler/tool '
-                      f'{", ".join(missing)} not found on PATH')
+                      f'{", ".join(missing)} not found on its PATH')
             Path(self.stagedir, SKIP_FILE).write_text(reason + '\n')
             self.skip(reason)
         recipe = self.recipe

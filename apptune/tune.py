@@ -356,7 +356,7 @@ class Tuner:
 
     def site(self, env: str) -> localrun.Site:
         if env not in self.sites:
-            self.sites[env] = localrun.load_site(env, self.config_file)
+            self.sites[env] = localrun.load_site(env, self.config_file, languages=self.recipe.build.languages)
         return self.sites[env]
 
     def save(self):

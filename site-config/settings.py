@@ -6,8 +6,9 @@ Use it with plain ReFrame::
 
 or through ``apptune run``.  Environments carry apptune's toolchain facts in
 ``extras`` (compiler family for the flag ladders, MPI and its standard, the
-default BLAS, and the executables the environment needs); apptune skips an
-environment whose ``requires`` are missing and says which.
+default BLAS, and the executables the environment needs per language of a recipe);
+apptune skips an environment whose ``requires`` for the recipe's languages are missing on
+the environment's own PATH (its modules and ``env_vars`` applied) and says which.
 See https://reframe-hpc.readthedocs.io/en/stable/config_reference.html
 """
 import os
@@ -64,7 +65,8 @@ site_configuration = {
             'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpifort',
             'env_vars': [['OMPI_CC', 'gcc'], ['OMPI_CXX', 'g++'], ['OMPI_FC', 'gfortran']],
             'extras': {'family': 'gnu', 'mpi': 'openmpi', 'mpi_standard': '3.1', 'blas': 'openblas',
-                       'requires': ['gcc', 'gfortran', 'mpicc']},
+                       'requires': {'c': ['gcc', 'mpicc'], 'cxx': ['g++', 'mpicxx'],
+                                    'fortran': ['gfortran', 'mpifort']}},
         },
         {
             # GCC with MPICH 4.0 instead of Open MPI (the MPI axis of NetPIPE and the
@@ -74,21 +76,24 @@ site_configuration = {
             'env_vars': [['PATH', f'{_mpich_bin}:$PATH'], ['MPICH_CC', 'gcc'], ['MPICH_CXX', 'g++'],
                          ['MPICH_FC', 'gfortran']],
             'extras': {'family': 'gnu', 'mpi': 'mpich', 'mpi_standard': '4.0', 'blas': 'openblas',
-                       'requires': ['gcc', 'mpicc.mpich', 'mpirun.mpich']},
+                       'requires': {'all': ['mpirun.mpich'], 'c': ['gcc', 'mpicc.mpich'],
+                                    'cxx': ['g++', 'mpicxx.mpich'], 'fortran': ['gfortran', 'mpifort.mpich']}},
         },
         {
             'name': 'llvm',
             'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpifort',
             'env_vars': [['OMPI_CC', 'clang'], ['OMPI_CXX', 'clang++'], ['OMPI_FC', 'flang-new-16']],
             'extras': {'family': 'llvm', 'mpi': 'openmpi', 'mpi_standard': '3.1', 'blas': 'openblas',
-                       'requires': ['clang', 'flang-new-16', 'mpicc']},
+                       'requires': {'c': ['clang', 'mpicc'], 'cxx': ['clang++', 'mpicxx'],
+                                    'fortran': ['flang-new-16', 'mpifort']}},
         },
         {
             'name': 'gnu-mkl',
             'cc': 'mpicc', 'cxx': 'mpicxx', 'ftn': 'mpifort',
             'env_vars': [['OMPI_CC', 'gcc'], ['OMPI_CXX', 'g++'], ['OMPI_FC', 'gfortran']],
             'extras': {'family': 'gnu', 'mpi': 'openmpi', 'mpi_standard': '3.1', 'blas': 'mkl',
-                       'requires': ['gcc', 'mpicc']},
+                       'requires': {'c': ['gcc', 'mpicc'], 'cxx': ['g++', 'mpicxx'],
+                                    'fortran': ['gfortran', 'mpifort']}},
         },
         {
             'name': 'oneapi',
@@ -97,7 +102,8 @@ site_configuration = {
                          ['PATH', f'{_prefix}/bin:$PATH'],
                          ['LD_LIBRARY_PATH', f'{_prefix}/lib:$LD_LIBRARY_PATH']],
             'extras': {'family': 'oneapi', 'mpi': 'intelmpi', 'mpi_standard': '3.1', 'blas': 'mkl',
-                       'requires': ['icx', 'ifx', 'mpiicx']},
+                       'requires': {'c': ['icx', 'mpiicx'], 'cxx': ['icpx', 'mpiicpx'],
+                                    'fortran': ['ifx', 'mpiifx']}},
         },
     ],
     'modes': [

@@ -137,7 +137,7 @@ def toy_root(tmp_path, monkeypatch):
 def gnu_toolchain():
     from apptune.recipes import Toolchain
     return Toolchain(environment="gnu", family="gnu", cc="gcc", cxx="g++", ftn="gfortran",
-                     mpi="none", mpi_standard="3.1", blas="openblas", requires=["gcc"])
+                     mpi="none", mpi_standard="3.1", blas="openblas", requires={"all": ["gcc"]})
 
 
 @pytest.fixture(autouse=True)

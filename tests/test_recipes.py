@@ -88,8 +88,31 @@ def test_unknown_compiler_family(toy_root, gnu_toolchain):
 
 
 def test_missing_compiler_is_reported(gnu_toolchain):
-    gnu_toolchain.requires = ["gcc", "icx-does-not-exist"]
+    gnu_toolchain.requires = {"all": ["gcc", "icx-does-not-exist"]}
     assert gnu_toolchain.missing_tools() == ["icx-does-not-exist"]
+
+
+def test_a_c_application_does_not_need_the_fortran_compiler(gnu_toolchain):
+    gnu_toolchain.requires = {"c": ["gcc"], "fortran": ["gfortran-does-not-exist"]}
+    assert gnu_toolchain.missing_tools(languages=["c"]) == []
+    assert gnu_toolchain.missing_tools(languages=["c", "fortran"]) == ["gfortran-does-not-exist"]
+
+
+def test_requires_are_looked_up_on_the_environments_own_path(tmp_path):
+    """A compiler that only the environment's PATH holds (as a module or env_vars would
+    provide it on a cluster) is found; one on no PATH of the environment is missing."""
+    from apptune.rfm import missing_in_environment
+    tool = tmp_path / "bin" / "mycc-only-here"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+
+    class Env:
+        env_vars = {"PATH": f"{tool.parent}:$PATH"}
+        modules = []
+    assert missing_in_environment(Env, ["mycc-only-here", "gcc"]) == []
+    Env.env_vars = {}
+    assert missing_in_environment(Env, ["mycc-only-here", "gcc"]) == ["mycc-only-here"]
 
 
 def test_resolve_selects_patches_and_per_file_flags():
