@@ -1,0 +1,161 @@
+"""What a long ``apptune run`` is doing, while it does it.
+
+ReFrame's own output passes through unchanged; beside it, apptune follows the run:
+
+* which test case of how many has finished (ReFrame's ``(k/N)`` on each result line);
+* while a build runs, the files compiled so far (the lines of its
+  ``compile-lines.jsonl``, which apptune's compiler wrappers append to) against the
+  count of the last build of the same application in the build cache, the elapsed
+  time and an estimate of what is left.
+
+On a terminal this is one status line under ReFrame's output (tqdm, already installed
+with optuna); in a log (not a TTY, or ``CI=true``) it is at most one line a minute.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from . import buildcache
+
+_DONE = re.compile(r"\[\s*(?:OK|FAIL|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\((\d+)/(\d+)\)\s+(.*)")
+_RUN = re.compile(r"\[\s*RUN\s*\]\s+(\S+(?: %\S+)*)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: A non-interactive log gets a progress line at most this often.
+LOG_EVERY_S = 60.0
+
+
+def expected_build(app: str) -> tuple[int | None, float | None]:
+    """(compiles, seconds) of the last cached build of ``app``; (None, None) if none."""
+    for e in reversed(buildcache.entries()):    # the newest first
+        if e.manifest.get("app") != app:
+            continue
+        try:
+            prov = json.loads((e.path / "provenance.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        n = (prov.get("compile_lines") or {}).get("compiles")
+        if n:
+            return n, prov.get("build_seconds")
+    return None, None
+
+
+class Follower:
+    """Follows one run: feed it ReFrame's output lines; ``status()`` says what is going on."""
+
+    def __init__(self, run_dir: Path, clock=time.monotonic):
+        self.run_dir = Path(run_dir)
+        self.clock = clock
+        self.t0 = clock()
+        self.done = 0
+        self.total: int | None = None
+        self.running: str | None = None
+        self._expected: dict[str, tuple] = {}
+        self._build_seen: dict[Path, float] = {}
+
+    def feed(self, line: str) -> None:
+        text = _ANSI.sub("", line)
+        m = _DONE.search(text)
+        if m:
+            self.done, self.total = int(m.group(1)), int(m.group(2))
+            self.running = None
+            return
+        m = _RUN.search(text)
+        if m:
+            self.running = m.group(1)
+
+    def active_build(self) -> dict | None:
+        """The build compiling now: the newest ``compile-lines.jsonl`` written in the last minute."""
+        stage = self.run_dir / "stage"
+        if not stage.is_dir():
+            return None
+        now = time.time()
+        logs = [(p.stat().st_mtime, p) for p in stage.rglob("compile-lines.jsonl")]
+        logs = [(t, p) for t, p in logs if now - t < 60 and not (p.parent / "provenance.json").exists()]
+        if not logs:
+            return None
+        _, log = max(logs)
+        try:
+            app = json.loads((log.parent / "plan.json").read_text())["app"]
+        except (OSError, json.JSONDecodeError, KeyError):
+            app = log.parent.name
+        if app not in self._expected:
+            self._expected[app] = expected_build(app)
+        try:
+            compiled = sum(1 for line in log.read_text(errors="replace").splitlines() if '"compile"' in line)
+        except OSError:
+            return None
+        started = self._build_seen.setdefault(log, self.clock())
+        return {"app": app, "compiled": compiled, "expected": self._expected[app][0],
+                "elapsed": self.clock() - started}
+
+    def status(self) -> str:
+        parts = [f"{self.done}/{self.total} test cases done" if self.total else "starting"]
+        b = self.active_build()
+        if b:
+            s = f"building {b['app']}: {b['compiled']}"
+            if b["expected"]:
+                s += f"/{b['expected']} files"
+                if 0 < b["compiled"] < b["expected"]:
+                    left = b["elapsed"] * (b["expected"] - b["compiled"]) / b["compiled"]
+                    s += f", about {_dur(left)} left"
+            else:
+                s += " files (no earlier build to compare)"
+            parts.append(s + f", {_dur(b['elapsed'])} so far")
+        elif self.running:
+            parts.append(f"running {self.running}")
+        parts.append(f"{_dur(self.clock() - self.t0)} elapsed")
+        return "; ".join(parts)
+
+
+def _dur(s: float) -> str:
+    s = int(s)
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def interactive() -> bool:
+    return sys.stdout.isatty() and os.environ.get("CI", "").lower() not in ("1", "true", "yes")
+
+
+def relay(proc, run_dir: Path, out=sys.stdout) -> None:
+    """Pass a ReFrame process's output through, with progress (see the module docstring)."""
+    import threading
+    f = Follower(run_dir)
+    tty = interactive()
+    bar = None
+    if tty:
+        from tqdm import tqdm
+        bar = tqdm(total=0, bar_format="{desc}", leave=False, file=out, dynamic_ncols=True)
+    stop = threading.Event()
+
+    def ticker():
+        last = f.clock()
+        while not stop.wait(1.0):
+            if bar is not None:
+                bar.set_description_str("apptune: " + f.status())
+            elif f.clock() - last >= LOG_EVERY_S:
+                last = f.clock()
+                print("apptune: progress: " + f.status(), file=out, flush=True)
+
+    t = threading.Thread(target=ticker, name="apptune-progress", daemon=True)
+    t.start()
+    try:
+        for line in proc.stdout:
+            f.feed(line)
+            if bar is not None:
+                bar.clear()
+                out.write(line)
+                out.flush()
+                bar.refresh()
+            else:
+                out.write(line)
+                out.flush()
+    finally:
+        stop.set()
+        t.join(timeout=2)
+        if bar is not None:
+            bar.close()

@@ -1,0 +1,54 @@
+"""Progress of a long run: which test case of how many, files compiled against the last
+build of the same application, and no more than a line a minute in a log."""
+import io
+import json
+import subprocess
+import sys
+
+from apptune import progress
+
+RUN = "[ \x1b[32mRUN     \x1b[0m ] QEBuild %variant=baseline ~local:default+gnu /a1b2 @local:default+gnu\n"
+OK = "[ \x1b[32m      OK\x1b[0m ] (3/12) HPCCCheck %tier=ci %build.variant=tuned /5f7d @local:default+gnu\n"
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_follows_test_cases_and_a_build_against_the_last_cached_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(progress, "expected_build", lambda app: (600, 300.0) if app == "qe" else (None, None))
+    clock = Clock()
+    f = progress.Follower(tmp_path, clock=clock)
+    assert f.status() == "starting; 0 s elapsed"
+    f.feed(OK)
+    f.feed(RUN)
+    assert f.status().startswith("3/12 test cases done; running QEBuild %variant=baseline")
+    build = tmp_path / "stage/local/default/gnu/QEBuild_a1b2"
+    build.mkdir(parents=True)
+    (build / "plan.json").write_text(json.dumps({"app": "qe"}))
+    (build / "compile-lines.jsonl").write_text('{"kind": "compile"}\n' * 150)
+    f.status()                           # the build is seen now
+    clock.t = 100.0
+    s = f.status()
+    assert "building qe: 150/600 files, about 5 min 00 s left, 1 min 40 s so far" in s, s
+    (build / "provenance.json").write_text("{}")     # finished: no longer a build in progress
+    assert "building" not in f.status()
+
+
+def test_a_log_gets_at_most_a_line_a_minute(tmp_path, monkeypatch):
+    """Not a TTY: ReFrame's lines pass through unchanged and no progress line appears
+    within the first minute."""
+    monkeypatch.setenv("CI", "true")
+    lines = [OK, "P: HPL: 29.25 Gflop/s\n", RUN]
+    p = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdout.write(sys.stdin.read())"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p.stdin.write("".join(lines))
+    p.stdin.close()
+    out = io.StringIO()
+    progress.relay(p, tmp_path, out=out)
+    p.wait()
+    assert out.getvalue() == "".join(lines)
