@@ -33,8 +33,9 @@ NOISE = Path(__file__).with_name("data") / "noise-local.json"
 STEPS = (0.01, 0.05, 0.10)
 
 
-def record(run_dirs: list[str], out: Path) -> None:
-    """Every verified figure value of the runs, per (app, tier, environment, variant, figure)."""
+def record(run_dirs: list[str], out: Path, all_runs: bool = False) -> None:
+    """Every verified figure value of the runs' clean results (``all_runs``: disturbed ones
+    too), per (app, tier, environment, variant, figure)."""
     from apptune import history
     series: dict[tuple, dict] = {}
     sources = []
@@ -47,7 +48,7 @@ def record(run_dirs: list[str], out: Path) -> None:
         sources.append({"run_dir": str(run.run_dir), "session": run.uuid, "started": run.started,
                         "mode": run.mode})
         for r in run.results:
-            if not r.verified:
+            if not r.verified or (not all_runs and (r.quality or {}).get("grade") != "clean"):
                 continue
             for f in r.figures:
                 s = series.setdefault((r.app, r.tier, r.environment, r.variant, f.name),
@@ -174,6 +175,8 @@ def o1_series(out: Path, pools: dict, cv: float = 0.015, seed: int = 6) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--record", nargs="+", metavar="RUN_DIR", help="re-measure the noise from these runs")
+    ap.add_argument("--all-runs", action="store_true",
+                    help="with --record: disturbed runs too (default: the runs graded clean only)")
     ap.add_argument("--noise", type=Path, default=NOISE)
     ap.add_argument("--o1-series", type=Path, metavar="OUT", help="write the -O1 test series (test data)")
     ap.add_argument("--figures", default="all",
@@ -191,7 +194,7 @@ def main(argv=None) -> int:
                          "the noise's shape from here, the size of a quieter machine")
     a = ap.parse_args(argv)
     if a.record:
-        record(a.record, a.noise)
+        record(a.record, a.noise, a.all_runs)
         return 0
     data = json.loads(a.noise.read_text())
     pools = residual_pools(data, a.min_values)
