@@ -107,6 +107,7 @@ def collect(report_file: Path) -> dict:
             "ranks": r.get("ranks"), "input": r.get("input", {}), "curves": r.get("curves", {}),
             "job": r.get("job"), "placement_layout": r.get("placement_layout"),
             "quality": r.get("quality"), "machine_id": r.get("machine_id"), "machine": r.get("machine"),
+            "run": r.get("run"),
         }
         rows.append(row)
         if res != "pass":
