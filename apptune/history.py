@@ -25,7 +25,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import recipes
+from . import recipes, records
 from .errors import ApptuneError
 
 DB_FILE = "history.sqlite"
@@ -306,7 +306,6 @@ def read_run(run_dir: Path, report_file: Path | None = None, rep: dict | None = 
     """A run from ReFrame's run report (what ReFrame's results database stores as well)
     and apptune's per-test result files.  Tests without an apptune result (plain ReFrame
     checks) keep their performance values from the run report."""
-    from . import report as _report
     if rep is None:
         report_file = report_file or run_dir / "report.json"
         try:
@@ -324,7 +323,7 @@ def read_run(run_dir: Path, report_file: Path | None = None, rep: dict | None = 
                 if tc.get("result") == "fail":
                     results.append(_failed_fixture(tc))
                 continue
-            results.append(_result(tc, _report))
+            results.append(_result(tc))
     # --reruns: the same test in several runs of the session is stored once per run
     seen: dict[tuple, int] = {}
     for r in results:
@@ -349,19 +348,18 @@ def _split_repeat(name: str) -> tuple[str, int]:
 
 
 def _failed_fixture(tc: dict) -> ResultRec:
-    from . import report as _report
     test, repeat = _split_repeat(tc["display_name"])
-    f = _report._row_failure(tc, None)
+    f = records.failure(tc, None)
     return ResultRec(test=test, repeat=repeat, system=f"{tc.get('system')}:{tc.get('partition')}",
                      app=None, tier=None, environment=tc.get("environ"), variant=None,
                      result="fail", fail_phase=tc.get("fail_phase"), reason=f["reason"],
                      verified=False, provenance=None, energy=None)
 
 
-def _result(tc: dict, _report) -> ResultRec:
+def _result(tc: dict) -> ResultRec:
     test, repeat = _split_repeat(tc["display_name"])
     res = tc.get("result")
-    r = _report._result_file(tc)
+    r = records.result_of(tc)
     system = f"{tc.get('system')}:{tc.get('partition')}"
     if r is None:
         # a plain ReFrame check (or a test that died before writing its result):
@@ -372,7 +370,7 @@ def _result(tc: dict, _report) -> ResultRec:
                 unit = pv[4] if len(pv) > 4 else None
                 figs.append(FigureRec(key.rsplit(":", 1)[-1], float(pv[0]), unit,
                                       "lower" if unit in _TIME_UNITS else "higher"))
-        reason = _report._row_failure(tc, None)["reason"] if res == "fail" else tc.get("fail_reason")
+        reason = records.failure(tc, None)["reason"] if res == "fail" else tc.get("fail_reason")
         return ResultRec(test=test, repeat=repeat, system=system, app=None, tier=None,
                          environment=tc.get("environ"), variant=None, result=res or "?",
                          fail_phase=tc.get("fail_phase"), reason=reason,
@@ -390,7 +388,7 @@ def _result(tc: dict, _report) -> ResultRec:
     ver = r.get("verification") or {}
     reason = ver.get("summary")
     if res == "fail":
-        reason = _report._row_failure(tc, {"verification": ver.get("summary")})["reason"]
+        reason = records.failure(tc, {"verification": ver.get("summary")})["reason"]
     return ResultRec(test=test, repeat=repeat, system=f"{r.get('system')}:{r.get('partition')}",
                      app=r.get("app"), tier=r.get("tier"), environment=r.get("environment"),
                      variant=r.get("variant"), result=res or "?", fail_phase=tc.get("fail_phase"),

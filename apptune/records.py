@@ -11,8 +11,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import slurm
 from .constants import RESULT_FILE
-from .errors import ApptuneError
+from .errors import ApptuneError, last_error_line
 
 
 def load_json(path: Path):
@@ -77,3 +78,24 @@ def cases(run_dir: Path, report_file: Path | None = None) -> list[Case]:
                         fail_phase=tc.get("fail_phase"), fail_reason=tc.get("fail_reason"),
                         fixture=bool(tc.get("fixture")), record=rec))
     return out
+
+
+def failure(tc: dict, row: dict | None = None) -> dict:
+    """A failed test case as the report and the history show it: test, environment, phase and
+    the one-line reason (the verification's, the build's or job's last apptune error, or the
+    scheduler's explanation), with its stage directory."""
+    reason = tc.get("fail_reason") or "failed"
+    phase = tc.get("fail_phase")
+    if row and row.get("verification") and phase == "sanity":
+        reason = row["verification"]
+    elif phase in ("compile", "compile_wait") and tc.get("stagedir"):
+        err = last_error_line(Path(tc["stagedir"]) / "rfm_build.err")
+        reason = err or reason
+    elif tc.get("stagedir"):
+        err = last_error_line(Path(tc["stagedir"]) / (tc.get("job_stderr") or "rfm_job.err"))
+        reason = err or reason
+    # the scheduler's part (sbatch could not reach slurmctld, job blocked on down nodes)
+    reason = slurm.explain_reframe_failure(tc.get("fail_reason")) or reason
+    return {"test": tc["display_name"], "environment": tc.get("environ"), "phase": phase,
+            "reason": " ".join(str(reason).split())[:500],
+            "stagedir": tc.get("stagedir")}

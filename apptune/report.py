@@ -14,8 +14,8 @@ from pathlib import Path
 
 import jinja2
 
-from . import machine, quality, recipes, records, slurm
-from .errors import ApptuneError, last_error_line
+from . import machine, quality, recipes, records
+from .errors import ApptuneError
 from .yamlio import atomic_write_json, atomic_write_text
 
 from .constants import SKIP_FILE, XFAIL_FILE
@@ -275,22 +275,7 @@ def _readable_time(stamp):
         return stamp
 
 
-def _row_failure(tc: dict, row: dict | None) -> dict:
-    reason = tc.get("fail_reason") or "failed"
-    phase = tc.get("fail_phase")
-    if row and row.get("verification") and phase == "sanity":
-        reason = row["verification"]
-    elif phase in ("compile", "compile_wait") and tc.get("stagedir"):
-        err = last_error_line(Path(tc["stagedir"]) / "rfm_build.err")
-        reason = err or reason
-    elif tc.get("stagedir"):
-        err = last_error_line(Path(tc["stagedir"]) / (tc.get("job_stderr") or "rfm_job.err"))
-        reason = err or reason
-    # the scheduler's part (sbatch could not reach slurmctld, job blocked on down nodes)
-    reason = slurm.explain_reframe_failure(tc.get("fail_reason")) or reason
-    return {"test": tc["display_name"], "environment": tc.get("environ"), "phase": phase,
-            "reason": " ".join(str(reason).split())[:500],
-            "stagedir": tc.get("stagedir")}
+_row_failure = records.failure
 
 
 def _matrices(rows: list[dict]) -> list[dict]:

@@ -1,6 +1,5 @@
 """Output formats, multi-step builds and the ExaML/NetPIPE recipes' verification."""
 import json
-import textwrap
 
 import pytest
 

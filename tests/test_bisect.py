@@ -1,10 +1,7 @@
 """apptune bisect: archives, object mixing, the search, the recipe diff, bad inputs,
 and the synthetic Fortran + C case built and bisected for real (integration)."""
 import json
-import shutil
 import subprocess
-import textwrap
-from pathlib import Path
 
 import pytest
 import yaml

@@ -49,7 +49,7 @@ def test_o1_slowdown_is_flagged_at_the_right_run_with_the_flag_change(tmp_path, 
     assert all(v["verdict"] == "unchanged" for (var, _), v in verdicts.items() if var == "tuned")
     # what a person reads: the figure, the first bad run and the flag change
     assert "REGRESSION: local:default hpcc/nightly gnu/baseline wall_time" in out
-    assert f"first bad run: " in out and first_bad in out
+    assert "first bad run: " in out and first_bad in out
     assert "flags.cflags: -O2 → -O1" in out
     assert "2 regression(s)" in out.splitlines()[-1]
 

@@ -264,7 +264,7 @@ def test_the_wait_restarts_when_the_nodes_come_back():
 
 
 def test_watch_thread_cancels_while_reframe_polls_and_settle_keeps_the_verdict():
-    f = FakeSlurm([f"PENDING||ReqNodeNotAvail, UnavailableNodes:n2|5:00|batch|n2"],
+    f = FakeSlurm(["PENDING||ReqNodeNotAvail, UnavailableNodes:n2|5:00|batch|n2"],
                   nodes={"n2": ("drained", "maintenance")})
     jobid = []
     w = slurm.JobWatch(lambda: jobid[0] if jobid else None,

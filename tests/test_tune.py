@@ -2,7 +2,6 @@
 bad inputs, and a real (small) search on the synthetic program: a wrong answer is
 never the winner, and a second invocation resumes the same study."""
 import json
-import textwrap
 from types import SimpleNamespace
 
 import pytest
