@@ -309,7 +309,8 @@ def _check_names(found: list, text: str, known: set[str], file, field: str, what
     env = env or jinja2.Environment()
     head = f"{word!r}: " if word is not None else ""
     try:
-        used = jinja2.meta.find_undeclared_variables(env.parse(text)) - set(env.globals)
+        ast = env.parse(text)
+        used = jinja2.meta.find_undeclared_variables(ast) - set(env.globals) - _defaulted(ast)
     except jinja2.TemplateSyntaxError as e:
         found.append(ApptuneError(file, field if word is not None else f"line {e.lineno}",
                                   f"{head}template syntax error: {e.message}"))
@@ -319,6 +320,21 @@ def _check_names(found: list, text: str, known: set[str], file, field: str, what
         names = ", ".join(f"'{n}'" for n in bad)
         found.append(ApptuneError(file, field, f"{head}undefined name {names} "
                                   f"({what}: {', '.join(sorted(known))})"))
+
+
+def _defaulted(ast) -> set[str]:
+    """Names a template only ever uses with a fallback (``{{ pause | default(0) }}``): a tier
+    that does not define them is fine."""
+    from jinja2 import nodes
+    uses: dict[str, int] = {}
+    for n in ast.find_all(nodes.Name):
+        if n.ctx == "load":
+            uses[n.name] = uses.get(n.name, 0) + 1
+    guarded: dict[str, int] = {}
+    for f in ast.find_all(nodes.Filter):
+        if f.name in ("default", "d") and isinstance(f.node, nodes.Name):
+            guarded[f.node.name] = guarded.get(f.node.name, 0) + 1
+    return {n for n, k in guarded.items() if uses.get(n) == k}
 
 
 def _check_reference(app: str, tier: str, params: set[str] | None, produced: set[str] | None,

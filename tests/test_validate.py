@@ -148,6 +148,10 @@ def test_undefined_names_in_run_args_and_prerun(tree):
         "(parameters of inputs/toy/ci/input.yaml for tier ci: n, ranks)")
     edit(r, "'-r', '{{ ranks }}'", "'-r', '{{ rank }}'")
     assert len(validate.problems()) == 2
+    # a name every use of which has a fallback is not undefined
+    edit(r, "'{{ size }}'", "'{{ size | default(1) }}'")
+    edit(r, "'{{ rank }}'", "'{{ rank | default(ranks) }}'")
+    assert validate.problems() == []
 
 
 def test_undefined_names_in_input_and_build_templates(tree):
