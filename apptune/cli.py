@@ -6,10 +6,13 @@ command line a user would type (and prints it), so plain ReFrame keeps working.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import itertools
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import traceback
@@ -58,6 +61,34 @@ def checks_without(root: Path, checks: list[str], apps: list[str]) -> list[str]:
     return out
 
 
+def new_run_dir(base: Path, mode: str) -> Path:
+    """``BASE/<time>-<mode>``, created by this call: a run started in the same second
+    gets ``-2``, ``-3``, ... (mkdir is exclusive, so two runs never share a directory)."""
+    base.mkdir(parents=True, exist_ok=True)
+    name = f"{datetime.datetime.now().strftime('%Y%m%dT%H%M%S')}-{mode}"
+    for i in itertools.count(1):
+        d = base / (name if i == 1 else f"{name}-{i}")
+        try:
+            d.mkdir()
+        except FileExistsError:
+            continue
+        return d.resolve()
+
+
+def point_latest(run_dir: Path) -> None:
+    """``runs/latest`` -> ``run_dir``, replaced in one step (never missing or broken)."""
+    latest = runs_dir() / "latest"
+    tmp = latest.with_name(f".latest-{os.getpid()}")
+    try:
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(run_dir)
+        os.replace(tmp, latest)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        print(f"apptune: note: could not point {latest} at this run ({e.strerror})", file=sys.stderr)
+
+
 def cmd_run(a) -> int:
     from . import validate
     root = paths.root()
@@ -76,9 +107,11 @@ def cmd_run(a) -> int:
             print("apptune: run refused: no check left to run", file=sys.stderr)
             return 2
     refused = 2 if found.all() else 0
-    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
-    run_dir = (Path(a.run_dir) if a.run_dir else runs_dir() / f"{stamp}-{a.mode}").resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if a.run_dir:
+        run_dir = Path(a.run_dir).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        run_dir = new_run_dir(runs_dir(), a.mode)
     extra = (["--repeat", str(a.repeats)] if a.repeats > 1 else []) + a.reframe_args
     cmd = reframe_command(root, a.mode, checks, run_dir, a.config, extra)
     env = dict(os.environ, APPTUNE_ROOT=str(root))
@@ -87,16 +120,24 @@ def cmd_run(a) -> int:
     storage = reframe_storage_env(env) if not a.no_history else {}
     env.update(storage)
     print("apptune: " + shlex.join([f"{k}={v}" for k, v in storage.items()] + cmd), flush=True)
-    rc = subprocess.run(cmd, cwd=run_dir, env=env).returncode
-    latest = runs_dir() / "latest"
+    from . import supervise
+    # SIGTERM/SIGINT/SIGHUP go to ReFrame, which aborts and writes its report; what
+    # completed is then stored and reported, and the exit status is 128 + the signal
+    with supervise.Supervisor() as sup:
+        rc = sup.run(cmd, cwd=run_dir, env=env)
+        if sup.leftovers:
+            print(f"apptune: note: stopped what the run left running: {', '.join(sup.leftovers)}",
+                  file=sys.stderr)
+        rc = store_run(a, run_dir, rc, stopped_by=sup.signum)
+    return 128 + sup.signum if sup.signum else (rc or refused)
+
+
+def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
+    """After ReFrame: runs/latest, the history, the report; the run's exit status."""
     # runs/latest follows runs kept under runs/; an explicit --run-dir elsewhere leaves it alone
     if run_dir.parent == runs_dir().resolve():
-        try:
-            if latest.is_symlink() or latest.exists():
-                latest.unlink()
-            latest.symlink_to(run_dir)
-        except OSError as e:
-            print(f"apptune: note: could not point {latest} at this run ({e.strerror})", file=sys.stderr)
+        point_latest(run_dir)
+    stopped = f"stopped by {signal.Signals(stopped_by).name}" if stopped_by else None
     if (run_dir / "report.json").exists():
         from . import report
         hdir = None
@@ -117,12 +158,24 @@ def cmd_run(a) -> int:
         if os.environ.get("GITHUB_STEP_SUMMARY"):
             with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
                 f.write(md.read_text())
-    else:
+        if stopped:
+            print(f"apptune: error: {stopped}: ReFrame aborted the run; the tests that completed "
+                  f"are stored and in the report", file=sys.stderr)
+            return rc
+        # a run that tested nothing of an application (every case skipped) is not a pass
+        for app, reasons in report.untested_apps(run_dir / "report.json").items():
+            print(f"apptune: error: {app}: nothing tested: {'; '.join(reasons)}", file=sys.stderr)
+            rc = rc or 1
+    elif stopped:
+        print(f"apptune: error: {stopped} before ReFrame wrote a run report: nothing stored",
+              file=sys.stderr)
+    elif rc == 0:
         # ReFrame exits 0 when the options select nothing; a run that ran nothing is not a pass
-        print(f"apptune: error: ReFrame wrote no run report (exit {rc}): no test case ran "
-              f"(do the -n/-t/-S options and --mode select anything? `apptune list`)", file=sys.stderr)
-        return rc or refused or 1
-    return rc or refused
+        print("apptune: error: ReFrame wrote no run report: no test case ran "
+              "(do the -n/-t/-S options and --mode select anything? `apptune list`)", file=sys.stderr)
+        return 1
+    # otherwise ReFrame stopped before running tests and printed why (its last line)
+    return rc
 
 
 def reframe_storage_env(env: dict) -> dict:
@@ -211,7 +264,7 @@ def cmd_baseline_update(a) -> int:
 
 def cmd_history(a) -> int:
     from . import history
-    with history.History(a.history) as h:
+    with history.History(a.history, create=a.hcmd != "list") as h:
         if a.hcmd == "list":
             for r in h.runs(mode=a.mode):
                 print(f"{r['started']}  {r['session_uuid'][:8]}  {r['mode'] or '-':<8} "
@@ -237,12 +290,24 @@ def cmd_history(a) -> int:
 
 def cmd_check_regressions(a) -> int:
     from . import history, regressions
-    with history.History(a.history) as h:
+    with history.History(a.history, create=False) as h:
+        known = set(recipes.list_recipes()) | set(h.stored("app"))
+        if a.app and a.app not in known:
+            raise ApptuneError(None, "--app", f"unknown application '{a.app}' "
+                               f"(known: {', '.join(sorted(known))})")
         runs = h.runs(mode=a.mode)
         verdicts = regressions.check(h, system=a.system, mode=a.mode, app=a.app,
                                      baseline_system=a.baseline_system, alpha=a.alpha,
                                      min_change=a.min_change)
         path = h.path
+        if not verdicts:  # a verdict over nothing is not a pass
+            chosen = " ".join(f"--{k} {v}" for k, v in (("mode", a.mode), ("system", a.system),
+                                                         ("app", a.app)) if v)
+            raise ApptuneError(path, None, f"no verified figure to judge in {len(runs)} run(s)"
+                               + (f" selected by {chosen}" if chosen else "")
+                               + f" (stored: modes {', '.join(h.stored('mode')) or '-'}; "
+                               f"systems {', '.join(h.stored('system')) or '-'}; "
+                               f"apps {', '.join(h.stored('app')) or '-'})")
     verdicts.sort(key=lambda v: (regressions.ORDER[v.verdict], v.name))
     count = {k: sum(v.verdict == k for v in verdicts) for k in regressions.ORDER}
     for v in verdicts:

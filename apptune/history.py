@@ -109,11 +109,16 @@ def history_dir() -> Path:
 
 
 class History:
-    """A connection to the history database (created and migrated on open)."""
+    """A connection to the history database (created and migrated on open; with
+    ``create=False``, for commands that only read it, a missing database is an error)."""
 
-    def __init__(self, directory: str | os.PathLike | None = None):
+    def __init__(self, directory: str | os.PathLike | None = None, create: bool = True):
         self.dir = Path(directory) if directory else history_dir()
         self.path = self.dir / DB_FILE
+        if not create and not self.path.is_file():
+            raise ApptuneError(self.path, None, "no history database here (`apptune run` and "
+                               "`apptune history ingest RUN_DIR` create it; --history or "
+                               "$APPTUNE_HISTORY choose the directory)")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             # Opening is serialised between processes: switching a new database to WAL
@@ -217,6 +222,13 @@ class History:
         return db.execute("SELECT id FROM provenance WHERE sha256 = ?", (sha,)).fetchone()[0]
 
     # ------------------------------------------------------------------- query
+    def stored(self, what: str) -> list[str]:
+        """The distinct values stored of ``app``, ``system`` (system:partition) or ``mode``."""
+        col = {"app": "results.app", "system": "results.system", "mode": "runs.mode"}[what]
+        table = col.split(".")[0]
+        return [r[0] for r in self.db.execute(
+            f"SELECT DISTINCT {col} FROM {table} WHERE {col} IS NOT NULL ORDER BY 1")]
+
     def runs(self, mode: str | None = None) -> list[sqlite3.Row]:
         q = "SELECT * FROM runs" + (" WHERE mode = ?" if mode else "") + " ORDER BY started_unix, id"
         return self.db.execute(q, (mode,) if mode else ()).fetchall()

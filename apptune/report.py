@@ -69,13 +69,19 @@ def _xfail_reason(tc: dict) -> str:
     return " ".join(str(tc.get("fail_reason") or "expected failure").split())[:500]
 
 
-def collect(report_file: Path) -> dict:
+def _testcases(report_file: Path) -> tuple[dict, list[dict], dict]:
+    """The run report, its test cases, and the cases by unique name (and environment)."""
     rep = _load_json(report_file)
     if rep is None:
         raise ApptuneError(report_file, None, "not a readable ReFrame run report")
     cases = [tc for run in rep.get("runs", []) for tc in run.get("testcases", [])]
     by_name = {(tc["unique_name"], tc.get("environ")): tc for tc in cases}
     by_name.update({tc["unique_name"]: tc for tc in cases})
+    return rep, cases, by_name
+
+
+def collect(report_file: Path) -> dict:
+    rep, cases, by_name = _testcases(report_file)
     rows, failures, skipped, xfailed = [], [], [], []
     for tc in cases:
         res = tc.get("result")
@@ -586,3 +592,27 @@ def write(run_dir: Path, report_file: Path | None = None,
     run_dir = Path(run_dir)
     summary = collect(report_file or run_dir / "report.json")
     return render(summary, run_dir, history_dir)
+
+
+def untested_apps(report_file: Path) -> dict[str, list[str]]:
+    """Applications of which nothing was tested in a run, with the reasons: every test case
+    skipped (e.g. a tool of the only environment missing) and no build attempted.  A run
+    that tested some environments of an application and skipped others does not count."""
+    _, cases, by_name = _testcases(report_file)
+    tested, reasons = set(), {}
+    for tc in cases:
+        app = tc.get("app")  # the checks' `app` variable (ReFrame: "<undefined>" when unset)
+        if not isinstance(app, str) or app == "<undefined>":  # a plain ReFrame check
+            continue
+        res = tc.get("result")
+        # a fixture's pass (a source fetched, a build made) tests nothing by itself;
+        # a failed or expected-to-fail build is a result
+        if res != "skip" and not (tc.get("fixture") and res == "pass"):
+            tested.add(app)
+        elif res == "skip" and not tc.get("fixture"):
+            r = _skip_reason(tc, by_name)
+            if r not in reasons.setdefault(app, []):
+                reasons[app].append(r)
+        else:
+            reasons.setdefault(app, [])
+    return {app: rs or ["only its fixtures ran"] for app, rs in reasons.items() if app not in tested}

@@ -245,9 +245,12 @@ class AppRun(rfm.RunOnlyRegressionTest):
         known = _site_environments()
         unknown = [e for e in envs if known and e not in known]
         if unknown:
-            raise ApptuneError(recipes.recipe_path(self.app), f'tiers.{self.tier}.variants',
+            err = ApptuneError(recipes.recipe_path(self.app), f'tiers.{self.tier}.variants',
                                f'unknown environment {", ".join(unknown)} '
                                f'(site config has: {", ".join(sorted(known))})')
+            # ReFrame turns an exception here into a warning and drops the test, so the
+            # run would pass without it: stop the session instead (exit 1, this one line)
+            raise SystemExit(f'apptune: error: {err}')
         # `-S valid_prog_environs=gnu,llvm` narrows the tier's environments (ReFrame's -p
         # only selects checks that have at least one matching environment).
         try:

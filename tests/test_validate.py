@@ -294,10 +294,11 @@ def test_run_leaves_out_a_bad_application_and_runs_the_others(tmp_path, monkeypa
     edit(root / "build-recipes/qe.yaml", "time_limit: 5m", "time_limit: 5 parsecs")
     seen = []
 
-    def fake_reframe(cmd, **kw):
+    def fake_reframe(self, cmd, **kw):
         seen.append(cmd)
-        return subprocess.CompletedProcess(cmd, 0)
-    monkeypatch.setattr(cli.subprocess, "run", fake_reframe)
+        return 0
+    from apptune import supervise
+    monkeypatch.setattr(supervise.Supervisor, "run", fake_reframe)
     rc = cli.main(["run", "--no-history", "--run-dir", str(tmp_path / "run")])
     assert rc != 0
     err = capsys.readouterr().err.splitlines()
