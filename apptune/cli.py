@@ -120,11 +120,11 @@ def cmd_run(a) -> int:
     storage = reframe_storage_env(env) if not a.no_history else {}
     env.update(storage)
     print("apptune: " + shlex.join([f"{k}={v}" for k, v in storage.items()] + cmd), flush=True)
-    from . import supervise
+    from . import progress, supervise
     # SIGTERM/SIGINT/SIGHUP go to ReFrame, which aborts and writes its report; what
     # completed is then stored and reported, and the exit status is 128 + the signal
     with supervise.Supervisor() as sup:
-        rc = sup.run(cmd, cwd=run_dir, env=env)
+        rc = sup.run(cmd, cwd=run_dir, env=env, follow=lambda p: progress.relay(p, run_dir))
         if sup.leftovers:
             print(f"apptune: note: stopped what the run left running: {', '.join(sup.leftovers)}",
                   file=sys.stderr)

@@ -19,6 +19,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import threading
 import time
 
 #: The signals that stop a run.
@@ -133,12 +134,20 @@ class Supervisor:
         self._forwarded = True
         _kill(self._proc.pid, self.signum)
 
-    def run(self, argv: list[str], **popen) -> int:
+    def run(self, argv: list[str], follow=None, **popen) -> int:
         """Run ``argv`` (in a new session) to its end; its exit status, 128+N when signal N
-        ended it.  Then nothing it started is left running."""
+        ended it.  Then nothing it started is left running.  ``follow(proc)``, if given,
+        reads its output (standard output and error, as text lines) in a thread."""
         if self.signum is not None:  # stopped before it started
             return 128 + self.signum
+        reader = None
+        if follow is not None:
+            popen.update(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                         errors="replace")
         self._proc = p = subprocess.Popen(argv, start_new_session=True, **popen)
+        if follow is not None:
+            reader = threading.Thread(target=follow, args=(p,), name="apptune-output", daemon=True)
+            reader.start()
         self._forward()
         killed, reaped = False, time.monotonic()
         # wait without reaping: the group id cannot be reused while the child is a zombie
@@ -154,6 +163,8 @@ class Supervisor:
         _kill(p.pid, signal.SIGKILL)  # whatever is left in its process group
         rc = p.wait()
         self._stop_leftovers()
+        if reader is not None:
+            reader.join(timeout=10)
         return 128 - rc if rc < 0 else rc
 
     def _stop_leftovers(self):
