@@ -266,7 +266,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         if self.time_limit is None:   # `-S time_limit=...` wins over the tier's
             self.time_limit = t.time_limit
         self.keep_files = [RESULT_FILE, 'provenance.json', 'verification.json', 'energy.json',
-                           energy.TRACE_FILE, CURVES_DIR,
+                           runner.SPEC_FILE, runner.RECORD_FILE, energy.TRACE_FILE, CURVES_DIR,
                            *(o.file for o in r.run.outputs if o.file != outputs.STDOUT)]
 
     @run_before('run')

@@ -148,7 +148,10 @@ exit $rc
     assert all((Path(half["outputdir"]) / "energy-nodes" / n / "energy.json").is_file() for n in nodes)
     script = (Path(half["outputdir"]) / "rfm_job.sh").read_text()
     assert "#SBATCH --ntasks-per-node=1" in script and "#SBATCH --no-requeue" in script
-    assert "\nsrun " in script and "srun --overlap" in script
+    # the job script starts the energy agents and the runner; srun itself is a run step
+    assert "srun --overlap" in script and "-m apptune.runner" in script
+    steps = json.loads((Path(half["outputdir"]) / ".apptune-run-spec.json").read_text())["steps"]
+    assert steps[-1]["argv"][0] == "srun"
 
 
 def _tree(tmp_path: Path, pauses: dict[str, tuple[str, int]] | None = None, cluster: dict | None = None) -> Path:
@@ -194,19 +197,35 @@ def reframe_session(root: Path, env: dict, run_dir: Path, name: str, *options: s
     return rc, out, json.loads((run_dir / "summary.json").read_text())
 
 
-def running_job(env, script_line: str, ready: str | None = None, timeout: float = 400) -> dict:
-    """The running job whose script has ``script_line`` (and, if given, whose working
-    directory has the file ``ready``): {job, node, workdir}, or {} after ``timeout`` s."""
+def running_job(env, argv: list[str], timeout: float = 400) -> dict:
+    """The running job one of whose run steps is ``argv`` (apptune's runner spec in its
+    working directory), once a process with that command line runs there: {job, node,
+    workdir}, or {} after ``timeout`` s."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         for line in slurm(["squeue", "-h", "-t", "running", "-o", "%i|%N|%Z"], env).splitlines():
             jobid, node, workdir = line.split("|")
-            script = Path(workdir, "rfm_job.sh")
-            if (script.is_file() and f"\n{script_line}\n" in script.read_text()
-                    and (ready is None or Path(workdir, ready).exists())):
+            spec = Path(workdir, ".apptune-run-spec.json")
+            try:
+                steps = json.loads(spec.read_text())["steps"]
+            except (OSError, ValueError, KeyError):
+                continue
+            if any(st["argv"] == argv for st in steps) and _running_in(argv, workdir):
                 return {"job": jobid, "node": node, "workdir": workdir}
         time.sleep(0.5)
     return {}
+
+
+def _running_in(argv: list[str], workdir: str) -> bool:
+    want = "\0".join(argv).encode()
+    for d in Path("/proc").iterdir():
+        try:
+            if (d.name.isdigit() and (d / "cmdline").read_bytes().rstrip(b"\0") == want
+                    and os.readlink(d / "cwd") == str(Path(workdir).resolve())):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def test_slurmctld_stopped_mid_job_the_check_judges_the_real_end(cluster, tmp_path):
@@ -219,7 +238,7 @@ def test_slurmctld_stopped_mid_job_the_check_judges_the_real_end(cluster, tmp_pa
     outage = {}
 
     def stop_slurmctld_under_the_job():
-        job = running_job(env, "sleep 50", ready=".apptune-t0")
+        job = running_job(env, ["sleep", "50"])
         if not job:
             return
         subprocess.run(["bash", str(SCRIPT), "ctld-stop", str(cluster["dir"])], check=True, timeout=60)
@@ -286,7 +305,7 @@ def test_time_limit_and_node_down_give_clear_verdicts_while_ci_finishes(cluster,
     downed = {}
 
     def take_node_down():
-        job = running_job(env, "sleep 120")
+        job = running_job(env, ["sleep", "120"])
         if job:
             time.sleep(2)
             slurm(["scontrol", "update", f"nodename={job['node']}", "state=down",
