@@ -489,8 +489,9 @@ def _positive_finite(v: float, what: str) -> float:
 class BaselineFigure(Strict):
     #: Median of the clean runs.
     value: float
-    #: Relative noise of one run on this machine: robust coefficient of variation
-    #: (1.4826 x MAD / median) of the clean runs; absent when fewer than 3 runs.
+    #: Relative noise of one run on this machine: the clean runs' standard deviation over
+    #: their median, at its upper 80 % confidence bound (apptune/baselines.py run_noise);
+    #: absent when fewer than 3 runs.
     noise: float | None = Field(default=None, ge=0)
     #: Clean runs the value is the median of.
     runs: int = Field(ge=1)
