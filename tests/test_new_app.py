@@ -446,7 +446,7 @@ def test_the_walk_through_adds_an_application_without_editing_its_check(tmp_path
 
     def apptune(*args):
         p = subprocess.run([sys.executable, "-m", "apptune", *args], cwd=root, env=env,
-                           capture_output=True, text=True, timeout=900)
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
         return p.returncode, p.stdout + p.stderr
 
     rc, out = apptune("new", "timeapp", "--url", tarball.as_uri(), "--sha256", sha, "--ranks", "1")
