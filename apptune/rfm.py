@@ -522,6 +522,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
             values = self._values()
         except ApptuneError as e:
             return self._failure(result, f'{crash}: {e}' if crash else str(e))
+        result['values'] = values   # every parsed field, also unverified (`apptune bless --new`)
         result['curves'] = outputs.write_curves(self._curves, Path(self.stagedir, CURVES_DIR))
         texts = outputs.own_check_texts(r.run, self.stagedir, self.stdout.evaluate())
         # `-S num_ranks=N` changes the input: fields that depend on the rank count are not compared
