@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import buildcache
 
-_DONE = re.compile(r"\[\s*(?:OK|FAIL|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\((\d+)/(\d+)\)\s+(.*)")
+_DONE = re.compile(r"\[\s*(?:OK|FAIL|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\(\s*(\d+)/(\d+)\)\s+(.*)")
 _RUN = re.compile(r"\[\s*RUN\s*\]\s+(\S+(?: %\S+)*)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: A non-interactive log gets a progress line at most this often.
