@@ -89,9 +89,11 @@ class Follower:
             compiled = sum(1 for line in log.read_text(errors="replace").splitlines() if '"compile"' in line)
         except OSError:
             return None
-        started = self._build_seen.setdefault(log, self.clock())
-        return {"app": app, "compiled": compiled, "expected": self._expected[app][0],
-                "elapsed": self.clock() - started}
+        try:   # the build's plan is written when it starts
+            elapsed = max(0.0, now - (log.parent / "plan.json").stat().st_mtime)
+        except OSError:
+            elapsed = self.clock() - self._build_seen.setdefault(log, self.clock())
+        return {"app": app, "compiled": compiled, "expected": self._expected[app][0], "elapsed": elapsed}
 
     def status(self) -> str:
         parts = [f"{self.done}/{self.total} test cases done" if self.total else "starting"]

@@ -2,8 +2,10 @@
 build of the same application, and no more than a line a minute in a log."""
 import io
 import json
+import os
 import subprocess
 import sys
+import time
 
 from apptune import progress
 
@@ -31,8 +33,8 @@ def test_follows_test_cases_and_a_build_against_the_last_cached_one(tmp_path, mo
     build.mkdir(parents=True)
     (build / "plan.json").write_text(json.dumps({"app": "qe"}))
     (build / "compile-lines.jsonl").write_text('{"kind": "compile"}\n' * 150)
-    f.status()                           # the build is seen now
-    clock.t = 100.0
+    started = time.time() - 100          # the plan was written when the build started
+    os.utime(build / "plan.json", (started, started))
     s = f.status()
     assert "building qe: 150/600 files, about 5 min 00 s left, 1 min 40 s so far" in s, s
     (build / "provenance.json").write_text("{}")     # finished: no longer a build in progress
