@@ -424,7 +424,7 @@ def test_sigterm_stops_the_run_stores_what_completed_and_leaves_nothing(toy_root
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and p.poll() is None:
             done = list((run_dir / "output").rglob(RESULT_FILE))
-            if done and any(c.split()[0].endswith("/toy") for _, c in _procs_of(run_dir)):
+            if done and any(c.split()[:1] and c.split()[0].endswith("/toy") for _, c in _procs_of(run_dir)):
                 break
             time.sleep(0.2)
         else:
