@@ -35,7 +35,7 @@ def expected_build(app: str) -> tuple[int | None, float | None]:
         if e.manifest.get("app") != app:
             continue
         try:
-            prov = json.loads((e.path / "provenance.json").read_text())
+            prov = json.loads((e.path / "files" / "provenance.json").read_text())
         except (OSError, json.JSONDecodeError):
             continue
         n = (prov.get("compile_lines") or {}).get("compiles")

@@ -41,6 +41,21 @@ def test_follows_test_cases_and_a_build_against_the_last_cached_one(tmp_path, mo
     assert "building" not in f.status()
 
 
+def test_the_expected_file_count_comes_from_the_newest_cached_build_of_the_app(tmp_path, monkeypatch):
+    from apptune import buildcache
+    monkeypatch.setenv("APPTUNE_BUILD_CACHE", str(tmp_path / "cache"))
+    assert progress.expected_build("qe") == (None, None)
+    for key, app, compiles in (("a" * 64, "qe", 500), ("b" * 64, "hpcc", 90), ("c" * 64, "qe", 612)):
+        stage = tmp_path / key
+        stage.mkdir()
+        (stage / "provenance.json").write_text(json.dumps(
+            {"compile_lines": {"compiles": compiles}, "build_seconds": compiles / 2}))
+        buildcache.store(key, {"plan": {"app": app}}, stage, ["provenance.json"])
+        time.sleep(0.01)                 # entries are ordered by their creation time
+    assert progress.expected_build("qe") == (612, 306.0)
+    assert progress.expected_build("hpcc") == (90, 45.0)
+
+
 def test_a_log_gets_at_most_a_line_a_minute(tmp_path, monkeypatch):
     """Not a TTY: ReFrame's lines pass through unchanged and no progress line appears
     within the first minute."""
