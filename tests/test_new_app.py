@@ -1,8 +1,9 @@
 """Adding an application: ``apptune new`` writes its files from the source tarball,
 ``apptune bless --new`` writes its first reference from a run without one.
 
-Unit tests on small synthetic tarballs (file:// URLs, hermetic); one integration test
-follows the walk-through of docs/adding-an-application.md literally."""
+Unit tests on small synthetic tarballs (file:// URLs, hermetic); two integration tests
+follow the walk-throughs of docs/adding-an-application.md literally: one on a synthetic
+autotools tarball, one on a real Debian source package (mbw)."""
 import ast
 import hashlib
 import io
@@ -21,8 +22,8 @@ import pytest
 import yaml
 
 import timeapp
-from apptune import cli, records, scaffold, validate, verify
-from apptune.models import OwnCheck
+from apptune import cli, outputs, records, scaffold, validate, verify
+from apptune.models import OutputSpec, OwnCheck
 from conftest import TOY_ACC, TOY_MAIN, make_tarball, write_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -430,24 +431,32 @@ def _autotools_tarball(dest: Path) -> Path:
     return f
 
 
-@pytest.mark.integration
-def test_the_walk_through_adds_an_application_without_editing_its_check(tmp_path):
-    """docs/adding-an-application.md, "In 15 minutes", literally: apptune new, fill the
-    run command and figures, apptune run --mode dev (fails: no reference yet), apptune
-    bless --new, apptune run again (passes)."""
+def _empty_tree(tmp_path):
+    """An apptune tree holding only the site config, and ``apptune(*args)`` run in it as a
+    person runs it (a fresh download cache, no source mirror): (exit status, output)."""
     root = tmp_path / "tree"
     (root / "build-recipes").mkdir(parents=True)
     shutil.copytree(REPO / "site-config", root / "site-config", symlinks=True,
                     ignore=shutil.ignore_patterns("recommended.yaml", "__pycache__"))
-    tarball = _autotools_tarball(tmp_path)
-    sha = hashlib.sha256(tarball.read_bytes()).hexdigest()
     env = dict(os.environ, APPTUNE_ROOT=str(root), APPTUNE_CACHE=str(tmp_path / "cache"))
     env.pop("APPTUNE_SOURCE_MIRROR", None)
+    env.pop("APPTUNE_BUILD_CACHE", None)
 
     def apptune(*args):
         p = subprocess.run([sys.executable, "-m", "apptune", *args], cwd=root, env=env,
                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
         return p.returncode, p.stdout + p.stderr
+    return root, apptune
+
+
+@pytest.mark.integration
+def test_the_walk_through_adds_an_application_without_editing_its_check(tmp_path):
+    """docs/adding-an-application.md, "In 15 minutes", literally: apptune new, fill the
+    run command and figures, apptune run --mode dev (fails: no reference yet), apptune
+    bless --new, apptune run again (passes)."""
+    root, apptune = _empty_tree(tmp_path)
+    tarball = _autotools_tarball(tmp_path)
+    sha = hashlib.sha256(tarball.read_bytes()).hexdigest()
 
     rc, out = apptune("new", "timeapp", "--url", tarball.as_uri(), "--sha256", sha, "--ranks", "1")
     assert rc == 0, out
@@ -485,3 +494,97 @@ def test_the_walk_through_adds_an_application_without_editing_its_check(tmp_path
     assert case.result == "pass" and case.verified
     assert len(case.record["verification"]["fields"]) == 3
     assert check.read_text() == check_text
+
+
+def doc_values(heading: str) -> dict:
+    """The ``run`` values of the first YAML block under ``### heading`` in
+    docs/adding-an-application.md: what the walk-through tells a person to fill in."""
+    doc = (REPO / "docs/adding-an-application.md").read_text()
+    section = doc.split(f"\n### {heading}\n", 1)[1].split("\n#", 1)[0]
+    return yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))["run"]
+
+
+def flow_lines(mapping: dict) -> str:
+    """``NAME: {...}`` lines (JSON flow mappings, which YAML reads as they are)."""
+    return "".join(f"\n  {k}: {json.dumps(v)}" for k, v in mapping.items())
+
+
+def test_the_documented_mbw_values_are_what_its_output_gives(tmp_path):
+    """The mbw walk-through's patterns, parsed as a run parses them, give its numbers from
+    its output as mbw 1.2.2 prints it (mbw.c's printf formats: tab-separated, each test's
+    AVG line after its runs)."""
+    run = doc_values("A real package: mbw")
+    assert run["args"] == ["-n", "4", "64"] and set(run) == {"args", "output", "figures"}
+    (tmp_path / "rfm_job.out").write_text(
+        "Long uses 8 bytes. Allocating 2*8388608 elements = 134217728 bytes of memory.\n"
+        "Using 262144 bytes as blocks for memcpy block copy test.\n"
+        "Getting down to business... Doing 4 runs per test.\n"
+        + "".join(f"{i}\tMethod: {m}\tElapsed: 0.01000\tMiB: 64.00000\tCopy: {r:.3f} MiB/s\n"
+                  for m, r in (("MEMCPY", 6400.0), ("DUMB", 3200.0), ("MCBLOCK", 6000.0))
+                  for i in [*range(4), "AVG"]))
+    spec = OutputSpec(file="stdout", format="regex", **run["output"])
+    assert outputs.parse(spec, tmp_path) == {"elements": 8388608, "bytes": 134217728, "block_bytes": 262144,
+                                             "runs": 4, "tests": 3, "memcpy_mib_s": 6400.0}
+    assert run["figures"] == {"memcpy_bandwidth": {"field": "memcpy_mib_s", "unit": "MiB/s", "better": "higher"}}
+
+
+@pytest.mark.integration
+def test_the_walk_through_adds_a_debian_package_the_project_does_not_use(tmp_path):
+    """The walk-through of docs/adding-an-application.md ("A real package: mbw") on a
+    real Debian 12 source package: ``apptune new mbw --debian mbw`` finds, fetches and
+    pins its orig tarball through the machine's deb-src (ci/bootstrap.sh derives it),
+    guesses its build; only the run command and the figures are filled in; the first
+    run fails for want of a reference, ``bless --new`` writes it, the next run passes,
+    and the check file stays as ``apptune new`` wrote it.
+
+    Why mbw: a memory-bandwidth benchmark (the STREAM kind of figure the project
+    measures) in one C file with a plain Makefile, so that the guess of ``apptune new``
+    (make, C, the program ``mbw`` at the top of the source) is right as it stands; it
+    builds in a second with nothing beyond ci/apt-packages.txt, runs in under a second,
+    prints to standard output, and besides its timings prints numbers it computes from
+    its arguments (array elements, bytes, runs, tests), which must come out exactly.
+    It computes no checksum of the copied data: those counts are what it can verify."""
+    root, apptune = _empty_tree(tmp_path)
+    rc, out = apptune("new", "mbw", "--debian", "mbw", "--ranks", "1")
+    assert rc == 0, out
+    assert "build make (guessed from Makefile at the top of the source)" in out, out
+    recipe = root / "build-recipes/mbw.yaml"
+    source = yaml.safe_load(recipe.read_text())["source"]
+    assert source["debian"]["package"] == "mbw" and source["file"].startswith("mbw_")
+    assert re.fullmatch(r"[0-9a-f]{64}", source["sha256"]) and source["strip_components"] == 1
+    tarball = tmp_path / "cache/sources" / source["file"]
+    assert hashlib.sha256(tarball.read_bytes()).hexdigest() == source["sha256"]
+    check = root / "reframe-checks/mbw/mbw.py"
+    check_bytes = check.read_bytes()
+    rc, out = apptune("validate")
+    assert rc == 1 and out.count("not filled in yet") == 3, out
+
+    # the values the docs give: 64 MiB of longs, 4 runs of each of mbw's three tests
+    run = doc_values("A real package: mbw")
+    text = fill(recipe.read_text(), "args", json.dumps(run["args"]))
+    text = fill(text, "patterns", flow_lines(run["output"]["patterns"]))
+    recipe.write_text(fill(text, "figures", flow_lines(run["figures"])))
+    rc, out = apptune("validate")
+    assert rc == 0, out
+
+    rc, out = apptune("run", "--mode", "dev", "-c", "reframe-checks/mbw")
+    assert rc != 0, out[-3000:]
+    assert "reference/mbw/ci.yaml has no fields yet: `apptune bless --new RUN_DIR`" in out, out[-3000:]
+    rc, out = apptune("bless", "--new", "runs/latest")
+    assert rc == 0 and "+  elements: {value: 8388608, abs: 0}" in out and "nothing written" in out, out
+    rc, out = apptune("bless", "--new", "runs/latest", "--yes")
+    assert rc == 0, out
+    assert "memcpy_mib_s left out: a measurement (figure memcpy_bandwidth)" in out, out
+    elements = 64 * 2**20 // 8
+    assert yaml.safe_load((root / "reference/mbw/ci.yaml").read_text())["fields"] == {
+        "elements": {"value": elements, "abs": 0}, "bytes": {"value": 2 * elements * 8, "abs": 0},
+        "block_bytes": {"value": 262144, "abs": 0}, "runs": {"value": 4, "abs": 0},
+        "tests": {"value": 3, "abs": 0}}
+
+    rc, out = apptune("run", "--mode", "dev", "-c", "reframe-checks/mbw")
+    assert rc == 0, out[-3000:]
+    (case,) = [c for c in records.cases(root / "runs/latest") if not c.fixture]
+    assert case.result == "pass" and case.verified
+    assert len(case.record["verification"]["fields"]) == 5
+    assert case.record["figures"]["memcpy_bandwidth"] > 0
+    assert check.read_bytes() == check_bytes
