@@ -1,4 +1,5 @@
 """Where the project's data lives: recipes, patches, inputs, references, site config."""
+
 from __future__ import annotations
 
 import os
@@ -26,7 +27,9 @@ def root(start: str | os.PathLike | None = None) -> Path:
         for d in [c, *c.parents]:
             if (d / _MARKER).is_dir():
                 return d
-    raise ApptuneError(None, "APPTUNE_ROOT", f"no {_MARKER}/ found above {Path.cwd()}; set APPTUNE_ROOT")
+    raise ApptuneError(
+        None, "APPTUNE_ROOT", f"no {_MARKER}/ found above {Path.cwd()}; set APPTUNE_ROOT"
+    )
 
 
 def recipes_dir(r: Path | None = None) -> Path:
@@ -56,7 +59,11 @@ def site_dir(r: Path | None = None) -> Path:
 def cache_dir() -> Path:
     """Download cache for source tarballs ($APPTUNE_CACHE, else ~/.cache/apptune)."""
     env = os.environ.get("APPTUNE_CACHE")
-    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "apptune"
+    base = (
+        Path(env)
+        if env
+        else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "apptune"
+    )
     return base
 
 

@@ -8,6 +8,7 @@ Not a pass/fail test (timings here are noisy): run it on a quiet node after
 
 Prints each benchmark's time per run found in RUN and exits 1 if any exceeds the budget.
 """
+
 import argparse
 import sys
 from pathlib import Path
