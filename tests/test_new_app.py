@@ -19,12 +19,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
-
 import timeapp
+import yaml
+from conftest import TOY_ACC, TOY_MAIN, make_tarball, write_run
+
 from apptune import cli, records, scaffold, validate, verify
 from apptune.models import OwnCheck
-from conftest import TOY_ACC, TOY_MAIN, make_tarball, write_run
 
 REPO = Path(__file__).resolve().parent.parent
 GNU = [
@@ -218,10 +218,20 @@ def test_the_check_has_exactly_the_shape_of_hpccs(tree, tmp_path):
         (REPO / "reframe-checks/hpcc/hpcc.py")
         .read_text()
         .replace("HPCC", "MyApp")
-        .replace("'hpcc'", "'my-app'")
+        .replace('"hpcc"', '"my-app"')
     )
-    assert "RECIPE = load_app('my-app')" in gen
+    assert 'RECIPE = load_app("my-app")' in gen
     assert _without_docstrings(ast.parse(gen)) == _without_docstrings(ast.parse(hpcc))
+
+
+def test_the_check_written_passes_make_lint(tree, tmp_path):
+    """A new app's check is lint-clean and formatted as ruff (make lint) wants it."""
+    assert new(tmp_path, {**C_APP, "Makefile": ""}, app="my-app") == 0
+    check = tree / "reframe-checks/my-app/my_app.py"
+    for args in (["check"], ["format", "--check", "--diff"]):
+        cmd = [sys.executable, "-m", "ruff", *args, "--config", str(REPO / "pyproject.toml")]
+        out = subprocess.run([*cmd, str(check)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr
 
 
 SHOWSRC = """\
