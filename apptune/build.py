@@ -24,9 +24,9 @@ from pathlib import Path
 import jinja2
 
 from . import buildcache, paths, sources
+from .constants import XFAIL_FILE
 from .errors import ApptuneError
 from .recipes import expected_build_failure, load_libraries, load_recipe, sha256_file
-from .constants import XFAIL_FILE
 from .yamlio import atomic_write_json
 
 LANGS = {"cc": "cflags", "cxx": "cflags", "ftn": "fflags"}

@@ -250,8 +250,7 @@ def cmd_list(a) -> int:
 
 
 def cmd_report(a) -> int:
-    from . import report
-    from . import history
+    from . import history, report
 
     run_dir = Path(a.run_dir or runs_dir() / "latest").resolve()
     hdir = None if a.no_history else Path(a.history) if a.history else history.history_dir()
@@ -875,6 +874,7 @@ EXPECTED = _expected()
 def one_line(e: BaseException) -> str:
     """An expected failure as one line naming the file where it is known."""
     import pydantic
+
     from .errors import format_validation_error
 
     if isinstance(e, ApptuneError):

@@ -228,6 +228,7 @@ def _fields_at(model, path: list) -> list[str]:
     """The field names of the model found at ``path`` inside ``model`` ([] if unknown)."""
     import types
     import typing
+
     from pydantic import BaseModel
 
     def members(tp) -> list:

@@ -223,7 +223,7 @@ class History:
                     run.cmdline,
                     run.num_cases,
                     run.num_failures,
-                    datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                    datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                 ),
             )
             run_id = cur.lastrowid
@@ -418,7 +418,7 @@ def read_run(run_dir: Path, report_file: Path | None = None, rep: dict | None = 
         run_dir=run_dir.resolve(),
         started_unix=start,
         started=(
-            datetime.datetime.fromtimestamp(start, datetime.timezone.utc).isoformat(
+            datetime.datetime.fromtimestamp(start, datetime.UTC).isoformat(
                 timespec="seconds"
             )
             if start

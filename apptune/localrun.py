@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import energy, inputs, outputs, paths, placement, recipes, runner, sources, verify
-from .recipes import time_limit_seconds
 from .constants import XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .models import Recipe
+from .recipes import time_limit_seconds
 
 DEFAULT_CONFIG = "site-config/settings.py"
 #: Launchers a candidate can be started with on this node (ReFrame's names).

@@ -113,11 +113,11 @@ class BuildSpec(Strict):
     fflags: list[str] = []
     #: ... and those one compiler family needs (gfortran's -fallow-argument-mismatch,
     #: flang-new's -flang-experimental-exec to link), keyed by family.
-    family_flags: dict[str, "FamilyFlags"] = {}
+    family_flags: dict[str, FamilyFlags] = {}
     #: Builds known to fail, e.g. a compiler that cannot compile the source yet. The
     #: build is reported as an expected failure (XFAIL) when its log matches ``match``;
     #: any other failure, or a success, is reported as such.
-    expected_failures: list["ExpectedBuildFailure"] = []
+    expected_failures: list[ExpectedBuildFailure] = []
 
 
 class FamilyFlags(Strict):

@@ -48,7 +48,7 @@ class Limits:
     max_freq_spread: float = 0.10
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> "Limits":
+    def from_dict(cls, d: dict | None) -> Limits:
         d = dict(d or {})
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:

@@ -6,7 +6,7 @@ import hashlib
 import os
 import sys
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from . import paths
@@ -111,7 +111,7 @@ def load_libraries(path: str | None = None) -> Libraries:
     return _cached(str(path or paths.site_dir() / "libraries.yaml"), Libraries)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cached(path: str, model):
     return load_model(path, model)
 
@@ -129,7 +129,7 @@ class Variant:
         return "+".join([self.ladder, *(f"{a}={v}" for a, v in self.choices)])
 
     @classmethod
-    def parse(cls, spec: str, recipe: Recipe, where: str = "variant") -> "Variant":
+    def parse(cls, spec: str, recipe: Recipe, where: str = "variant") -> Variant:
         parts = spec.strip().split("+")
         ladder, choices = parts[0], []
         if not ladder:
@@ -211,7 +211,7 @@ class Toolchain:
     requires: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
-    def from_environ(cls, environ) -> "Toolchain":
+    def from_environ(cls, environ) -> Toolchain:
         ex = dict(getattr(environ, "extras", {}) or {})
         missing = [k for k in ("family", "mpi", "mpi_standard", "blas") if k not in ex]
         if missing:

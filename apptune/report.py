@@ -16,10 +16,9 @@ from pathlib import Path
 import jinja2
 
 from . import machine, quality, recipes, records
+from .constants import SKIP_FILE, XFAIL_FILE
 from .errors import ApptuneError
 from .yamlio import atomic_write_json, atomic_write_text
-
-from .constants import SKIP_FILE, XFAIL_FILE
 
 
 def _load_json(path: Path):
@@ -349,6 +348,7 @@ def _judge_repeats(
     """The baseline verdicts of repeated runs: medians of the clean repeats against this
     machine's baseline, with the threshold for that many repeats."""
     import statistics
+
     from . import baselines
 
     first = rs[0]

@@ -42,10 +42,9 @@ from . import (
     sources,
     verify,
 )
+from .constants import CURVES_DIR, RESULT_FILE, SKIP_FILE, XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json
-
-from .constants import CURVES_DIR, RESULT_FILE, SKIP_FILE, XFAIL_FILE
 
 
 def _last_line(path: str) -> str | None:
@@ -117,6 +116,7 @@ def load_app(app: str):
     this session's environments).  Otherwise ReFrame skips the check file, printing one
     line per problem, and loads the other applications' files."""
     from reframe.core.exceptions import RegressionTestLoadError
+
     from . import validate
 
     try:

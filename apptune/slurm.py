@@ -28,8 +28,8 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 #: Job id, state, nodes, reason, time limit, partition(s), nodes the job asked for (-w).
 SQUEUE_FORMAT = "%i|%T|%N|%r|%l|%P|%n"

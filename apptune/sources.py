@@ -269,6 +269,7 @@ def unpack(tarball: Path, dest: Path, strip_components: int) -> list[str]:
 def main(argv=None) -> int:
     """``python -m apptune.sources APP``: fetch and verify an application's source."""
     import sys
+
     from .recipes import load_recipe
 
     args = sys.argv[1:] if argv is None else argv

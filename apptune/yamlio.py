@@ -6,7 +6,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Type, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -87,7 +87,7 @@ def placeholders(data, where: tuple = ()) -> list[tuple[str, str]]:
     return [h for k, v in items for h in placeholders(v, (*where, k))]
 
 
-def load_model(path: str | os.PathLike, model: Type[M], **context) -> M:
+def load_model(path: str | os.PathLike, model: type[M], **context) -> M:
     """Load a YAML file and validate it against a pydantic model."""
     data = load_yaml(path)
     if data is None:

@@ -239,6 +239,7 @@ def compare_rules(tree: Path, sessions: list[str]) -> list[dict]:
     """False alarms of unchanged sessions against a baseline of the other half of them (in
     time order, and interleaved), under the rule apptune uses and simpler ones."""
     import yaml
+
     from apptune import baselines, recipes
 
     specs = recipes.figure_specs(recipes.load_recipe("hpcc"))

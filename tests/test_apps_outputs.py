@@ -3,13 +3,12 @@
 import json
 
 import pytest
+from conftest import REPO
 
 from apptune import build, inputs, outputs, recipes, sources, verify
 from apptune.errors import ApptuneError
 from apptune.models import OutputSpec, PerFileOverride
 from apptune.phylo import parse_newick, robinson_foulds
-
-from conftest import REPO
 
 
 # --------------------------------------------------------------------------- trees

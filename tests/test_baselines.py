@@ -6,11 +6,11 @@ import statistics
 import textwrap
 
 import pytest
+from conftest import CLEAN, this_machine
 
 from apptune import baselines, machine
 from apptune.errors import ApptuneError
 from apptune.models import BaselineFile, Figure
-from conftest import CLEAN, this_machine
 
 FIGS = {
     "HPL": Figure(field="HPL_Tflops", unit="Gflop/s", better="higher", scale=1000),

@@ -5,13 +5,12 @@ import json
 import subprocess
 
 import pytest
+import synth_app
 import yaml
+from conftest import REPO
 
 from apptune import bisect, cli, localrun, recipes
 from apptune.errors import ApptuneError
-
-from conftest import REPO
-import synth_app
 
 
 # ----------------------------------------------------------------------- archives

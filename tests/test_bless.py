@@ -4,9 +4,9 @@ refusal of a run whose verification failed, in-place edits that keep comments.""
 import os
 
 import pytest
+from conftest import write_run
 
 from apptune import bless, cli
-from conftest import write_run
 
 FIELDS = [
     {"field": "sum", "value": 1.6449330668, "ok": True},

@@ -348,6 +348,7 @@ def test_per_node_agents_sum_into_the_jobs_record(tmp_path):
     """Two agents (as on two nodes of a Slurm job) with the model meter; merged."""
     import json
     import threading
+
     from apptune.energy import TRACE_FILE, agent, read_trace
 
     out = tmp_path / agent.NODES_DIR

@@ -6,10 +6,10 @@ import sqlite3
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
+from conftest import write_run
 
 from apptune import cli, history
 from apptune.errors import ApptuneError
-from conftest import write_run
 
 PROV = {
     "compilers": {"cc": {"version": "gcc 12.2.0"}},

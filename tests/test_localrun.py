@@ -5,11 +5,10 @@ build and run of the toy app, and bad inputs."""
 import textwrap
 
 import pytest
+from conftest import REPO
 
 from apptune import inputs, localrun, recipes, verify
 from apptune.errors import ApptuneError
-
-from conftest import REPO
 
 
 def test_time_limits_in_reframe_words():

@@ -15,10 +15,9 @@ Open MPI, 2 ranks bound to cores):
 import shutil
 
 import pytest
+from conftest import REPO
 
 from apptune import build, outputs, recipes, verify
-
-from conftest import REPO
 
 DATA = REPO / "tests/data/mpi-micro"
 RECIPE = recipes.load_recipe(REPO / "build-recipes/mpi-micro.yaml")

@@ -7,11 +7,10 @@ input (`apptune run --mode dev -c reframe-checks/qe`, 2026-11-22).
 import re
 
 import pytest
+from conftest import REPO
 
 from apptune import build, inputs, outputs, recipes, verify
 from apptune.recipes import Toolchain
-
-from conftest import REPO
 
 OUT = (REPO / "tests/data/qe/ci-gnu-baseline.out").read_text()
 

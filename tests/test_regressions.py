@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+from conftest import write_run
 
 from apptune import cli, regressions
 from apptune.regressions import Point, Verdict
-from conftest import write_run
 
 DATA = Path(__file__).parent / "data" / "history" / "o1-slowdown.json"
 

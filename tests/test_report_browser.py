@@ -16,9 +16,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import write_run
 
 from apptune import cli, report
-from conftest import write_run
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

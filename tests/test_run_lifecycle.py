@@ -21,10 +21,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import REPO, TOY_ACC, TOY_MAIN, TOY_MAKEFILE, make_tarball, write_run
 
 from apptune import cli, history, report, supervise
 from apptune.constants import RESULT_FILE, SKIP_FILE
-from conftest import REPO, TOY_ACC, TOY_MAIN, TOY_MAKEFILE, make_tarball, write_run
 
 REFRAME = str(Path(sys.executable).with_name("reframe"))
 

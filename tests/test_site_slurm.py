@@ -456,6 +456,7 @@ def test_binding_per_launcher_and_mpi():
 # ------------------------------------------------------------------ what a green ci proves
 def test_every_ci_input_names_the_nightly_input_it_stands_for(tmp_path, monkeypatch, capsys):
     import shutil
+
     from apptune import cli
 
     root = tmp_path / "tree"

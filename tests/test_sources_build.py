@@ -4,10 +4,10 @@ import json
 import shutil
 
 import pytest
+from conftest import PATCH
 
 from apptune import build, recipes, sources
 from apptune.errors import ApptuneError
-from conftest import PATCH
 
 
 def test_mirror_then_cache(toy_root, tmp_path):

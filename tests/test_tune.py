@@ -6,12 +6,11 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import synth_app
 import yaml
 
 from apptune import cli, localrun, recipes, tune
 from apptune.errors import ApptuneError
-
-import synth_app
 
 SPACE = """\
 app: synth
@@ -362,6 +361,7 @@ def test_a_stalled_sampler_steps_to_unmeasured_neighbours_of_the_best_trial():
     proposing measured configurations. The neighbour step walks the rest."""
     import hashlib
     import types
+
     import optuna
     from optuna.distributions import CategoricalDistribution as Cat
 

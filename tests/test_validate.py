@@ -525,6 +525,7 @@ def test_expected_failures_are_one_line_and_the_traceback_needs_verbose(
 
 def test_yaml_and_pydantic_errors_escaping_a_command_are_one_line(monkeypatch, capsys):
     import yaml
+
     from apptune.models import TierSpec
 
     def bad_yaml(a):

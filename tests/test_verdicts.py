@@ -22,11 +22,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
-
 import timeapp
-from apptune import machine
+import yaml
 from test_baselines import OTHER
+
+from apptune import machine
 
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]

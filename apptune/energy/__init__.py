@@ -88,7 +88,7 @@ class Meter:
     def read(self) -> Reading:
         raise NotImplementedError
 
-    def after(self, record: "EnergyRecord") -> None:
+    def after(self, record: EnergyRecord) -> None:
         """Post-run fill-in (e.g. Slurm accounting); default: nothing to add."""
         return None
 

@@ -11,8 +11,8 @@ gnu-mpich: MPICH), as a site's modules would provide it.
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 from apptune.recipes import all_variants, placements
+from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
 RECIPE = load_app("netpipe")
