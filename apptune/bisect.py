@@ -138,7 +138,7 @@ def compile_lines(stage: Path) -> list[dict]:
     f = Path(stage) / "compile-lines.jsonl"
     if not f.is_file():
         raise ApptuneError(f, None, "no compile lines: was this built by apptune?")
-    return [json.loads(l) for l in f.read_text().splitlines() if l.strip()]
+    return [json.loads(ln) for ln in f.read_text().splitlines() if ln.strip()]
 
 
 def objects(stage: Path) -> dict[str, dict]:
@@ -536,7 +536,7 @@ def _render_entries(entries: list[dict]) -> str:
             if k in e:
                 out.append(f"    {k}: {_flow(e[k])}\n")
         out.append("    reason: >-\n")
-        out += [f"      {l}\n" for l in textwrap.wrap(" ".join(e["reason"].split()), 84)]
+        out += [f"      {ln}\n" for ln in textwrap.wrap(" ".join(e["reason"].split()), 84)]
     return "".join(out)
 
 
@@ -553,8 +553,8 @@ def add_per_file(text: str, entries: list[dict], where: str = "recipe") -> str:
             j -= 1
         return j
 
-    for i, l in enumerate(lines):
-        key = l.split("#")[0].strip()
+    for i, line in enumerate(lines):
+        key = line.split("#")[0].strip()
         if key == "per_file: []":
             new = lines[:i] + ["per_file:\n", items] + lines[i + 1 :]
             break
@@ -563,7 +563,7 @@ def add_per_file(text: str, entries: list[dict], where: str = "recipe") -> str:
             new = lines[:j] + [items] + lines[j:]
             break
     else:
-        i = next((k for k, l in enumerate(lines) if l.startswith("run:")), len(lines))
+        i = next((k for k, ln in enumerate(lines) if ln.startswith("run:")), len(lines))
         while i > 0 and lines[i - 1].startswith("#"):
             i -= 1
         blank = ["\n"] if i > 0 and lines[i - 1].strip() else []
@@ -688,8 +688,8 @@ def bisect(
         )
         res.cycles.append(c)
         log(
-            f"apptune: bisect: cycle {c.n}: {what}: {'verified' if r.ok else 'FAILED'} ({c.seconds} s)"
-            + ("" if r.ok else f": {r.summary[:160]}")
+            f"apptune: bisect: cycle {c.n}: {what}: {'verified' if r.ok else 'FAILED'} "
+            f"({c.seconds} s)" + ("" if r.ok else f": {r.summary[:160]}")
         )
         return c
 
@@ -953,8 +953,8 @@ def _function_level(
         note="; ".join(notes),
     )
     log(
-        f"apptune: bisect: {source}: {len(found['culprits'])} of {len(funcs)} global functions must keep "
-        f"the good flags: {', '.join(out['functions'])} ({counter[0]} cycles)"
+        f"apptune: bisect: {source}: {len(found['culprits'])} of {len(funcs)} global functions "
+        f"must keep the good flags: {', '.join(out['functions'])} ({counter[0]} cycles)"
     )
     return out
 
@@ -1005,16 +1005,19 @@ def _fmt(v) -> str:
 
 def report_md(res: BisectResult) -> str:
     L = [
-        f"# apptune bisect: {res.app} {res.good} (good) vs {res.bad} (bad), {res.environment}, tier {res.tier}",
+        f"# apptune bisect: {res.app} {res.good} (good) vs {res.bad} (bad), {res.environment}, "
+        f"tier {res.tier}",
         "",
     ]
     if res.ignore_per_file:
         L.append("The bad build ignores the recipe's per_file rules (`--ignore-per-file`).\n")
     L.append(
-        f"- objects that differ: {res.units} ({res.left_out.get('identical', 0)} identical left out)"
+        f"- objects that differ: {res.units} ({res.left_out.get('identical', 0)} identical left "
+        "out)"
     )
     L.append(
-        f"- build+run cycles: **{res.n_cycles}** (2 ends + {max(0, res.n_cycles - 2)} mixed candidates)"
+        f"- build+run cycles: **{res.n_cycles}** (2 ends + {max(0, res.n_cycles - 2)} mixed "
+        "candidates)"
     )
     if res.relink_identical is not None:
         L.append(
@@ -1031,15 +1034,16 @@ def report_md(res: BisectResult) -> str:
         if f["functions"] and f["verified"]:
             L.append(
                 f"- function level: in `{f['source']}`, {len(f['functions'])} of {f['of']} global "
-                f"functions must keep the good flags: {', '.join('`' + x + '`' for x in f['functions'])}"
-                f" ({f['cycles']} more cycle{'' if f['cycles'] == 1 else 's'})"
-                + (f"; {f['note']}" if f["note"] else "")
+                "functions must keep the good flags: "
+                f"{', '.join('`' + x + '`' for x in f['functions'])} ({f['cycles']} more "
+                f"cycle{'' if f['cycles'] == 1 else 's'})" + (f"; {f['note']}" if f["note"] else "")
             )
         else:
             L.append(f"- function level: `{f['source']}`: {f['note'] or 'no verified set'}")
     for s, i in res.already_covered.items():
         L.append(
-            f"- `{s}` is already covered by the recipe's per_file[{i}]: bisect confirms the rule is needed"
+            f"- `{s}` is already covered by the recipe's per_file[{i}]: bisect confirms the rule "
+            "is needed"
         )
     for n in res.notes:
         L.append(f"- note: {n}")
@@ -1060,7 +1064,8 @@ def report_md(res: BisectResult) -> str:
             f"Speed (medians of {t['repeats']} interleaved runs each, same session; "
             f"{t['figure']}: {t['better']} is better):",
             "",
-            f"| build | {t['figure']} ({t['unit']}) | wall time (s) | {t['figure']} vs good | vs bad |",
+            f"| build | {t['figure']} ({t['unit']}) | wall time (s) | {t['figure']} vs good | vs "
+            "bad |",
             "|---|---|---|---|---|",
         ]
         for k in ("good", "bad", "mixed"):

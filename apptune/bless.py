@@ -17,10 +17,10 @@ is refused, naming each, unless ``--only-passing`` asks for the verified ones al
 a test that failed only its performance stage has verified numbers and may be
 blessed (that is how a new performance level is accepted). Expected failures are
 left out. Runs graded ``disturbed`` never enter a baseline. A result whose build
-differs from what the recipe resolves to now is blessed with a warning.  Every change is shown as a unified diff first;
-files are written only when confirmed, each atomically (a reader sees the old
-or the new file, never half of one), after all of them were prepared and
-validated.
+differs from what the recipe resolves to now is blessed with a warning. Every change
+is shown as a unified diff first; files are written only when confirmed, each
+atomically (a reader sees the old or the new file, never half of one), after all of
+them were prepared and validated.
 """
 
 from __future__ import annotations
@@ -246,7 +246,9 @@ def _count(items) -> dict:
 
 
 def _without_dates(text: str) -> str:
-    """A baseline file without its ``recorded`` lines (a re-bless of the same numbers is no change)."""
+    """A baseline file without its ``recorded`` lines.
+
+    A re-bless of the same numbers is then no change."""
     return re.sub(r"(?m)^\s*recorded: .*$", "", text)
 
 
@@ -429,7 +431,8 @@ def plan_new(
                 tier=tier,
                 rel=_yaml_number(FIRST_REL),
                 source=f"run {run_dir.name} ({r['environment']}/{r['variant']})",
-                recorded=f"{today}, {r['environment']}/{r['variant']}, first reference from run {run_dir}",
+                recorded=f"{today}, {r['environment']}/{r['variant']}, "
+                f"first reference from run {run_dir}",
                 fields={
                     yaml_word(k): "{"
                     + ", ".join(f"{n}: {_yaml_number(x)}" for n, x in t.items())

@@ -216,7 +216,7 @@ def check_compile_lines(plan: dict, log: Path) -> dict:
             "the build compiled nothing through the apptune "
             "compiler wrappers (does the template set CC to {{ cc }}?)",
         )
-    entries = [json.loads(l) for l in log.read_text().splitlines() if l.strip()]
+    entries = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
     compiles = [e for e in entries if e["kind"] == "compile" and not is_probe(e)]
     if not compiles:
         raise ApptuneError(log, "compile lines", "no compile commands were recorded")

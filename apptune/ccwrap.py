@@ -6,7 +6,8 @@ file::
 
     {"real": {"cc": "mpicc", ...}, "log": ".../compile-lines.jsonl",
      "source_root": "...", "ladder": {"cc": [...], "ftn": [...]},
-     "per_file": [{"files": ["src/x.c"], "flags": {"cc": [...], "ftn": [...]}, "ladder": "baseline"}]}
+     "per_file": [{"files": ["src/x.c"], "flags": {"cc": [...], "ftn": [...]},
+                   "ladder": "baseline"}]}
 
 It works with any build system that lets CC/FC be set (make, CMake, autotools),
 and it is deliberately standalone (stdlib only, no apptune import) so that it

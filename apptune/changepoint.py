@@ -140,7 +140,9 @@ def detect(
 
 
 def robust_sigma(values) -> float:
-    """Point-to-point noise of a series, insensitive to steps: 1.4826 * median |x[i] - x[i-1]| / sqrt 2."""
+    """Point-to-point noise of a series, insensitive to steps.
+
+    1.4826 * median |x[i] - x[i-1]| / sqrt 2."""
     x = np.asarray(values, dtype=float)
     if len(x) < 2:
         return float("nan")

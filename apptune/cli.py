@@ -328,7 +328,8 @@ def cmd_history(a) -> int:
             for r in h.runs(mode=a.mode):
                 print(
                     f"{r['started']}  {r['session_uuid'][:8]}  {r['mode'] or '-':<8} "
-                    f"{r['num_cases'] or 0:>3} cases {r['num_failures'] or 0:>2} failed  {r['run_dir']}"
+                    f"{r['num_cases'] or 0:>3} cases {r['num_failures'] or 0:>2} failed  "
+                    f"{r['run_dir']}"
                 )
             print(f"{len(h.runs(mode=a.mode))} runs in {h.path} (schema version {h.version()})")
             return 0
@@ -443,7 +444,8 @@ def cmd_bless(a) -> int:
         print(f"apptune: bless: {n}", file=sys.stderr)
     if not changes:
         print(
-            f"apptune: bless: {run_dir} matches reference/ and reference/baselines/: nothing to change"
+            f"apptune: bless: {run_dir} matches reference/ and reference/baselines/: nothing to "
+            "change"
         )
         return 0
     sys.stdout.write(bless.diff(changes))
@@ -451,7 +453,8 @@ def cmd_bless(a) -> int:
     if not a.yes:
         if not sys.stdin.isatty():
             print(
-                f"apptune: bless: no TTY and no --yes: nothing written ({len(changes)} file(s) would change)"
+                f"apptune: bless: no TTY and no --yes: nothing written ({len(changes)} file(s) "
+                "would change)"
             )
             return 0
         if input(f"Write {len(changes)} file(s) ({names})? [y/N] ").strip().lower() not in (
@@ -568,7 +571,8 @@ def cmd_tune(a) -> int:
         print(f"apptune: tune: wrote {tune.recommended_path()}")
     else:
         print(
-            f"apptune: tune: {tune.recommended_path().name} not changed (--write applies the diff above)"
+            f"apptune: tune: {tune.recommended_path().name} not changed (--write applies the diff "
+            "above)"
         )
     return 0
 
@@ -615,8 +619,8 @@ def main(argv=None) -> int:
         "reframe_args", nargs="*", help="extra ReFrame options after --, e.g. -- -n HPCC -p gnu"
     )
     r.set_defaults(func=cmd_run)
-    l = sub.add_parser("list", help="list applications, patches, tiers and variants")
-    l.set_defaults(func=cmd_list)
+    lst = sub.add_parser("list", help="list applications, patches, tiers and variants")
+    lst.set_defaults(func=cmd_list)
     rp = sub.add_parser("report", help="(re)write the Markdown/HTML report of a run")
     rp.add_argument("run_dir", nargs="?", help="run directory (default runs/latest)")
     rp.add_argument("--report-file", help="ReFrame run report (default RUN_DIR/report.json)")
@@ -694,7 +698,8 @@ def main(argv=None) -> int:
     bl.add_argument(
         "--only-passing",
         action="store_true",
-        help="bless the verified tests of a run some of whose tests failed (each left out is named)",
+        help="bless the verified tests of a run some of whose tests failed "
+        "(each left out is named)",
     )
     bl.add_argument(
         "--new",
@@ -806,7 +811,8 @@ def main(argv=None) -> int:
         "--max-builds",
         type=int,
         default=6,
-        help="builds the search may compile (besides the baseline's; build-cache restores are free; default 6)",
+        help="builds the search may compile (besides the baseline's; "
+        "build-cache restores are free; default 6)",
     )
     tu.add_argument("--repeats", type=int, default=2, help="runs per candidate at most (default 2)")
     tu.add_argument(

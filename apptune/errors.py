@@ -201,7 +201,8 @@ class _Err:
         elif t == "missing":
             msg = "required field is missing"
         elif t == "literal_error":
-            msg = f"must be one of: {', '.join(_literal_values(self.raw))}{_got(self.raw.get('input'))}"
+            allowed = ", ".join(_literal_values(self.raw))
+            msg = f"must be one of: {allowed}{_got(self.raw.get('input'))}"
         elif t in ("value_error", "assertion_error"):
             msg = re.sub(r"^(Value error|Assertion failed), ", "", msg)
             # a model's own check names the field it is about: 'run.primary: ...'

@@ -58,7 +58,8 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
            )""",
             """CREATE TABLE provenance (
              id INTEGER PRIMARY KEY,
-             sha256 TEXT NOT NULL UNIQUE,        -- of the canonical JSON: one row per distinct build
+             -- of the canonical JSON: one row per distinct build
+             sha256 TEXT NOT NULL UNIQUE,
              json TEXT NOT NULL
            )""",
             """CREATE TABLE results (
@@ -230,8 +231,10 @@ class History:
             for r in run.results:
                 prov_id = self._provenance_id(db, r.provenance) if r.provenance else None
                 cur = db.execute(
-                    "INSERT INTO results (run_id, test, repeat, system, app, tier, environment, variant, "
-                    "result, fail_phase, reason, verified, provenance_id, energy, quality_grade, quality, "
+                    "INSERT INTO results (run_id, test, repeat, system, app, tier, environment, "
+                    "variant, "
+                    "result, fail_phase, reason, verified, provenance_id, energy, quality_grade, "
+                    "quality, "
                     "machine_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         run_id,
@@ -308,11 +311,11 @@ class History:
         return self.db.execute(
             "SELECT runs.session_uuid, runs.started, runs.started_unix, runs.run_dir, runs.mode, "
             "res.system, res.app, res.tier, res.environment, res.variant, res.test, res.repeat, "
-            "f.figure, f.value, f.unit, f.better, f.baseline, p.json AS provenance, res.machine_id, "
-            "json_extract(res.energy, '$.trust') AS energy_trust "
-            "FROM figures f JOIN results res ON f.result_id = res.id "
-            "JOIN runs ON res.run_id = runs.id LEFT JOIN provenance p ON res.provenance_id = p.id "
-            f"WHERE {' AND '.join(where)} ORDER BY runs.started_unix, runs.id, res.repeat",
+            "f.figure, f.value, f.unit, f.better, f.baseline, p.json AS provenance, "
+            "res.machine_id, json_extract(res.energy, '$.trust') AS energy_trust FROM figures f "
+            "JOIN results res ON f.result_id = res.id JOIN runs ON res.run_id = runs.id LEFT JOIN "
+            f"provenance p ON res.provenance_id = p.id WHERE {' AND '.join(where)} ORDER BY "
+            "runs.started_unix, runs.id, res.repeat",
             args,
         ).fetchall()
 
@@ -418,9 +421,7 @@ def read_run(run_dir: Path, report_file: Path | None = None, rep: dict | None = 
         run_dir=run_dir.resolve(),
         started_unix=start,
         started=(
-            datetime.datetime.fromtimestamp(start, datetime.UTC).isoformat(
-                timespec="seconds"
-            )
+            datetime.datetime.fromtimestamp(start, datetime.UTC).isoformat(timespec="seconds")
             if start
             else None
         ),

@@ -140,7 +140,9 @@ def machine_id(fp: dict) -> str:
 
 
 def describe(fp: dict) -> str:
-    """One line a person reads: ``Intel Xeon Processor (6/85/4, avx512f), 1x2 cores, 24 GiB, KVM``."""
+    """One line a person reads.
+
+    E.g. ``Intel Xeon Processor (6/85/4, avx512f), 1x2 cores, 24 GiB, KVM``."""
     isa = fp.get("isa") or []
     top = next((f for f in ("avx512f", "avx2", "avx", "sve", "asimd") if f in isa), None)
     cpu = f"{fp.get('cpu_model', '?')} ({fp.get('cpu_id', '?')}{', ' + top if top else ''})"

@@ -64,7 +64,7 @@ def parse(
     lines = path.read_text(errors="replace").splitlines()
     if spec.begin:
         try:
-            start = next(i for i, l in enumerate(lines) if l.strip() == spec.begin)
+            start = next(i for i, ln in enumerate(lines) if ln.strip() == spec.begin)
         except StopIteration:
             raise ApptuneError(
                 path, spec.begin, "block start not found (run incomplete?)"
@@ -72,13 +72,13 @@ def parse(
         lines = lines[start + 1 :]
     if spec.end:
         try:
-            stop = next(i for i, l in enumerate(lines) if l.strip() == spec.end)
+            stop = next(i for i, ln in enumerate(lines) if ln.strip() == spec.end)
         except StopIteration:
             raise ApptuneError(path, spec.end, "block end not found (run incomplete?)") from None
         lines = lines[:stop]
     out = {}
-    for l in lines:
-        k, sep, v = l.partition("=")
+    for line in lines:
+        k, sep, v = line.partition("=")
         if sep and k.strip():
             out[k.strip()] = _number(v.strip())
     return out
@@ -172,7 +172,7 @@ def _parse_curve(spec: OutputSpec, path: Path) -> dict:
             out[name] = len(ys)
         else:
             target = d.fraction * max(ys)
-            out[name] = next(x for x, y in zip(col[d.x], ys) if y >= target)
+            out[name] = next(x for x, y in zip(col[d.x], ys, strict=True) if y >= target)
     return out
 
 

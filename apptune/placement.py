@@ -147,7 +147,9 @@ def thread_env(run_env: dict, threads_per_rank: int) -> dict[str, str]:
 
 
 def label(ranks_per_node, threads_per_rank: int, binding) -> str:
-    """The placement part of a result's variant name, e.g. ``rpn=half,bind=core``; '' when default."""
+    """The placement part of a result's variant name, e.g. ``rpn=half,bind=core``.
+
+    '' when the placement is the default."""
     parts = []
     if ranks_per_node not in (None, ""):
         parts.append(f"rpn={ranks_per_node}")

@@ -70,7 +70,9 @@ class Follower:
             self.running = m.group(1)
 
     def active_build(self) -> dict | None:
-        """The build compiling now: the newest ``compile-lines.jsonl`` written in the last minute."""
+        """The build compiling now.
+
+        The newest ``compile-lines.jsonl`` written in the last minute."""
         stage = self.run_dir / "stage"
         if not stage.is_dir():
             return None

@@ -74,7 +74,9 @@ def cpu_times(proc: Path) -> dict[str, int]:
     for line in (proc / "stat").read_text().splitlines():
         parts = line.split()
         if parts[0] == "cpu":
-            out.update({n: int(v) for n, v in zip(names, parts[1:])})
+            out.update(
+                {n: int(v) for n, v in zip(names, parts[1:], strict=False)}
+            )  # guest columns follow
         elif parts[0].startswith("cpu"):
             out["cpus"] += 1
         elif parts[0] == "procs_running":

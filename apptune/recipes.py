@@ -150,7 +150,8 @@ class Variant:
                 raise ApptuneError(
                     recipe_path(recipe.name),
                     where,
-                    f"'{spec}': unknown {axis} '{value}' (allowed: {', '.join(sorted(recipe.axes[axis]))})",
+                    f"'{spec}': unknown {axis} '{value}' (allowed: "
+                    f"{', '.join(sorted(recipe.axes[axis]))})",
                 )
             choices.append((axis, value))
         return cls(ladder, tuple(sorted(choices)))

@@ -17,6 +17,7 @@ Per series (system, application, tier, environment, variant, figure):
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from dataclasses import dataclass, field
@@ -233,14 +234,15 @@ def analyse(
     # relative noise: residuals about each segment's median
     bounds = [0] + [c.index for c in cps] + [n]
     resid = []
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         m = statistics.median(x[lo:hi])
         resid += [xi - m for xi in x[lo:hi]]
     mad = statistics.median([abs(r) for r in resid])
     v.noise = 1.4826 * mad / abs(med) if med else None
     within = repeat_noise(v.points)
     if v.noise is not None and within is not None and within > v.noise:
-        v.noise = within  # a short or lucky history does not make the threshold tighter than the repeats allow
+        # a short or lucky history does not make the threshold tighter than the repeats allow
+        v.noise = within
     v.change_points = [
         {
             "index": c.index,
@@ -414,7 +416,8 @@ def format_verdict(v: Verdict) -> str:
     lines = [head]
     if v.verdict in ("regression", "improvement") and v.first_bad:
         lines.append(
-            f"  first {'bad' if v.verdict == 'regression' else 'changed'} run: {v.first_bad.label()}"
+            f"  first {'bad' if v.verdict == 'regression' else 'changed'} run: "
+            f"{v.first_bad.label()}"
         )
         lines.append(f"  last run before it: {v.last_good.label()}")
         if v.provenance_diff:

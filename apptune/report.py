@@ -489,7 +489,8 @@ def _pct(v) -> str:
 
 def _verdicts(by_figure: dict) -> str:
     """``{figure: verdict}`` as one line: each verdict with its figures; the commonest one,
-    when it has more than 3, last as a count (``regression: HPL; within threshold: the other 7``)."""
+    when it has more than 3, last as a count
+    (``regression: HPL; within threshold: the other 7``)."""
     groups: dict[str, list[str]] = {}
     for n, v in by_figure.items():
         groups.setdefault(str(v), []).append(n)
@@ -588,7 +589,7 @@ def power_plots(summary: dict, run_dir: Path) -> None:
 def _read_curve(f: Path) -> dict[str, list[float]]:
     lines = f.read_text().splitlines()
     cols = lines[0].split(",")
-    rows = [[float(x) for x in l.split(",")] for l in lines[1:] if l.strip()]
+    rows = [[float(x) for x in ln.split(",")] for ln in lines[1:] if ln.strip()]
     return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
 
 
@@ -714,7 +715,7 @@ def trend_plots(summary: dict, run_dir: Path, verdicts: list, order: dict) -> No
         for ax in axes.flat[len(names) :]:
             ax.set_visible(False)
         drawn = set()
-        for ax, n in zip(axes.flat, names):
+        for ax, n in zip(axes.flat, names, strict=False):  # spare axes are hidden above
             for v in (v for v in vs if v.figure == n):
                 xs = [order.get(p.run, i) for i, p in enumerate(v.points)]
                 label = f"{v.environment}/{v.variant}"

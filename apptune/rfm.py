@@ -49,7 +49,7 @@ from .yamlio import atomic_write_json
 
 def _last_line(path: str) -> str | None:
     try:
-        lines = [l for l in Path(path).read_text(errors="replace").splitlines() if l.strip()]
+        lines = [ln for ln in Path(path).read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
         return None
     return lines[-1].strip()[:200] if lines else None
@@ -400,7 +400,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
         )
         self.start_energy_sampler()
         runner.write_spec(os.path.join(self.stagedir, runner.SPEC_FILE), self.spec)
-        # the runner starts the parallel launcher itself (launch_argv), so the job script runs it once
+        # the runner starts the parallel launcher itself (launch_argv), so the job script
+        # runs it once
         self.executable = shlex.quote(sys.executable)
         self.executable_opts = ["-m", "apptune.runner", runner.SPEC_FILE]
         self.job.launcher = getlauncher("local")()
@@ -467,7 +468,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
 
     @run_before("run")
     def watch_slurm_job(self):
-        # Slurm: a job pending on DOWN/DRAINED nodes is cancelled after a bounded wait (apptune/slurm.py)
+        # Slurm: a job pending on DOWN/DRAINED nodes is cancelled after a bounded wait
+        # (apptune/slurm.py)
         self.slurm_watch = slurm.watch(self.current_partition, lambda: self.job.jobid)
 
     @run_after("run")
@@ -479,7 +481,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
 
     def _job_outcome(self) -> tuple[dict, str | None]:
         """The job's record (id, nodes, final state) and, when it did not run to its end
-        (time limit, node failure, cancelled on dead nodes, slurmctld gone, ...), one sentence saying so."""
+        (time limit, node failure, cancelled on dead nodes, slurmctld gone, ...), one
+        sentence saying so."""
         info = {
             "scheduler": self.current_partition.scheduler.registered_name,
             "jobid": str(self.job.jobid),

@@ -501,7 +501,7 @@ def new(
     ]
     return Scaffold(
         app=app,
-        files=dict(zip(files, texts)),
+        files=dict(zip(files, texts, strict=True)),
         kind=kind,
         guess=guess,
         languages=languages,

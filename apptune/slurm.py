@@ -91,7 +91,8 @@ def parse_squeue(text: str, jobid: str) -> JobOutcome | None:
 
 
 def parse_sacct(text: str, jobid: str) -> JobOutcome | None:
-    """The allocation's line (not its steps) of ``sacct --parsable2 --noheader -o JobID,State,...``."""
+    """The allocation's line (not its steps) of
+    ``sacct --parsable2 --noheader -o JobID,State,...``."""
     for line in text.splitlines():
         parts = line.strip().split("|")
         if len(parts) == 5 and parts[0] == str(jobid):
@@ -233,7 +234,8 @@ class WatchSettings:
     down_node_wait: float = 300
     #: Seconds between polls while the job pends or runs.
     poll: float = 10
-    #: Longest pause between two polls while slurmctld does not answer (the backoff doubles up to it).
+    #: Longest pause between two polls while slurmctld does not answer (the backoff
+    #: doubles up to it).
     max_backoff: float = 30
 
 
@@ -331,8 +333,8 @@ class JobWatch:
             return
         self.cancelled = True
         self.verdict = (
-            f"job cancelled after {waited:.0f} s pending on unavailable nodes: {describe_nodes(nodes)} "
-            f"(Slurm job {o.jobid}, reason {o.reason})"
+            f"job cancelled after {waited:.0f} s pending on unavailable nodes: "
+            f"{describe_nodes(nodes)} (Slurm job {o.jobid}, reason {o.reason})"
         )
 
     def _give_up(self) -> None:

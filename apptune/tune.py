@@ -601,7 +601,8 @@ def tune(
             step = _unseen_neighbour(study, t, t.fresh_builds() < max_builds, best_only=True)
             if step is None:
                 log(
-                    "apptune: tune: polish: every neighbour of the best trial is measured: sampling again"
+                    "apptune: tune: polish: every neighbour of the best trial is measured: "
+                    "sampling again"
                 )
                 polishing = False
             else:
@@ -960,10 +961,10 @@ def recommended_diff(app: str, winner: dict, result: dict) -> tuple[str, str]:
 
 def _header(text: str) -> str:
     lines = []
-    for l in text.splitlines(keepends=True):
-        if not l.startswith("#"):
+    for line in text.splitlines(keepends=True):
+        if not line.startswith("#"):
             break
-        lines.append(l)
+        lines.append(line)
     return "".join(lines)
 
 
@@ -983,13 +984,13 @@ def report_md(res: dict) -> str:
         f"# apptune tune: {res['app']}, tier {res['tier']}, objective {res['objective']} "
         f"({', '.join(res['objective_figures'])})",
         "",
-        f"Search: {c['trials']} trials ({c['search_runs']} runs within a budget of {res['budget']}), "
-        f"{c['builds']} builds ({c['builds_from_cache']} from the build cache, {c['build_seconds']} s), "
-        f"{c['runs']} runs in all ({c['run_seconds']} s, baseline and confirmation included); "
-        f"this session {c['this_session_seconds']} s. Method: Optuna TPE with successive-halving pruning "
-        f"over repeats ({res['repeats']} per candidate), the last {res.get('polish', 0)} runs of the budget "
-        f"a one-knob polish around the best trial; every run verified against reference/"
-        f"{res['app']}/{res['tier']}.yaml.",
+        f"Search: {c['trials']} trials ({c['search_runs']} runs within a budget of "
+        f"{res['budget']}), {c['builds']} builds ({c['builds_from_cache']} from the build cache, "
+        f"{c['build_seconds']} s), {c['runs']} runs in all ({c['run_seconds']} s, baseline and "
+        f"confirmation included); this session {c['this_session_seconds']} s. Method: Optuna TPE "
+        f"with successive-halving pruning over repeats ({res['repeats']} per candidate), the last "
+        f"{res.get('polish', 0)} runs of the budget a one-knob polish around the best trial; every "
+        f"run verified against reference/{res['app']}/{res['tier']}.yaml.",
         "",
     ]
     if res["winner"] is None:
@@ -1011,7 +1012,8 @@ def report_md(res: dict) -> str:
             for t in r["targets"]
         ]
         L.append(
-            f"| {i} | {r['label']} | {'✓' if r['verified'] else '✗ ' + '; '.join(r['failures'])[:80]} | "
+            f"| {i} | {r['label']} | "
+            f"{'✓' if r['verified'] else '✗ ' + '; '.join(r['failures'])[:80]} | "
             f"{_fmt(r['score'])} | "
             + " | ".join(_fmt(r["medians"].get(f)) for f in figs)
             + " | "
@@ -1025,7 +1027,8 @@ def report_md(res: dict) -> str:
     )
     if skipped:
         L.append(
-            f"\nNot compared where an input knob changed them (reference `depends_on`): {', '.join(skipped)}."
+            "\nNot compared where an input knob changed them (reference `depends_on`): "
+            f"{', '.join(skipped)}."
         )
     L += [
         "",

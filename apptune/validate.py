@@ -209,7 +209,7 @@ def app_problems(app: str, site: Site) -> list[ApptuneError]:
             d, spec = loaded
             params = set(spec.parameters) | {"ranks"}
             _collect(found, inputs.check_stands_for, app, tier, tiers)
-            for dest, tmpl in spec.files.items():
+            for tmpl in spec.files.values():
                 _check_names(
                     found,
                     (d / tmpl).read_text(errors="replace"),

@@ -12,8 +12,10 @@ as ``apptune check-regressions`` (apptune.regressions.analyse).
 * miss: a series with a step does not get a regression verdict whose first bad
   run is within 2 runs of the true one.
 
-    .venv/bin/python benchmarks/changepoint_eval.py                      # the tables in docs/regressions.md
-    .venv/bin/python benchmarks/changepoint_eval.py --record /tmp/bl/run*  # re-measure the noise from runs
+    # the tables in docs/regressions.md
+    .venv/bin/python benchmarks/changepoint_eval.py
+    # re-measure the noise from runs
+    .venv/bin/python benchmarks/changepoint_eval.py --record /tmp/bl/run*
 """
 
 from __future__ import annotations
@@ -124,7 +126,10 @@ def oracle_detects(
     Its misses are what the noise alone costs; no detector that must also find the
     run can do better."""
     sign = -1.0 if better == "higher" else 1.0
-    diff = lambda x: sign * (x[n_before:].mean() - x[:n_before].mean())
+
+    def diff(x):
+        return sign * (x[n_before:].mean() - x[:n_before].mean())
+
     d0 = diff(values)
     hits = sum(diff(rng.permutation(values)) >= d0 for _ in range(permutations))
     return (hits + 1) / (permutations + 1) < alpha
@@ -273,7 +278,8 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--oracle",
         action="store_true",
-        help="also give the misses of a test that is told where the step is (the noise's own limit)",
+        help="also give the misses of a test that is told where the step is "
+        "(the noise's own limit)",
     )
     ap.add_argument(
         "--scale-cv",
@@ -307,7 +313,8 @@ def main(argv=None) -> int:
         f"misses on series with one\n"
     )
     print(
-        "| figure (pooled residuals) | noise per value (robust CV) | repeats per run | false alarms | "
+        "| figure (pooled residuals) | noise per value (robust CV) | repeats per run | false "
+        "alarms | "
         + " | ".join(f"misses, {s:.0%} step" for s in STEPS)
         + "".join(f" | told where: misses, {s:.0%}" for s in STEPS if a.oracle)
         + " |"
@@ -319,8 +326,8 @@ def main(argv=None) -> int:
             res = evaluate(pool, a.before, a.after, rep, a.trials, a.seed, a.oracle)
             summary[(name, rep)] = res
             print(
-                f"| {name} ({len(pool['r'])} values, {pool['series']} variants) | {pool['cv']:.1%} | {rep} | "
-                f"{res[0.0]['rate']:.1%} | "
+                f"| {name} ({len(pool['r'])} values, {pool['series']} variants) | {pool['cv']:.1%} "
+                f"| {rep} | {res[0.0]['rate']:.1%} | "
                 + " | ".join(f"{res[s]['rate']:.1%}" for s in STEPS)
                 + "".join(f" | {res[s]['oracle_misses']:.1%}" for s in STEPS if a.oracle)
                 + " |",

@@ -8,8 +8,10 @@ ratio HPL / (ranks x SingleDGEMM), MPIFFT, wall time and whether it verified.
 Not a test: timings here are noisy, run it several times on a quiet node.
 
     .venv/bin/python benchmarks/hpl_efficiency.py --n 5280 --nb 192 --grid 1x2
-    .venv/bin/python benchmarks/hpl_efficiency.py --n 7040 --nb 256 --grid 2x1 --set DEPTH=0 --set PFACT=1
-    .venv/bin/python benchmarks/hpl_efficiency.py --n 7040 --nb 256 --grid 1x2 --extra-cflags=-DHPL_DETAILED_TIMING
+    .venv/bin/python benchmarks/hpl_efficiency.py --n 7040 --nb 256 --grid 2x1 \\
+        --set DEPTH=0 --set PFACT=1
+    .venv/bin/python benchmarks/hpl_efficiency.py --n 7040 --nb 256 --grid 1x2 \\
+        --extra-cflags=-DHPL_DETAILED_TIMING
     .venv/bin/python benchmarks/hpl_efficiency.py --n 5280 --nb 192 --ranks 1 --threads 2 \\
         --variant aggressive+blas=mkl-threaded+fft=fftw3
 """
@@ -53,7 +55,8 @@ def main(argv=None) -> int:
     site = localrun.load_site(a.environment)
     cflags_extra = a.extra_cflags.split()
     plan = localrun.plan_for(recipe, a.variant, site, extra_cflags=cflags_extra)
-    label = f"{a.environment}-{plan['variant']}"  # the variant and its extra flags (localrun.variant_label)
+    # the variant and its extra flags (localrun.variant_label)
+    label = f"{a.environment}-{plan['variant']}"
     stage = a.work / "builds" / label.replace("+", "_").replace("=", "-").replace(" ", "-")
     localrun.build_variant(recipe, plan, site, stage, use_cache=True)
     overrides = {"N": a.n, "NB": a.nb}

@@ -27,7 +27,7 @@ def main(argv=None) -> int:
         return 2
     over = 0
     for f in files:
-        kv = dict(l.split("=", 1) for l in f.read_text().splitlines() if "=" in l)
+        kv = dict(ln.split("=", 1) for ln in f.read_text().splitlines() if "=" in ln)
         row = []
         for b in BENCHMARKS:
             t = float(kv.get(f"{b}_seconds", "nan"))

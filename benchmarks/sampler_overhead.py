@@ -73,7 +73,8 @@ def main():
         f"(goal < 1 %): {'OK' if frac < 0.01 else 'OVER'}"
     )
     print(
-        f"job wall time without / with sampler: {wall0:.2f} s / {wall1:.2f} s (noisy, information only)"
+        f"job wall time without / with sampler: {wall0:.2f} s / {wall1:.2f} s (noisy, information "
+        "only)"
     )
     print(f"modelled energy {rec.energy_J:.1f} J, average power {rec.avg_power_W:.1f} W")
 

@@ -90,14 +90,19 @@ def toy_recipe(sha: str, **over) -> str:
     return textwrap.dedent(text)
 
 
-PATCH = """--- a/main.c
-+++ b/main.c
-@@ -1,3 +1,4 @@
-+/* patched by apptune's test */
- 
- #include <stdio.h>
- double accumulate(int n);
-"""
+# one line a list item: the context line of main.c's empty first line is a lone space
+PATCH = "\n".join(
+    [
+        "--- a/main.c",
+        "+++ b/main.c",
+        "@@ -1,3 +1,4 @@",
+        "+/* patched by apptune's test */",
+        " ",
+        " #include <stdio.h>",
+        " double accumulate(int n);",
+        "",
+    ]
+)
 
 
 @pytest.fixture

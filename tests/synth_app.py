@@ -3,8 +3,9 @@
 ``lib/missing.c`` counts missing values (NaN markers) with ``x != x``, which GCC folds
 to false under -ffinite-math-only (part of -Ofast): the aggressive build reports 0
 missing values. Its other function, ``count_above``, gives the same count under any
-flags: function-level bisection must name ``count_missing`` alone. Every other file does arithmetic that is exact in any order (sums
-of small integers), so its result does not depend on the flags. Two Fortran modules
+flags: function-level bisection must name ``count_missing`` alone. Every other file
+does arithmetic that is exact in any order (sums of small integers), so its result
+does not depend on the flags. Two Fortran modules
 (``stats`` used by ``kernels``, both used by ``main``) make the build order matter
 at compile time; the C helpers go into a static archive, as HPL's objects do.
 """

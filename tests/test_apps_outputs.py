@@ -187,8 +187,8 @@ def test_multi_step_build_with_vars_renamed_products_and_explicit_per_file_flags
     prov = build.build(plan, sources.fetch(r), stage)
     assert (stage / "toy-bin").is_file() and (stage / "first.txt").read_text() == "step-one\n"
     assert [p["file"] for p in prov["products"]] == ["toy-bin", "first.txt"]
-    lines = [json.loads(l) for l in (stage / "compile-lines.jsonl").read_text().splitlines()]
-    acc = next(l for l in lines if l["source"] == "acc.c")["argv"]
+    lines = [json.loads(ln) for ln in (stage / "compile-lines.jsonl").read_text().splitlines()]
+    acc = next(ln for ln in lines if ln["source"] == "acc.c")["argv"]
     assert "-O1" in acc and "-O3" not in acc
 
 

@@ -95,12 +95,12 @@ def test_add_per_file_appends_to_an_existing_block_and_keeps_comments(toy_root):
 def test_add_per_file_creates_the_section(toy_root):
     text = (
         "\n".join(
-            l
-            for l in (toy_root / "build-recipes/toy.yaml").read_text().splitlines()
-            if "per_file" not in l
-            and "acc.c" not in l
-            and "flags: baseline" not in l
-            and "IEEE order" not in l
+            ln
+            for ln in (toy_root / "build-recipes/toy.yaml").read_text().splitlines()
+            if "per_file" not in ln
+            and "acc.c" not in ln
+            and "flags: baseline" not in ln
+            and "IEEE order" not in ln
         )
         + "\n"
     )

@@ -209,7 +209,8 @@ def test_report_lists_expected_failures_and_the_runs_they_skip(tmp_path):
                 "reason": "flang-new 16 cannot compile FoX",
                 "step": 1,
                 "expected_failure": 0,
-                "compiler_said": "error: not yet implemented: derived type components with non default lower bounds",
+                "compiler_said": "error: not yet implemented: "
+                "derived type components with non default lower bounds",
             }
         )
     )

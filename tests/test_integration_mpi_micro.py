@@ -62,7 +62,9 @@ def test_mpi_micro_ci_gnu_builds_runs_verifies_and_plots(tmp_path):
     assert prov["source"]["file"].startswith("mpi-micro-")
     assert "Open MPI" in prov["compilers"]["ftn"]["mpi"]
     assert prov["compile_lines"]["compiles"] == 9  # 8 C files + the Fortran kernel
-    summary = dict(l.split("=", 1) for l in (outdir / "mpi-micro.summary").read_text().splitlines())
+    summary = dict(
+        ln.split("=", 1) for ln in (outdir / "mpi-micro.summary").read_text().splitlines()
+    )
     assert summary["noise_kernel_fortran"] == "1" and summary["bound"] == "1"
     # every benchmark ran to its end (its time budget, <= 20 s on 2 ranks, is a speed goal
     # checked by benchmarks/mpi_micro_budget.py, not asserted here: timings are noisy)

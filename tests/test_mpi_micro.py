@@ -107,11 +107,11 @@ def test_changed_checksum_alone_fails_naming_the_field(tmp_path, bench):
     text = summary.read_text()
     if sub is None:
         # placement has no checksum (machine dependent): a lost check must fail instead
-        old = next(l for l in text.splitlines() if l.startswith("placement_checked="))
+        old = next(ln for ln in text.splitlines() if ln.startswith("placement_checked="))
         summary.write_text(text.replace(old + "\n", "placement_checked=0\n"))
         field = "placement_checked"
     else:
-        old = next(l for l in text.splitlines() if l.startswith(f"{sub}_checksum="))
+        old = next(ln for ln in text.splitlines() if ln.startswith(f"{sub}_checksum="))
         value = int(old.split("=")[1])
         summary.write_text(text.replace(old + "\n", f"{sub}_checksum={value ^ 1}\n"))
         field = f"{sub}_checksum"

@@ -131,8 +131,8 @@ def test_new_refuses_to_overwrite_any_file(tree, tmp_path, capsys):
     assert new(tmp_path, {**C_APP, "Makefile": ""}) == 2
     err = capsys.readouterr().err
     assert (
-        err
-        == "apptune: error: reference/demo/ci.yaml: already exists: apptune new never overwrites a file\n"
+        err == "apptune: error: reference/demo/ci.yaml: already exists: "
+        "apptune new never overwrites a file\n"
     )
     assert ref.read_text() == "mine\n"
     assert (
@@ -274,7 +274,8 @@ def test_showsrc_gives_the_newest_orig_tarball():
         ("", "--debian: no Debian source package 'p4est' (apt-cache showsrc found none"),
         (
             "Package: a\nVersion: 1-1\n\nPackage: b\nVersion: 1-1\n",
-            "--debian: 'p4est' is no source package; binary packages of that name come from a, b: give one of them",
+            "--debian: 'p4est' is no source package; binary packages of that name come from a, b: "
+            "give one of them",
         ),
         (
             "Package: p4est\nVersion: 2.2-3\nChecksums-Sha256:\n "
@@ -314,12 +315,13 @@ def test_new_from_a_debian_package_pins_its_orig_tarball(tree, tmp_path, monkeyp
     [
         (
             ["Demo", "--url", "file:///x.tar.gz", "--sha256", "0" * 64],
-            "APP: 'Demo' must be lower case letters, digits, '_', '.', '-' (starting with a letter or digit)",
+            "APP: 'Demo' must be lower case letters, digits, '_', '.', '-' (starting with a letter "
+            "or digit)",
         ),
         (
             ["demo", "--url", "file:///x/demo-1.tar.gz"],
-            "--sha256: give the sha256 of file:///x/demo-1.tar.gz (the pin every fetch is checked against; "
-            "sha256sum prints it)",
+            "--sha256: give the sha256 of file:///x/demo-1.tar.gz (the pin every fetch is checked "
+            "against; sha256sum prints it)",
         ),
         (
             ["demo", "--url", "file:///x/demo-1.tar.gz", "--sha256", "abc"],
@@ -331,7 +333,8 @@ def test_new_from_a_debian_package_pins_its_orig_tarball(tree, tmp_path, monkeyp
         ),
         (
             ["demo", "--debian", "demo", "--sha256", "0" * 64],
-            "--sha256: only with --url (a Debian source's file and sha256 come from apt-cache showsrc)",
+            "--sha256: only with --url (a Debian source's file and sha256 come from apt-cache "
+            "showsrc)",
         ),
         (["demo", "--path", "src/nothing"], "--path: directory {root}/src/nothing does not exist"),
         (
@@ -471,7 +474,8 @@ def test_bless_new_writes_every_field_with_the_default_tolerances(
     assert "first reference from run" in text and "gnu/baseline" in text
     _, loaded = verify.load_reference("toy", "ci")
     assert loaded.fields["eps"].value == 2.5e-14 and loaded.fields["n"].abs == 0
-    # the same numbers now verify; a float off by more than 1e-6 relative or a count off by one does not
+    # the same numbers now verify; a float off by more than 1e-6 relative or a count off by
+    # one does not
     assert verify.verify("toy", "ci", VALUES).ok
     assert not verify.verify("toy", "ci", dict(VALUES, sum=1.6449330668 * (1 + 2e-6))).ok
     assert not verify.verify("toy", "ci", dict(VALUES, n=1000001)).ok
@@ -493,9 +497,10 @@ def test_bless_new_on_a_failed_run_names_the_test_and_the_fields(tree, tmp_path,
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert (
-        "refused: 1 test(s) cannot give a first reference — TOYCheck %tier=ci %build.variant=baseline "
-        "[gnu]: fail in sanity: fields failed: sum = nan (not a finite number); rate missing from the "
-        "output (figure rate): own checks failed: the solver converged"
+        "refused: 1 test(s) cannot give a first reference — TOYCheck %tier=ci "
+        "%build.variant=baseline [gnu]: fail in sanity: fields failed: sum = nan (not a finite "
+        "number); rate missing from the output (figure rate): own checks failed: the solver "
+        "converged"
     ) in err
     assert ref.read_text() == SKELETON
 
@@ -538,8 +543,8 @@ def test_bless_new_only_passing_names_what_it_leaves_out(tree, tmp_path, capsys)
     assert cli.main(["bless", "--new", str(run), "--yes", "--only-passing"]) == 0
     err = capsys.readouterr().err
     assert (
-        "left out: TOYCheck %tier=ci %build.variant=tuned [gnu]: fail in sanity: fields failed: sum = inf"
-        in err
+        "left out: TOYCheck %tier=ci %build.variant=tuned [gnu]: fail in sanity: fields failed: "
+        "sum = inf" in err
     )
     assert "n: {value: 1000000, abs: 0}" in (tree / "reference/toy/ci.yaml").read_text()
 
@@ -577,7 +582,8 @@ for a in "$@"; do
     *=*) ;; *) echo "configure: unknown option $a" >&2; exit 1 ;;
   esac
 done
-printf 'CC = %s\\nCFLAGS = %s %s\\nLDFLAGS = %s\\n' "$CC" "$CPPFLAGS" "$CFLAGS" "$LDFLAGS" > config.mk
+printf 'CC = %s\\nCFLAGS = %s %s\\nLDFLAGS = %s\\n' \\
+  "$CC" "$CPPFLAGS" "$CFLAGS" "$LDFLAGS" > config.mk
 echo "configure: wrote config.mk"
 """
 

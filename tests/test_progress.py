@@ -10,8 +10,14 @@ import time
 
 from apptune import progress
 
-RUN = "[ \x1b[32mRUN     \x1b[0m ] QEBuild %variant=baseline ~local:default+gnu /a1b2 @local:default+gnu\n"
-OK = "[ \x1b[32m      OK\x1b[0m ] ( 3/12) HPCCCheck %tier=ci %build.variant=tuned /5f7d @local:default+gnu\n"
+RUN = (
+    "[ \x1b[32mRUN     \x1b[0m ] QEBuild %variant=baseline ~local:default+gnu /a1b2 "
+    "@local:default+gnu\n"
+)
+OK = (
+    "[ \x1b[32m      OK\x1b[0m ] ( 3/12) HPCCCheck %tier=ci %build.variant=tuned /5f7d "
+    "@local:default+gnu\n"
+)
 
 
 class Clock:

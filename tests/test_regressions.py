@@ -104,7 +104,8 @@ def test_a_blessed_baseline_at_the_new_level_accepts_the_change():
 
 
 def test_history_below_the_baseline_without_a_change_point():
-    # the whole history is 10 % below the baseline; noise is 0.5 %: a regression with no first bad run
+    # the whole history is 10 % below the baseline; noise is 0.5 %: a regression with no
+    # first bad run
     v = regressions.analyse(_verdict(_steps(12, 0, 0.0) * 0.9), baseline_value=100.0)
     assert v.verdict == "regression" and v.first_bad is None
     assert v.baseline["threshold"] < 0.05 and "from the baseline" in v.reason

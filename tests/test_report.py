@@ -130,7 +130,8 @@ def test_a_value_off_by_less_than_six_digits_is_printed_with_the_digits_that_dif
     # the same with an absolute tolerance, on the other side
     assert (
         _message(e + 1.8e-22, value=e, abs=1e-22).message
-        == "x = 1.110225e-16, expected 1.110223e-16 ± 1e-22 (difference +1.8e-22, used 180% of tolerance)"
+        == "x = 1.110225e-16, expected 1.110223e-16 ± 1e-22 "
+        "(difference +1.8e-22, used 180% of tolerance)"
     )
     # exact: six digits, no difference
     assert (
@@ -248,7 +249,7 @@ def test_a_variant_has_one_colour_in_every_panel_and_plot(tmp_path, monkeypatch)
                 colours.append((out.name, ax.get_title(), lines))
                 legend = ax.get_legend()
                 if legend is not None:  # the legend's colours are the lines' colours
-                    for h, t in zip(legend.legend_handles, legend.get_texts()):
+                    for h, t in zip(legend.legend_handles, legend.get_texts(), strict=True):
                         colours.append(
                             (
                                 out.name,

@@ -108,7 +108,8 @@ def test_report_in_headless_chromium(tmp_path):
     assert "aggressive" in failures and "sum = nan" in failures
     regressions = dom[pos[1] : pos[2]]
     assert regressions.count(">regression<") == 2 and "flags.cflags: -O2 → -O1" in regressions
-    # the matrix: one column per variant (repeats merged), the wrong variant marked, the best highlighted
+    # the matrix: one column per variant (repeats merged), the wrong variant marked, the best
+    # highlighted
     matrix = dom[pos[2] : dom.find("</table>", pos[2])]
     assert len(re.findall(r'<th class="variant">', matrix)) == 3
     assert "median of 3" in matrix and 'class="bad"' in matrix

@@ -33,7 +33,7 @@ ONEAPI_SKIP = "environment 'oneapi': compiler/tool icx, mpiicx not found on its 
 
 
 def _errors(text: str) -> list[str]:
-    return [l for l in text.splitlines() if l.startswith("apptune: error:")]
+    return [ln for ln in text.splitlines() if ln.startswith("apptune: error:")]
 
 
 # ------------------------------------------------------------------ run directories
@@ -221,7 +221,8 @@ def stop(signum, frame):
     if mode == "graceful":
         sys.exit(3)
 # an orphan in a session of its own: the child's process group does not hold it
-subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker], start_new_session=True)
+sleeper = [sys.executable, "-c", "import time; time.sleep(300)", marker]
+subprocess.Popen(sleeper, start_new_session=True)
 signal.signal(signal.SIGTERM, stop if mode != "stubborn" else signal.SIG_IGN)
 # a shell that started the tests in the background leaves SIGINT ignored: the default here
 signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -467,7 +468,7 @@ def test_two_runs_started_in_the_same_second_keep_apart(toy_root, tmp_path):
     assert rcs == {"good": 0, "bad": 1}, out
     dirs = {}
     for name, text in out.items():
-        (line,) = [l for l in text.splitlines() if l.startswith("apptune: report ")]
+        (line,) = [ln for ln in text.splitlines() if ln.startswith("apptune: report ")]
         dirs[name] = Path(line.split()[2]).parent
         assert dirs[name].parent == runs and dirs[name].name.split("-dev")[1].startswith("-"), dirs[
             name
@@ -579,7 +580,8 @@ def test_a_run_whose_only_environment_is_skipped_fails_with_one_line(toy_root, t
     p = _run(["--run-dir", str(tmp_path / "oneapi"), "--", "-S", "valid_prog_environs=oneapi"])
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr
     assert _errors(p.stderr) == [f"apptune: error: toy: nothing tested: {ONEAPI_SKIP}"], p.stderr
-    # the same application tested with gnu while oneapi is skipped: a pass, the skip is in the report
+    # the same application tested with gnu while oneapi is skipped: a pass, the skip is in the
+    # report
     p = _run(["--run-dir", str(tmp_path / "both")])
     assert p.returncode == 0 and _errors(p.stderr) == [], p.stdout[-3000:] + p.stderr
     summary = json.loads((tmp_path / "both/summary.json").read_text())

@@ -59,7 +59,10 @@ def test_recipe_words_reach_the_program_as_one_argument_and_nothing_runs(tmp_pat
 
 
 def test_a_program_that_crashes_after_writing_its_output_fails_with_its_status(tmp_path):
-    crash = "open('out.txt', 'w').write('result=1\\n'); import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    crash = (
+        "open('out.txt', 'w').write('result=1\\n'); "
+        "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    )
     rc, rec = run_spec(tmp_path, [runner.Step(label="run", argv=[sys.executable, "-c", crash])])
     assert (tmp_path / "out.txt").read_text() == "result=1\n"
     assert rc == 139 and rec["exit_status"] == 139 and not rec["completed"]

@@ -361,14 +361,18 @@ def test_a_job_slurmctld_forgot_is_recorded_with_a_note():
     "fail_reason, expected",
     [
         (
-            "spawned process error: command 'sbatch rfm_job.sh' failed with exit code 1:\n--- stdout ---\n"
-            "--- stderr ---\nsbatch: error: Batch job submission failed: Unable to contact slurm controller "
+            "spawned process error: command 'sbatch rfm_job.sh' failed with exit code 1:\n--- "
+            "stdout ---\n"
+            "--- stderr ---\nsbatch: error: Batch job submission failed: Unable to contact slurm "
+            "controller "
             "(connect failure)\n\n--- stderr ---",
             "slurmctld unreachable at submit: Unable to contact slurm controller (connect failure)",
         ),
         (
-            "job blocked: job cancelled because it was blocked due to reason: ReqNodeNotAvail, UnavailableNodes:n1",
-            "job cancelled while pending, its nodes cannot run it: ReqNodeNotAvail, UnavailableNodes:n1",
+            "job blocked: job cancelled because it was blocked due to reason: ReqNodeNotAvail, "
+            "UnavailableNodes:n1",
+            "job cancelled while pending, its nodes cannot run it: ReqNodeNotAvail, "
+            "UnavailableNodes:n1",
         ),
         (
             "--- stderr ---\nsbatch: error: invalid partition specified: gpu\n"
@@ -471,7 +475,7 @@ def test_every_ci_input_names_the_nightly_input_it_stands_for(tmp_path, monkeypa
     spec = root / "inputs/hpcc/ci/input.yaml"
     text = spec.read_text()
     spec.write_text(
-        "\n".join(l for l in text.splitlines() if not l.startswith("stands_for:")) + "\n"
+        "\n".join(ln for ln in text.splitlines() if not ln.startswith("stands_for:")) + "\n"
     )
     assert cli.main(["validate"]) == 1
     err = capsys.readouterr().err

@@ -39,7 +39,10 @@ def _unavailable() -> str | None:
         return "needs root: slurmd runs the jobs as their user"
     missing = [t for t in SLURM_TOOLS if shutil.which(t) is None]
     if missing:
-        return f"Slurm not installed ({', '.join(missing)} not found; bash ci/bootstrap.sh installs them)"
+        return (
+            f"Slurm not installed ({', '.join(missing)} not found; "
+            "bash ci/bootstrap.sh installs them)"
+        )
     return None
 
 

@@ -86,8 +86,8 @@ def test_build_applies_patch_overrides_flags_and_records_provenance(
     assert (stage / "toy").is_file()
     assert "patched by apptune" in (stage / "src" / "main.c").read_text()
     assert prov["patches"][0]["file"] == "0001-comment.patch"
-    lines = [json.loads(l) for l in (stage / "compile-lines.jsonl").read_text().splitlines()]
-    by_src = {l["source"]: l for l in lines if l["kind"] == "compile"}
+    lines = [json.loads(ln) for ln in (stage / "compile-lines.jsonl").read_text().splitlines()]
+    by_src = {ln["source"]: ln for ln in lines if ln["kind"] == "compile"}
     assert "-O3" in by_src["main.c"]["argv"] and "-march=native" in by_src["main.c"]["argv"]
     acc = by_src["acc.c"]["argv"]
     assert "-O2" in acc and "-O3" not in acc and "-march=native" not in acc
@@ -155,9 +155,11 @@ def test_patch_failures_are_read_from_patchs_output():
     out = (
         "checking file a.c\nHunk #1 FAILED at 1.\nHunk #3 FAILED at 40.\n2 out of 3 hunks FAILED\n"
         "checking file b.c\nReversed (or previously applied) patch detected!  Skipping patch.\n"
-        "can't find file to patch at input line 16\nPerhaps you used the wrong -p or --strip option?\n"
+        "can't find file to patch at input line 16\nPerhaps you used the wrong -p or --strip "
+        "option?\n"
         "The text leading up to this was:\n--------------------------\n|--- a/src/c.c\t2020-01-01\n"
-        "|+++ b/src/c.c\t2020-01-02\n--------------------------\nNo file to patch.  Skipping patch.\n"
+        "|+++ b/src/c.c\t2020-01-02\n--------------------------\nNo file to patch.  Skipping "
+        "patch.\n"
     )
     assert build.patch_failures(out) == [
         ("a.c", "hunk #1 does not apply at line 1"),

@@ -47,8 +47,8 @@ def test_the_toy_tree_is_valid(tree):
 def test_unknown_flag_ladder_is_found_before_any_build(tree):
     edit(tree / "build-recipes/toy.yaml", "gnu: [baseline, tuned]", "gnu: [baseline, tunedd]")
     assert only(validate.problems()) == (
-        "tree/build-recipes/toy.yaml: tiers.ci.variants.gnu: 'tunedd': unknown flag ladder 'tunedd' "
-        "for compiler family gnu (allowed: aggressive, baseline, none, tuned)"
+        "tree/build-recipes/toy.yaml: tiers.ci.variants.gnu: 'tunedd': unknown flag ladder "
+        "'tunedd' for compiler family gnu (allowed: aggressive, baseline, none, tuned)"
     )
 
 
@@ -135,7 +135,8 @@ def test_duplicate_keys_are_refused_naming_key_and_line(tree):
     edit(tree / "build-recipes/toy.yaml", "  jobs: 1\n", "  jobs: 1\n  jobs: 2\n")
     line = (tree / "build-recipes/toy.yaml").read_text().splitlines().index("  jobs: 2") + 1
     assert only(validate.problems()) == (
-        f"tree/build-recipes/toy.yaml: line {line}, column 3: duplicate key 'jobs' (first given at line {line - 1})"
+        f"tree/build-recipes/toy.yaml: line {line}, column 3: duplicate key 'jobs' (first given at "
+        f"line {line - 1})"
     )
 
 
@@ -165,8 +166,8 @@ def test_figure_and_reference_fields_no_output_produces(tree):
     assert lines(validate.problems()) == [
         "tree/build-recipes/toy.yaml: run.figures.rate.field: 'rat': no output produces this field "
         "(run.output gives: n, rate, sum)",
-        "tree/reference/toy/ci.yaml: fields.nn: no output of build-recipes/toy.yaml produces this field "
-        "(run.output gives: n, rate, sum)",
+        "tree/reference/toy/ci.yaml: fields.nn: no output of build-recipes/toy.yaml produces this "
+        "field (run.output gives: n, rate, sum)",
     ]
 
 
@@ -203,7 +204,8 @@ def test_undefined_names_in_input_and_build_templates(tree):
     )
     got = lines(validate.problems())
     assert got[0].startswith(
-        "tree/build-recipes/templates/toy/config.mk.j2: template: undefined name 'cflag' (names of the build plan:"
+        "tree/build-recipes/templates/toy/config.mk.j2: template: undefined name 'cflag' (names of "
+        "the build plan:"
     )
     assert got[1] == (
         "tree/inputs/toy/ci/params.txt.j2: template: undefined name 'm' "
@@ -253,9 +255,10 @@ def test_an_unknown_field_lists_the_fields_allowed_there(tree):
     edit(tree / "build-recipes/toy.yaml", "ranks: 1", "rank: 1")
     edit(tree / "build-recipes/toy.yaml", "format: keyvalue,", "format: keyvalue, beginn: x,")
     assert lines(validate.problems()) == [
-        "tree/build-recipes/toy.yaml: run.output.beginn: unknown field (allowed: file, format, begin, end, "
-        "patterns, reference, field, columns, name, derived, plot)",
-        "tree/build-recipes/toy.yaml: tiers.ci.rank: unknown field (allowed: ranks, variants, time_limit)",
+        "tree/build-recipes/toy.yaml: run.output.beginn: unknown field (allowed: file, format, "
+        "begin, end, patterns, reference, field, columns, name, derived, plot)",
+        "tree/build-recipes/toy.yaml: tiers.ci.rank: unknown field (allowed: ranks, variants, "
+        "time_limit)",
     ]
 
 
@@ -313,7 +316,7 @@ def test_every_problem_is_reported_not_only_the_first(tree, capsys):
     )
     assert cli.main(["validate"]) == 1
     err = capsys.readouterr().err.splitlines()
-    assert all(l.startswith("apptune: error: ") for l in err[:-1]) and "Traceback" not in "".join(
+    assert all(ln.startswith("apptune: error: ") for ln in err[:-1]) and "Traceback" not in "".join(
         err
     )
     body = "\n".join(err)
@@ -350,8 +353,8 @@ def test_bad_site_config_files_are_reported(tree):
         for g in got
     )
     assert (
-        "tree/site-config/libraries.yaml: libraries.openblas.ldflags: must be a valid list (got '-lopenblas')"
-        in got
+        "tree/site-config/libraries.yaml: libraries.openblas.ldflags: must be a valid list (got "
+        "'-lopenblas')" in got
     )
 
 
@@ -359,8 +362,8 @@ def test_a_compiler_family_without_ladders(tree):
     s = tree / "site-config/settings.py"
     s.write_text(s.read_text().replace("'family': 'oneapi'", "'family': 'intel'"))
     assert only(validate.problems()) == (
-        "tree/site-config/flag-ladders.yaml: families.intel: no flag ladders for compiler family 'intel' "
-        "of environment 'oneapi' (families: gnu, llvm, oneapi)"
+        "tree/site-config/flag-ladders.yaml: families.intel: no flag ladders for compiler family "
+        "'intel' of environment 'oneapi' (families: gnu, llvm, oneapi)"
     )
 
 

@@ -115,7 +115,7 @@ def test_baselines_of_another_machine_give_no_verdict_and_exit_0(tree, tmp_path)
         "no baseline for this machine (baselines recorded on AMD EPYC 7B13"
     )
     assert all(c["verdict"] == "no verdict" for c in r["baseline"]["figures"].values())
-    line = next(l for l in out.splitlines() if l.startswith("apptune: timeapp/ci:"))
+    line = next(ln for ln in out.splitlines() if ln.startswith("apptune: timeapp/ci:"))
     assert (
         "performance: no verdict: no baseline for this machine" in line
         and "apptune baseline update" in line

@@ -47,23 +47,23 @@ FILES = {
             long n = argc > 1 ? atol(argv[1]) : 1000;
             double best = 1e30;
             unsigned long long r = 0, sum = 0;
-            for (int k = 0; k < %(reps)d; k++) {
+            for (int k = 0; k < REPS; k++) {
                 double t0 = now();
                 r = kernel(n, &sum);
                 double t = now() - t0;
                 if (t < best) best = t;
             }
             FILE *f = fopen("timeapp.out", "w");
-            fprintf(f, "BEGIN\\nn=%%ld\\nresult=%%llu\\nsum=%%llu\\nkernel_seconds=%%.6f\\nEND\\n", n, r, sum, best);
+            fprintf(f, "BEGIN\\nn=%ld\\nresult=%llu\\nsum=%llu\\nkernel_seconds=%.6f\\nEND\\n",
+                    n, r, sum, best);
             fclose(f);
             for (int i = 2; i < argc; i++)
-                printf("arg %%d: [%%s]\\n", i, argv[i]);
+                printf("arg %d: [%s]\\n", i, argv[i]);
             if (argc > 2 && strcmp(argv[argc - 1], "crash") == 0)
                 raise(SIGSEGV);
             return 0;
         }
-        """
-    % {"reps": REPS},
+        """.replace("REPS", str(REPS)),
     "Makefile": """\
         include config.mk
         timeapp: main.o kernel.o

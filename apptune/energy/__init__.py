@@ -21,6 +21,7 @@ utilisation), ``none`` (nothing to go on; the reason is recorded).
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import threading
 import time
@@ -388,7 +389,7 @@ def prefer(
 
 
 def _trapezoid(samples: list[tuple[float, float]]) -> float:
-    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(samples, samples[1:]))
+    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(samples))
 
 
 def read_trace(path: str | Path) -> list[tuple[float, float]]:
