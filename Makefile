@@ -27,8 +27,9 @@ lint: bootstrap
 	$(VENV)/bin/ruff check $(PYCODE)
 	$(VENV)/bin/ruff format --check $(PYCODE)
 
+# the fast tests (pyproject.toml [tool.pytest.ini_options] markers), well under a minute
 unit: bootstrap
-	$(PYTEST) -q -ra -m "not integration" tests
+	$(PYTEST) -q -ra -m unit tests
 
 integration: bootstrap
 	$(PYTEST) -q -ra -m integration tests

@@ -37,6 +37,13 @@ TOY_MAKEFILE = (
 )
 
 
+def pytest_collection_modifyitems(items):
+    """Every test that is neither ``integration`` nor ``slow`` is ``unit`` (make unit)."""
+    for item in items:
+        if not any(item.get_closest_marker(m) for m in ("integration", "slow")):
+            item.add_marker(pytest.mark.unit)
+
+
 def make_tarball(files: dict, top: str = "toy-1.0") -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tf:

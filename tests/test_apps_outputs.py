@@ -174,6 +174,7 @@ def _steps_recipe(toy_root):
     f.write_text(yaml.safe_dump(data))
 
 
+@pytest.mark.slow
 def test_multi_step_build_with_vars_renamed_products_and_explicit_per_file_flags(
     toy_root, tmp_path, gnu_toolchain
 ):
@@ -192,6 +193,7 @@ def test_multi_step_build_with_vars_renamed_products_and_explicit_per_file_flags
     assert "-O1" in acc and "-O3" not in acc
 
 
+@pytest.mark.slow
 def test_failing_build_step_is_named(toy_root, tmp_path, gnu_toolchain):
     _steps_recipe(toy_root)
     f = toy_root / "build-recipes/toy.yaml"

@@ -177,6 +177,7 @@ def test_load_site_takes_launcher_and_variables_from_the_site_config():
     assert s.toolchain.family == "gnu" and s.launch(2) == ["mpirun", "-np", "2"]
 
 
+@pytest.mark.slow
 def test_a_passing_bad_variant_is_refused(toy_root, toy_site, tmp_path):
     # both builds of the toy verify: nothing to bisect
     with pytest.raises(
@@ -209,6 +210,7 @@ int main(void) { printf("%d %d %d\\n", f1(1), f2(1), g_scale); return 0; }
         ({"f1", "f2"}, "4 104 7"),  # all good functions; variables always the bad build's
     ],
 )
+@pytest.mark.slow
 def test_symbol_mix_takes_each_function_from_its_side(tmp_path, good_funcs, expected):
     for name, scale in (("good", 3), ("bad", 7)):
         (tmp_path / f"{name}.c").write_text(LIB.replace("SCALE", str(scale)))
@@ -229,6 +231,7 @@ def test_symbol_mix_takes_each_function_from_its_side(tmp_path, good_funcs, expe
     assert out.strip() == expected
 
 
+@pytest.mark.slow
 def test_symbol_mix_errors_name_the_object(tmp_path):
     (tmp_path / "x.o").write_text("not an object")
     with pytest.raises(ApptuneError, match=r"x\.o: nm: cannot list the symbols"):
@@ -339,6 +342,7 @@ def test_build_system_probes_are_not_the_product():
     )
 
 
+@pytest.mark.slow
 def test_lto_objects_are_refused_at_function_level(tmp_path):
     (tmp_path / "a.c").write_text("int f(void) { return 1; }\n")
     subprocess.run(["gcc", "-O2", "-flto", "-c", "a.c"], cwd=tmp_path, check=True)

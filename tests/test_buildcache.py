@@ -8,6 +8,9 @@ import pytest
 
 from apptune import build, buildcache, cli, recipes, sources
 
+# every test here builds the toy with gcc (one of them in a pool of processes)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def toy(toy_root, tmp_path, gnu_toolchain):

@@ -101,6 +101,7 @@ def test_pm_counters_reads_energy_power_and_accelerators(tmp_path):
     assert m.accelerators() == {"accel0_energy": 4566.0}
 
 
+@pytest.mark.slow
 def test_pm_counters_stale_freshness_fails_the_meter(tmp_path):
     make_pm(tmp_path)
     m = pm_counters.PmCountersMeter({"root": str(tmp_path), "stale_after": 0.05})
@@ -226,6 +227,7 @@ def test_model_needs_power_model():
     assert "power_model" in model.ModelMeter(context={}).available()
 
 
+@pytest.mark.slow
 def test_model_tree_utilisation_of_a_busy_child(tmp_path):
     child = subprocess.Popen(
         [sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"]
@@ -255,6 +257,7 @@ def test_sampler_none_when_nothing_configured(tmp_path):
     assert rec.figures(10.0, {"HPL": 5.0}) == {}
 
 
+@pytest.mark.slow
 def test_sampler_counter_preferred_and_compared_with_integral(tmp_path):
     root = tmp_path / "pm"
     make_pm(root, energy=0, power=100)
@@ -273,6 +276,7 @@ def test_sampler_counter_preferred_and_compared_with_integral(tmp_path):
     assert rec.sampler_cpu_s is not None and rec.coverage > 0.5
 
 
+@pytest.mark.slow
 def test_meter_that_disappears_mid_run_degrades_to_next(tmp_path):
     root = tmp_path / "pm"
     make_pm(root)
@@ -344,6 +348,7 @@ def test_node_local_meters_refused_for_batch_jobs(tmp_path):
     assert s.meters == [] and "per-node agents" in s.reasons[0]
 
 
+@pytest.mark.slow
 def test_per_node_agents_sum_into_the_jobs_record(tmp_path):
     """Two agents (as on two nodes of a Slurm job) with the model meter; merged."""
     import json

@@ -41,6 +41,7 @@ def _main(tmp_path, tc):
     ), stage
 
 
+@pytest.mark.slow
 def test_expected_build_failure_records_the_compilers_message(
     toy_root, tmp_path, gnu_toolchain, capsys
 ):
@@ -54,6 +55,7 @@ def test_expected_build_failure_records_the_compilers_message(
     assert "expected build failure" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_expected_failure_of_another_environment_is_a_real_failure(
     toy_root, tmp_path, gnu_toolchain, capsys
 ):
@@ -63,6 +65,7 @@ def test_expected_failure_of_another_environment_is_a_real_failure(
     assert "make exited" in capsys.readouterr().err.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_a_failure_with_another_message_is_a_real_failure(toy_root, tmp_path, gnu_toolchain):
     _bad_flag_recipe(toy_root, "gnu")
     text = (
@@ -119,6 +122,7 @@ def _local_recipe(root, path="src/toy"):
     (root / "build-recipes/toy.yaml").write_text(text)
 
 
+@pytest.mark.slow
 def test_in_repo_source_is_packed_reproducibly_and_named_by_content(
     toy_root, tmp_path, gnu_toolchain
 ):

@@ -108,6 +108,7 @@ def _ingest_many(args):
         return [h.ingest(r)[2] for r in runs]
 
 
+@pytest.mark.slow
 def test_concurrent_writers(tmp_path):
     runs = [str(_run(tmp_path, i)) for i in range(12)]
     hdir = str(tmp_path / "h")
@@ -126,6 +127,7 @@ def _open_only(hdir):
         return h.version()
 
 
+@pytest.mark.slow
 def test_first_openers_racing_on_a_new_database_all_succeed(tmp_path):
     # switching a fresh database to WAL takes an exclusive lock SQLite does not wait
     # for; before opening was serialised, one of several first openers could fail

@@ -66,6 +66,7 @@ def test_load_site_bad_inputs(tmp_path):
         localrun.load_site("e", bad)
 
 
+@pytest.mark.slow
 def test_toy_builds_runs_and_verifies_like_a_check(toy_root, tmp_path, gnu_toolchain):
     site = localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
     r = recipes.load_recipe("toy")

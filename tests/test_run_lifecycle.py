@@ -56,6 +56,7 @@ def _new(base):
     return str(cli.new_run_dir(Path(base), "ci"))
 
 
+@pytest.mark.slow
 def test_run_directories_made_at_once_are_distinct(tmp_path):
     with ProcessPoolExecutor(6) as ex:
         dirs = list(ex.map(_new, [tmp_path] * 24))
@@ -72,6 +73,7 @@ def _flip_latest(args):
     return err.getvalue()
 
 
+@pytest.mark.slow
 def test_latest_is_replaced_in_one_step_by_concurrent_runs(tmp_path):
     runs = tmp_path / "runs"
     targets = [runs / "a", runs / "b"]
@@ -262,6 +264,7 @@ def _signal_when(path: Path, text: str, sig: int):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+@pytest.mark.slow
 def test_supervisor_forwards_the_signal_once_and_stops_what_is_left(tmp_path, sig):
     out, marker = tmp_path / "child.log", f"apptune-test-{uuid.uuid4().hex}"
     mode = "graceful" if sig == signal.SIGTERM else "default"
@@ -287,6 +290,7 @@ def test_supervisor_forwards_the_signal_once_and_stops_what_is_left(tmp_path, si
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_supervisor_kills_a_child_that_ignores_the_signal(tmp_path):
     out, marker = tmp_path / "child.log", f"apptune-test-{uuid.uuid4().hex}"
     try:
@@ -301,6 +305,7 @@ def test_supervisor_kills_a_child_that_ignores_the_signal(tmp_path):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_supervisor_leaves_the_other_children_of_this_process_alone(tmp_path):
     marker = f"apptune-test-{uuid.uuid4().hex}"
     mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker])

@@ -91,6 +91,7 @@ def test_a_missing_program_is_status_127_naming_it(tmp_path):
     assert rc == 127 and "cannot run './no-such-program'" in rec["message"]
 
 
+@pytest.mark.slow
 def test_sigterm_reaches_the_program_and_is_the_runs_status(tmp_path):
     spec = runner.Spec(
         steps=[runner.Step(label="run", argv=[sys.executable, "-c", "import time; time.sleep(60)"])]

@@ -76,6 +76,7 @@ def _plan(variant, tc):
     return recipes.resolve(r, variant, tc).to_dict()
 
 
+@pytest.mark.slow
 def test_build_applies_patch_overrides_flags_and_records_provenance(
     toy_root, tmp_path, gnu_toolchain
 ):
@@ -118,6 +119,7 @@ def test_flags_that_did_not_reach_the_compiler_fail(toy_root, tmp_path, gnu_tool
     assert "main.c" in str(e.value) and "missing -march=native -funroll-loops" in str(e.value)
 
 
+@pytest.mark.slow
 def test_patch_that_does_not_apply(toy_root, tmp_path, gnu_toolchain):
     (toy_root / "patches/toy/0001-comment.patch").write_text(
         "--- a/main.c\n+++ b/main.c\n@@ -1,2 +1,3 @@\n+x\n no such line\n no such line either\n"
@@ -136,6 +138,7 @@ def test_patch_that_does_not_apply(toy_root, tmp_path, gnu_toolchain):
     assert not (stage / "provenance.json").exists()
 
 
+@pytest.mark.slow
 def test_patch_for_a_file_the_source_lacks_names_it(toy_root, tmp_path, gnu_toolchain):
     (toy_root / "patches/toy/0001-comment.patch").write_text(
         PATCH + "--- a/util/extra.c\n+++ b/util/extra.c\n@@ -1,1 +1,1 @@\n-old\n+new\n"
@@ -169,6 +172,7 @@ def test_patch_failures_are_read_from_patchs_output():
     ]
 
 
+@pytest.mark.slow
 def test_build_failure_is_one_line(toy_root, tmp_path, gnu_toolchain, capsys):
     (toy_root / "build-recipes/templates/toy/config.mk.j2").write_text(
         "CC = {{ cc }}\nCFLAGS = {{ cflags | makeflags }} -Werror=this-is-not-a-flag\n"
