@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 
-from . import Meter, MeterError, Reading, register, run_command
+from .meter import Meter, MeterError, Reading, register, run_command
 
 COMMANDS = {
     "ipmitool": (

@@ -5,7 +5,7 @@ a node meter that does not include accelerators)."""
 
 from __future__ import annotations
 
-from . import Meter, MeterError, Reading, register
+from .meter import Meter, MeterError, Reading, register
 
 
 @register

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import Meter, MeterError, Reading, register
+from .meter import Meter, MeterError, Reading, register
 
 DEFAULT_ROOT = "/sys/cray/pm_counters"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import Meter, MeterError, Reading, register
+from .meter import Meter, MeterError, Reading, register
 
 DEFAULT_ROOT = "/sys/class/powercap"
 

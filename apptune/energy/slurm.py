@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 
-from . import Meter, MeterError, Reading, register, run_command
+from .meter import Meter, MeterError, Reading, register, run_command
 
 
 def parse(text: str, jobid: str) -> float | None:
