@@ -22,8 +22,6 @@ use, and a mismatching entry is removed and rebuilt.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -33,7 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
+from . import locks, paths
 from .recipes import sha256_file
 
 #: Environment variables that change what a compiler wrapper runs.
@@ -112,16 +110,9 @@ def entry_dir(key: str) -> Path:
     return root() / key[:2] / key
 
 
-@contextlib.contextmanager
 def locked(key: str):
-    lockdir = root() / "locks"
-    lockdir.mkdir(parents=True, exist_ok=True)
-    with open(lockdir / f"{key}.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    """One builder per key at a time."""
+    return locks.locked(root() / "locks" / f"{key}.lock")
 
 
 @dataclass

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import fcntl
 import hashlib
 import json
 import os
@@ -26,7 +25,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import recipes, records
+from . import locks, recipes, records
 from .errors import ApptuneError
 
 DB_FILE = "history.sqlite"
@@ -136,8 +135,7 @@ class History:
             # Opening is serialised between processes: switching a new database to WAL
             # needs an exclusive lock and SQLite does not wait for it (no busy handler),
             # so two first openers racing each other got "database is locked".
-            with open(self.dir / LOCK_FILE, "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+            with locks.locked(self.dir / LOCK_FILE):
                 # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE below)
                 self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
                 self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")

@@ -7,8 +7,6 @@ cached; a mismatch is refused. A copy in the download cache that no longer match
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
@@ -18,19 +16,9 @@ from pathlib import Path
 
 from . import paths
 from .errors import ApptuneError
+from .locks import locked
 from .models import Recipe
 from .recipes import recipe_path, sha256_file
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _check(path: Path, recipe: Recipe, origin: str) -> None:
@@ -140,7 +128,7 @@ def _pack_local(recipe: Recipe, target: Path) -> Path:
 
     d = local_source(recipe)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(target.parent / f".{target.name}.lock"):
+    with locked(target.parent / f".{target.name}.lock"):
         if target.is_file():
             return target
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
@@ -176,7 +164,7 @@ def fetch(recipe: Recipe, cache: Path | None = None, mirror: Path | None = None)
     mirror = mirror if mirror is not None else paths.mirror_dir()
     name = recipe.source.file
     target = cache / "sources" / name
-    with _locked(cache / "sources" / f".{name}.lock"):
+    with locked(cache / "sources" / f".{name}.lock"):
         if mirror is not None and (mirror / name).is_file():
             _check(mirror / name, recipe, f"mirror {mirror}")
             if not target.exists() or sha256_file(target) != recipe.source.sha256:
