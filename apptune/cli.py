@@ -22,8 +22,6 @@ from pathlib import Path
 from . import baselines, paths, recipes
 from .errors import ApptuneError
 
-DEFAULT_CONFIG = "site-config/settings.py"
-
 
 def runs_dir() -> Path:
     return Path(os.environ.get("APPTUNE_RUNS", paths.root() / "runs"))
@@ -592,7 +590,7 @@ def main(argv=None) -> int:
         "--mode", default="ci", help="ReFrame execution mode: ci, nightly, dev (default ci)"
     )
     r.add_argument("-c", "--checks", action="append", default=[], help="check file or directory")
-    r.add_argument("-C", "--config", default=DEFAULT_CONFIG, help="ReFrame site config")
+    r.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
     r.add_argument(
         "--run-dir", help="where to put stage, output, report (default runs/<time>-<mode>)"
     )
@@ -633,7 +631,7 @@ def main(argv=None) -> int:
     rp.add_argument("--no-history", action="store_true", help="no trend plots")
     rp.set_defaults(func=cmd_report)
     v = sub.add_parser("validate", help="validate every recipe, input, reference and baseline")
-    v.add_argument("-C", "--config", default=DEFAULT_CONFIG, help="ReFrame site config")
+    v.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
     v.set_defaults(func=cmd_validate)
     b = sub.add_parser("baseline", help="baselines")
     bs = b.add_subparsers(dest="bcmd", required=True)
@@ -792,7 +790,7 @@ def main(argv=None) -> int:
         "file that must keep the good flags",
     )
     bi.add_argument("--write", action="store_true", help="write the per_file rule into the recipe")
-    bi.add_argument("-C", "--config", default=DEFAULT_CONFIG, help="ReFrame site config")
+    bi.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
     bi.set_defaults(func=cmd_bisect)
     tu = sub.add_parser(
         "tune",
@@ -840,7 +838,7 @@ def main(argv=None) -> int:
     tu.add_argument(
         "--write", action="store_true", help="write the winner into site-config/recommended.yaml"
     )
-    tu.add_argument("-C", "--config", default=DEFAULT_CONFIG, help="ReFrame site config")
+    tu.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
     tu.set_defaults(func=cmd_tune)
     a = ap.parse_args(argv)
     try:

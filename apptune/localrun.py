@@ -28,7 +28,6 @@ from .errors import ApptuneError, last_error_line
 from .models import Recipe
 from .recipes import time_limit_seconds
 
-DEFAULT_CONFIG = "site-config/settings.py"
 #: Launchers a candidate can be started with on this node (ReFrame's names).
 LAUNCHERS = ("mpirun", "local")
 #: The job's standard output in a run directory (``file: stdout`` outputs).
@@ -65,7 +64,7 @@ def _env_pairs(pairs, where: str, config: Path) -> dict[str, str]:
 
 def load_site(
     environment: str,
-    config: str | os.PathLike = DEFAULT_CONFIG,
+    config: str | os.PathLike = paths.DEFAULT_CONFIG,
     system: str = "local",
     languages: list[str] | None = None,
 ) -> Site:

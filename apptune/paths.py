@@ -8,6 +8,8 @@ from pathlib import Path
 from .errors import ApptuneError
 
 _MARKER = "build-recipes"
+#: The ReFrame site configuration every command uses unless told another (-C).
+DEFAULT_CONFIG = "site-config/settings.py"
 
 
 def root(start: str | os.PathLike | None = None) -> Path:

@@ -217,7 +217,7 @@ class Toolchain:
         missing = [k for k in ("family", "mpi", "mpi_standard", "blas") if k not in ex]
         if missing:
             raise ApptuneError(
-                "site-config/settings.py",
+                paths.DEFAULT_CONFIG,
                 f"environments.{environ.name}.extras",
                 f"missing {', '.join(missing)}",
             )
@@ -230,7 +230,7 @@ class Toolchain:
         bad = sorted(set(req) - {"all", "c", "cxx", "fortran"})
         if bad:
             raise ApptuneError(
-                "site-config/settings.py",
+                paths.DEFAULT_CONFIG,
                 f"environments.{environ.name}.extras.requires",
                 f"unknown key(s) {', '.join(bad)} (allowed: all, c, cxx, fortran)",
             )

@@ -387,7 +387,7 @@ class Tuner:
     objective: str
     work: Path
     sites: dict = field(default_factory=dict)
-    config_file: str = localrun.DEFAULT_CONFIG
+    config_file: str = paths.DEFAULT_CONFIG
     repeats: int = 2
     log: object = None
 
@@ -519,7 +519,7 @@ def tune(
     work: Path | None = None,
     seed: int = 1,
     polish: int | None = None,
-    config_file: str = localrun.DEFAULT_CONFIG,
+    config_file: str = paths.DEFAULT_CONFIG,
     sites: dict | None = None,
     space_file: Path | None = None,
     tier: str | None = None,

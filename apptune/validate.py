@@ -47,7 +47,7 @@ class Site:
     environments: dict[str, str | None] | None
     ladders: FlagLadders | None
     libraries: Libraries | None
-    config: str = "site-config/settings.py"
+    config: str = paths.DEFAULT_CONFIG
 
 
 @dataclasses.dataclass
