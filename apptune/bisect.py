@@ -47,10 +47,8 @@ import difflib
 import fnmatch
 import hashlib
 import json
-import math
 import shlex
 import shutil
-import statistics
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -60,6 +58,7 @@ import yaml
 
 from . import build, localrun, paths, recipes
 from .errors import ApptuneError
+from .figures import finite_median, fmt_figure
 from .models import Recipe
 from .yamlio import atomic_write_json, atomic_write_text
 
@@ -915,7 +914,7 @@ def _function_level(
     others = culprits - {obj}
     memo: dict[frozenset, bool] = {frozenset(funcs): True}  # the whole object bad: known to fail
     counter = [0]
-    logf = open(work / f"symbols-{_slug(obj)}.log", "a")
+    logf = open(work / f"symbols-{paths.slug(obj, 8)}.log", "a")
 
     def fails(bad_funcs) -> bool:
         key = frozenset(bad_funcs)
@@ -926,7 +925,7 @@ def _function_level(
                 b,
                 set(funcs) - key,
                 funcs,
-                work / "symbols" / f"{_slug(obj)}-{counter[0]:02d}" / Path(obj).name,
+                work / "symbols" / f"{paths.slug(obj, 8)}-{counter[0]:02d}" / Path(obj).name,
                 mixer.site.environ(),
                 logf,
             )
@@ -959,19 +958,10 @@ def _function_level(
     return out
 
 
-def _slug(s: str) -> str:
-    return hashlib.sha256(s.encode()).hexdigest()[:8]
-
-
-def _median(xs):
-    xs = [x for x in xs if isinstance(x, (int, float)) and math.isfinite(x)]
-    return statistics.median(xs) if xs else None
-
-
 def timing_table(samples: dict, figure: str, spec, repeats: int) -> dict:
     better = spec.better if spec is not None else "lower"
     unit = spec.unit if spec is not None else "s"
-    med = {k: {m: _median(v[m]) for m in v} for k, v in samples.items()}
+    med = {k: {m: finite_median(v[m]) for m in v} for k, v in samples.items()}
     out = {
         "figure": figure,
         "unit": unit,
@@ -995,12 +985,6 @@ def _save(res: BisectResult, work: Path) -> None:
 
     atomic_write_json(work / "bisect.json", asdict(res) | {"n_cycles": res.n_cycles})
     atomic_write_text(work / "bisect-report.md", report_md(res))
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "n/a"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def report_md(res: BisectResult) -> str:
@@ -1072,9 +1056,9 @@ def report_md(res: BisectResult) -> str:
             m = t["medians"][k]
             g, b = t["medians"]["good"]["primary"], t["medians"]["bad"]["primary"]
             L.append(
-                f"| {k} | {_fmt(m['primary'])} | {_fmt(m['wall_time'])} | "
-                f"{_fmt(m['primary'] / g if m['primary'] and g else None)} | "
-                f"{_fmt(m['primary'] / b if m['primary'] and b else None)} |"
+                f"| {k} | {fmt_figure(m['primary'])} | {fmt_figure(m['wall_time'])} | "
+                f"{fmt_figure(m['primary'] / g if m['primary'] and g else None)} | "
+                f"{fmt_figure(m['primary'] / b if m['primary'] and b else None)} |"
             )
     if res.entries:
         L += [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -32,6 +33,11 @@ def root(start: str | os.PathLike | None = None) -> Path:
     raise ApptuneError(
         None, "APPTUNE_ROOT", f"no {_MARKER}/ found above {Path.cwd()}; set APPTUNE_ROOT"
     )
+
+
+def slug(text: str, length: int = 10) -> str:
+    """A short file name for any text (a label, an object's path): a prefix of its sha256."""
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
 def recipes_dir(r: Path | None = None) -> Path:

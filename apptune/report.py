@@ -9,6 +9,7 @@ correct variant per figure.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -18,6 +19,7 @@ import jinja2
 from . import machine, quality, recipes, records
 from .constants import SKIP_FILE, XFAIL_FILE
 from .errors import ApptuneError
+from .figures import fmt_figure
 from .yamlio import atomic_write_json, atomic_write_text
 
 
@@ -475,14 +477,6 @@ def _num(v):
     )
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
 def _pct(v) -> str:
     return "–" if v is None else f"{v:+.1%}"
 
@@ -776,7 +770,7 @@ def render(
     env.filters.update(
         quality=quality.summary,
         summary_line=summary_line,
-        fmt=_fmt,
+        fmt=functools.partial(fmt_figure, missing="–"),
         pct=_pct,
         key=_key,
         verdicts=_verdicts,

@@ -46,6 +46,7 @@ import yaml
 
 from . import localrun, paths, recipes
 from .errors import ApptuneError
+from .figures import finite_median, fmt_figure
 from .models import TuningSpace
 from .yamlio import atomic_write_json, atomic_write_text, load_model
 
@@ -324,14 +325,9 @@ def score(figures: dict, base: dict, names: list[str], specs: dict) -> float | N
     return math.exp(sum(logs) / len(logs)) if logs else None
 
 
-def _median(xs):
-    xs = [x for x in xs if isinstance(x, (int, float)) and math.isfinite(x)]
-    return statistics.median(xs) if xs else None
-
-
 def medians(runs: list[dict]) -> dict:
     names = set().union(*(r["figures"] for r in runs)) if runs else set()
-    return {n: _median([r["figures"].get(n) for r in runs]) for n in sorted(names)}
+    return {n: finite_median([r["figures"].get(n) for r in runs]) for n in sorted(names)}
 
 
 def target_values(
@@ -359,7 +355,7 @@ def target_values(
                 lower = specs is not None and specs[t.figure].better == "lower"
                 if b and v:
                     vals.append(b / v if lower else v / b)
-        m = _median(vals)
+        m = finite_median(vals)
         out.append(
             {"name": t.name, "value": m, "goal": t.goal, "met": m is not None and m >= t.goal}
         )
@@ -727,7 +723,7 @@ def tune(
     stages = {lab: t.build(c) for lab, c in configs.items()}
     for i in range(confirm):
         for lab, c in configs.items():
-            confirm_runs[lab].append(t.run(c, stages[lab], f"confirm-{_slug(lab)}-{i}"))
+            confirm_runs[lab].append(t.run(c, stages[lab], f"confirm-{paths.slug(lab)}-{i}"))
     base_conf = medians(confirm_runs[bc.label()])
     rows = []
     for lab, runs in confirm_runs.items():
@@ -782,10 +778,6 @@ def tune(
     atomic_write_json(work / "tune.json", result)
     atomic_write_text(work / "tune-report.md", report_md(result))
     return result
-
-
-def _slug(s: str) -> str:
-    return hashlib.sha256(s.encode()).hexdigest()[:10]
 
 
 def _cfg_args(d: dict) -> dict:
@@ -972,12 +964,6 @@ def _round(v):
     return round(v, 4) if isinstance(v, float) else v
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "n/a"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
 def report_md(res: dict) -> str:
     c = res["cost"]
     L = [
@@ -1008,14 +994,14 @@ def report_md(res: dict) -> str:
     L.append("|---" * (4 + len(figs) + len(tnames)) + "|")
     for i, r in enumerate(res["confirmation"], 1):
         tv = [
-            f"{_fmt(t['value'])} {'✓' if t['met'] else '✗'} (goal {t['goal']})"
+            f"{fmt_figure(t['value'])} {'✓' if t['met'] else '✗'} (goal {t['goal']})"
             for t in r["targets"]
         ]
         L.append(
             f"| {i} | {r['label']} | "
             f"{'✓' if r['verified'] else '✗ ' + '; '.join(r['failures'])[:80]} | "
-            f"{_fmt(r['score'])} | "
-            + " | ".join(_fmt(r["medians"].get(f)) for f in figs)
+            f"{fmt_figure(r['score'])} | "
+            + " | ".join(fmt_figure(r["medians"].get(f)) for f in figs)
             + " | "
             + " | ".join(tv)
             + " |"
@@ -1040,7 +1026,7 @@ def report_md(res: dict) -> str:
     for tr in res["trials"]:
         L.append(
             f"| {tr['number']} | {tr['state'].lower()} | {tr['label'] or ''} | {tr['runs']} | "
-            f"{_fmt(tr['value'])} | {(tr['summary'] or '')[:90].replace('|', '/')} |"
+            f"{fmt_figure(tr['value'])} | {(tr['summary'] or '')[:90].replace('|', '/')} |"
         )
     if res["diff"]:
         L += [
