@@ -19,12 +19,17 @@ run: bootstrap
 test: bootstrap lint
 	$(PYTEST) -q -ra tests
 
-# GitHub workflows (ci.yml, nightly.yml) with actionlint from the test extra
+# GitHub workflows (ci.yml, nightly.yml) with actionlint, the Python code with ruff (lint rules
+# and formatting, configured in pyproject.toml); both from the test extra
+PYCODE ?= apptune tests reframe-checks benchmarks
 lint: bootstrap
 	$(VENV)/bin/actionlint
+	$(VENV)/bin/ruff check $(PYCODE)
+	$(VENV)/bin/ruff format --check $(PYCODE)
 
+# the fast tests (pyproject.toml [tool.pytest.ini_options] markers), well under a minute
 unit: bootstrap
-	$(PYTEST) -q -ra -m "not integration" tests
+	$(PYTEST) -q -ra -m unit tests
 
 integration: bootstrap
 	$(PYTEST) -q -ra -m integration tests

@@ -26,6 +26,7 @@ would exceed ``t`` nine times in ten (``t + 1.28 sd <= 10 %``), so no threshold 
 above ``CAP`` (7.6 %); otherwise it is "not judged here: noise N %". Baselines need
 at least ``MIN_RUNS`` (3) clean runs to have a noise at all.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -38,11 +39,13 @@ from .errors import ApptuneError
 from .models import BaselineFile, Figure
 from .yamlio import atomic_write_text, dump_yaml, load_model, load_yaml
 
-HEADER = ("# Performance baselines per machine fingerprint and (environment, variant, tier):\n"
-          "# the median of clean runs, the relative noise of one run, the number of runs.\n"
-          "# Record from several sessions of `apptune run --wait-for-quiet 120`, then\n"
-          "# `apptune baseline update RUN_DIR...`, and review the diff. Thresholds are derived\n"
-          "# from the noise (apptune/baselines.py, docs/regressions.md).\n")
+HEADER = (
+    "# Performance baselines per machine fingerprint and (environment, variant, tier):\n"
+    "# the median of clean runs, the relative noise of one run, the number of runs.\n"
+    "# Record from several sessions of `apptune run --wait-for-quiet 120`, then\n"
+    "# `apptune baseline update RUN_DIR...`, and review the diff. Thresholds are derived\n"
+    "# from the noise (apptune/baselines.py, docs/regressions.md).\n"
+)
 
 #: A threshold is this many standard deviations of the difference ...
 SIGMAS = 4.0
@@ -63,9 +66,12 @@ VERDICTS = ("regression", "improvement", "within noise", "no verdict")
 
 
 def record_command(system: str, app: str) -> str:
-    return (f"five sessions of `apptune run --wait-for-quiet 120 -c reframe-checks/{app} --run-dir "
-            f"runs/baseline-N`, then `apptune baseline update runs/baseline-*"
-            + (f" --system {system}" if system != "local" else "") + "`")
+    return (
+        f"five sessions of `apptune run --wait-for-quiet 120 -c reframe-checks/{app} --run-dir "
+        f"runs/baseline-N`, then `apptune baseline update runs/baseline-*"
+        + (f" --system {system}" if system != "local" else "")
+        + "`"
+    )
 
 
 def load(system: str, app: str) -> tuple[Path, BaselineFile | None]:
@@ -74,24 +80,37 @@ def load(system: str, app: str) -> tuple[Path, BaselineFile | None]:
         return f, None
     data = load_yaml(f)
     if isinstance(data, dict) and "machines" not in data:
-        raise ApptuneError(f, "machines", "baseline file has no machine fingerprint (baselines are bound "
-                           "to the machine they were measured on): delete it and record it again on its "
-                           f"machine: {record_command(system, app)}")
+        raise ApptuneError(
+            f,
+            "machines",
+            "baseline file has no machine fingerprint (baselines are bound "
+            "to the machine they were measured on): delete it and record it again on its "
+            f"machine: {record_command(system, app)}",
+        )
     b = load_model(f, BaselineFile)
     if b.app != app or b.system != system:
-        raise ApptuneError(f, "app/system", f"file says {b.app}/{b.system}, expected {app}/{system}")
+        raise ApptuneError(
+            f, "app/system", f"file says {b.app}/{b.system}, expected {app}/{system}"
+        )
     return f, b
 
 
 def lookup(b: BaselineFile | None, machine_id: str | None, env: str, variant: str, tier: str):
     if b is None:
         return None
-    return next((e for e in b.entries if (e.machine, e.environment, e.variant, e.tier) ==
-                 (machine_id, env, variant, tier)), None)
+    return next(
+        (
+            e
+            for e in b.entries
+            if (e.machine, e.environment, e.variant, e.tier) == (machine_id, env, variant, tier)
+        ),
+        None,
+    )
 
 
-def not_applicable(b: BaselineFile | None, bfile: Path, machine_id: str | None, system: str,
-                   app: str) -> str | None:
+def not_applicable(
+    b: BaselineFile | None, bfile: Path, machine_id: str | None, system: str, app: str
+) -> str | None:
     """Why no baseline of the file can apply to a run on ``machine_id``; None if one can."""
     rel = _rel(bfile)
     if b is None:
@@ -99,9 +118,13 @@ def not_applicable(b: BaselineFile | None, bfile: Path, machine_id: str | None, 
     if machine_id is None:
         return "the run recorded no machine fingerprint"
     if machine_id not in b.machines:
-        where = "; ".join(f"{machine.describe(fp.model_dump())} ({mid})" for mid, fp in b.machines.items())
-        return (f"no baseline for this machine (baselines recorded on {where}); "
-                f"record one: {record_command(system, app)}")
+        where = "; ".join(
+            f"{machine.describe(fp.model_dump())} ({mid})" for mid, fp in b.machines.items()
+        )
+        return (
+            f"no baseline for this machine (baselines recorded on {where}); "
+            f"record one: {record_command(system, app)}"
+        )
     return None
 
 
@@ -128,17 +151,34 @@ def energy_no_verdict(trust: str | None) -> str | None:
     """Why energy figures of a run get no verdict (None: measured, they do)."""
     if trust == "measured":
         return None
-    return {"modelled": "modelled energy (no meter): shown, never judged",
-            "measured-shared": "energy of a shared node: shown, never judged",
-            }.get(trust or "", "no energy meter")
+    return {
+        "modelled": "modelled energy (no meter): shown, never judged",
+        "measured-shared": "energy of a shared node: shown, never judged",
+    }.get(trust or "", "no energy meter")
 
 
-def judge(fig: Figure, name: str, value, base, *, blocked: str | None, energy_trust: str | None,
-          repeats: int = 1) -> dict:
+def judge(
+    fig: Figure,
+    name: str,
+    value,
+    base,
+    *,
+    blocked: str | None,
+    energy_trust: str | None,
+    repeats: int = 1,
+) -> dict:
     """One figure's comparison: value, baseline, change, noise, threshold, verdict, why."""
     from .recipes import is_energy_figure
-    out = {"value": value, "baseline": base.value if base else None, "change": None,
-           "noise": base.noise if base else None, "threshold": None, "verdict": "no verdict", "why": ""}
+
+    out = {
+        "value": value,
+        "baseline": base.value if base else None,
+        "change": None,
+        "noise": base.noise if base else None,
+        "threshold": None,
+        "verdict": "no verdict",
+        "why": "",
+    }
     if base is not None and value is not None and base.value:
         out["change"] = (value - base.value) / base.value
     why_energy = energy_no_verdict(energy_trust) if is_energy_figure(name) else None
@@ -149,25 +189,38 @@ def judge(fig: Figure, name: str, value, base, *, blocked: str | None, energy_tr
     elif base is None:
         out["why"] = "no baseline for this figure"
     elif base.noise is None or base.runs < MIN_RUNS:
-        out["why"] = (f"noise unknown: the baseline comes from {base.runs} clean run(s), "
-                      f"it needs {MIN_RUNS}")
+        out["why"] = (
+            f"noise unknown: the baseline comes from {base.runs} clean run(s), it needs {MIN_RUNS}"
+        )
     else:
         t, sd, judged = threshold(base.noise, base.runs, repeats)
         out["threshold"] = round(t, 4)
         if not judged:
-            out["why"] = (f"not judged here: noise {base.noise:.1%} per run (a {DETECT:.0%} change "
-                          f"would be missed more than 1 time in 10 with {repeats} run(s))")
+            out["why"] = (
+                f"not judged here: noise {base.noise:.1%} per run (a {DETECT:.0%} change "
+                f"would be missed more than 1 time in 10 with {repeats} run(s))"
+            )
             out["threshold"] = None
         else:
             bad = out["change"] < -t if fig.better == "higher" else out["change"] > t
             good = out["change"] > t if fig.better == "higher" else out["change"] < -t
             out["verdict"] = "regression" if bad else "improvement" if good else "within noise"
-            out["why"] = f"threshold {t:.1%} = max({FLOOR:.0%}, {SIGMAS:g} x noise of the difference)"
+            out["why"] = (
+                f"threshold {t:.1%} = max({FLOOR:.0%}, {SIGMAS:g} x noise of the difference)"
+            )
     return out
 
 
-def compare(b: BaselineFile | None, entry, figures: dict[str, Figure], values: dict, *,
-            blocked: str | None = None, energy_trust: str | None = None, repeats: int = 1) -> dict:
+def compare(
+    b: BaselineFile | None,
+    entry,
+    figures: dict[str, Figure],
+    values: dict,
+    *,
+    blocked: str | None = None,
+    energy_trust: str | None = None,
+    repeats: int = 1,
+) -> dict:
     """Every figure of a run against its baseline entry. ``blocked``: why no figure of
     this run can be judged (another machine, a disturbed run), or None."""
     if entry is None and blocked is None:
@@ -178,7 +231,9 @@ def compare(b: BaselineFile | None, entry, figures: dict[str, Figure], values: d
         if v is None:
             continue
         base = entry.figures.get(name) if entry is not None else None
-        out[name] = judge(fig, name, v, base, blocked=blocked, energy_trust=energy_trust, repeats=repeats)
+        out[name] = judge(
+            fig, name, v, base, blocked=blocked, energy_trust=energy_trust, repeats=repeats
+        )
     return out
 
 
@@ -232,14 +287,19 @@ def update(system: str, app: str, results: list[dict], **kw) -> tuple[Path, list
     """Merge results into the system's baseline file (atomically); see ``merge``."""
     f, text, notes = merge(system, app, results, **kw)
     if not text:
-        raise ApptuneError(f, None, f"nothing to record for {app}: no clean, verified result "
-                           f"({'; '.join(notes) or 'no result'})")
+        raise ApptuneError(
+            f,
+            None,
+            f"nothing to record for {app}: no clean, verified result "
+            f"({'; '.join(notes) or 'no result'})",
+        )
     atomic_write_text(f, text)
     return f, notes
 
 
-def merge(system: str, app: str, results: list[dict],
-          figures: dict[str, Figure] | None = None) -> tuple[Path, str, list[str]]:
+def merge(
+    system: str, app: str, results: list[dict], figures: dict[str, Figure] | None = None
+) -> tuple[Path, str, list[str]]:
     """The baseline file with ``results`` merged in: (path, new text, notes).
 
     Only verified, clean results with a machine fingerprint count; per machine and
@@ -247,19 +307,30 @@ def merge(system: str, app: str, results: list[dict],
     robust noise. Modelled (or shared, or absent) energy is not recorded; figures whose
     value is not a positive finite number are left out (and said so)."""
     from .recipes import is_energy_figure
+
     f, b = load(system, app)
-    data = b.model_dump(mode="json") if b else {"app": app, "system": system, "machines": {}, "entries": []}
-    entries = {(e["machine"], e["environment"], e["variant"], e["tier"]): e for e in data["entries"]}
+    data = (
+        b.model_dump(mode="json")
+        if b
+        else {"app": app, "system": system, "machines": {}, "entries": []}
+    )
+    entries = {
+        (e["machine"], e["environment"], e["variant"], e["tier"]): e for e in data["entries"]
+    }
     notes, groups = [], {}
     for r in results:
         if r.get("app") != app:
             continue
         why = usable(r)
         if why:
-            notes.append(f"{r.get('environment')}/{r.get('variant')} tier {r.get('tier')} "
-                         f"({r.get('run_id', '?')}): left out: {why}")
+            notes.append(
+                f"{r.get('environment')}/{r.get('variant')} tier {r.get('tier')} "
+                f"({r.get('run_id', '?')}): left out: {why}"
+            )
             continue
-        groups.setdefault((r["machine_id"], r["environment"], r["variant"], r["tier"]), []).append(r)
+        groups.setdefault((r["machine_id"], r["environment"], r["variant"], r["tier"]), []).append(
+            r
+        )
     today = datetime.date.today().isoformat()
     for key, rs in groups.items():
         mid = key[0]
@@ -267,29 +338,45 @@ def merge(system: str, app: str, results: list[dict],
         figs = {}
         names = sorted({n for r in rs for n in (r.get("figures") or {})})
         for n in names:
-            if is_energy_figure(n) and any(energy_no_verdict((r.get("energy") or {}).get("trust"))
-                                           for r in rs):
+            if is_energy_figure(n) and any(
+                energy_no_verdict((r.get("energy") or {}).get("trust")) for r in rs
+            ):
                 continue
-            vals = [r["figures"][n] for r in rs if isinstance(r["figures"].get(n), (int, float))
-                    and not isinstance(r["figures"].get(n), bool)]
+            vals = [
+                r["figures"][n]
+                for r in rs
+                if isinstance(r["figures"].get(n), (int, float))
+                and not isinstance(r["figures"].get(n), bool)
+            ]
             bad = [v for v in vals if not (math.isfinite(v) and v > 0)]
             if bad or not vals:
-                notes.append(f"{key[1]}/{key[2]} tier {key[3]}: {n} left out "
-                             f"({'value ' + repr(bad[0]) if bad else 'no value'}: a baseline holds "
-                             "positive finite numbers)")
+                notes.append(
+                    f"{key[1]}/{key[2]} tier {key[3]}: {n} left out "
+                    f"({'value ' + repr(bad[0]) if bad else 'no value'}: a baseline holds "
+                    "positive finite numbers)"
+                )
                 continue
             noise = run_noise(vals)
-            figs[n] = {"value": round(statistics.median(vals), 6),
-                       "noise": round(noise, 4) if noise is not None else None, "runs": len(vals)}
+            figs[n] = {
+                "value": round(statistics.median(vals), 6),
+                "noise": round(noise, 4) if noise is not None else None,
+                "runs": len(vals),
+            }
         if not figs:
             continue
         runs = sorted({str(r.get("run_id", "?")) for r in rs})
-        entries[key] = {"machine": mid, "environment": key[1], "variant": key[2], "tier": key[3],
-                        "recorded": f"{today}, median of {len(rs)} clean run(s): {', '.join(runs)}",
-                        "figures": figs}
-    if not groups:   # nothing to record: the file stays as it is
+        entries[key] = {
+            "machine": mid,
+            "environment": key[1],
+            "variant": key[2],
+            "tier": key[3],
+            "recorded": f"{today}, median of {len(rs)} clean run(s): {', '.join(runs)}",
+            "figures": figs,
+        }
+    if not groups:  # nothing to record: the file stays as it is
         return f, f.read_text() if f.exists() else "", notes
-    data["entries"] = sorted(entries.values(),
-                             key=lambda e: (e["machine"], e["tier"], e["environment"], e["variant"]))
+    data["entries"] = sorted(
+        entries.values(), key=lambda e: (e["machine"], e["tier"], e["environment"], e["variant"])
+    )
     BaselineFile.model_validate(data)
     return f, HEADER + dump_yaml(data), notes

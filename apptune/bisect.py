@@ -39,6 +39,7 @@ How (details and the measured cases: docs/tuning.md):
 A build+run cycle is counted for each end (build and run) and each candidate
 (relink and run); timing repeats are counted apart.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -46,10 +47,8 @@ import difflib
 import fnmatch
 import hashlib
 import json
-import math
 import shlex
 import shutil
-import statistics
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -59,9 +58,9 @@ import yaml
 
 from . import build, localrun, paths, recipes
 from .errors import ApptuneError
+from .figures import finite_median, fmt_figure
 from .models import Recipe
 from .yamlio import atomic_write_json, atomic_write_text
-
 
 
 # ------------------------------------------------------------------------ archives
@@ -69,17 +68,19 @@ def read_archive(path: Path) -> list[tuple[str, bytes]]:
     """Members (name, bytes) of a System V / GNU ``ar`` archive, in order."""
     data = Path(path).read_bytes()
     if data.startswith(b"!<thin>\n"):
-        raise ApptuneError(path, "archive", "thin archives are not supported (members live elsewhere)")
+        raise ApptuneError(
+            path, "archive", "thin archives are not supported (members live elsewhere)"
+        )
     if not data.startswith(b"!<arch>\n"):
         raise ApptuneError(path, "archive", "not an ar archive")
     pos, longnames, out = 8, b"", []
     while pos + 60 <= len(data):
-        hdr = data[pos:pos + 60]
+        hdr = data[pos : pos + 60]
         if hdr[58:60] != b"`\n":
             raise ApptuneError(path, "archive", f"malformed member header at byte {pos}")
         name = hdr[:16].decode("latin-1").rstrip()
         size = int(hdr[48:58].decode().strip())
-        body = data[pos + 60:pos + 60 + size]
+        body = data[pos + 60 : pos + 60 + size]
         pos += 60 + size + (size & 1)
         if name in ("/", "/SYM64/"):
             continue
@@ -106,8 +107,9 @@ def _sha(data: bytes) -> str:
 @dataclass
 class Unit:
     """One separately compiled object file of both builds."""
-    obj: str            # path under the source root
-    source: str         # the compiled source, under the source root
+
+    obj: str  # path under the source root
+    source: str  # the compiled source, under the source root
     lang: str
     good_sha: str
     bad_sha: str
@@ -122,7 +124,11 @@ def object_of(entry: dict) -> str | None:
         if a.startswith("-o") and len(a) > 2:
             return str(Path(entry["cwd"], a[2:]))
     if entry.get("sources"):
-        src = next(a for a in argv[1:] if not a.startswith("-") and Path(a).name == Path(entry["sources"][0]).name)
+        src = next(
+            a
+            for a in argv[1:]
+            if not a.startswith("-") and Path(a).name == Path(entry["sources"][0]).name
+        )
         return str(Path(entry["cwd"], Path(src).stem + ".o"))
     return None
 
@@ -131,7 +137,7 @@ def compile_lines(stage: Path) -> list[dict]:
     f = Path(stage) / "compile-lines.jsonl"
     if not f.is_file():
         raise ApptuneError(f, None, "no compile lines: was this built by apptune?")
-    return [json.loads(l) for l in f.read_text().splitlines() if l.strip()]
+    return [json.loads(ln) for ln in f.read_text().splitlines() if ln.strip()]
 
 
 def objects(stage: Path) -> dict[str, dict]:
@@ -160,9 +166,12 @@ def units_of(good: Path, bad: Path) -> tuple[list[Unit], dict]:
     g, b = objects(good), objects(bad)
     only = sorted(set(g) ^ set(b))
     if only:
-        raise ApptuneError(Path(bad) / "compile-lines.jsonl", only[0],
-                           f"compiled in only one of the two builds ({len(only)} such objects): "
-                           "bisect mixes objects of builds of the same source, patches and axes")
+        raise ApptuneError(
+            Path(bad) / "compile-lines.jsonl",
+            only[0],
+            f"compiled in only one of the two builds ({len(only)} such objects): "
+            "bisect mixes objects of builds of the same source, patches and axes",
+        )
     units, same, missing = [], [], []
     for rel in sorted(b):
         go, bo = Path(good, "src", rel), Path(bad, "src", rel)
@@ -173,13 +182,16 @@ def units_of(good: Path, bad: Path) -> tuple[list[Unit], dict]:
         if gs == bs:
             same.append(rel)
             continue
-        units.append(Unit(obj=rel, source=b[rel]["source"], lang=b[rel]["lang"], good_sha=gs, bad_sha=bs))
+        units.append(
+            Unit(obj=rel, source=b[rel]["source"], lang=b[rel]["lang"], good_sha=gs, bad_sha=bs)
+        )
     return units, {"identical": len(same), "missing": missing}
 
 
 def module_differences(good: Path, bad: Path) -> list[str]:
     """Fortran module files (``*.mod``) that differ between the two builds."""
     import gzip
+
     out = []
     for m in sorted(Path(bad, "src").rglob("*.mod")):
         rel = m.relative_to(Path(bad, "src"))
@@ -211,8 +223,12 @@ def defined_globals(obj: Path) -> tuple[list[str], list[str]]:
     Weak definitions are left out: they already give way to a strong one."""
     head = Path(obj).read_bytes()
     if head.startswith(b"BC\xc0\xde") or b".gnu.lto_" in head:
-        raise ApptuneError(obj, "nm", "a link-time-optimisation object (GCC or LLVM IR): its "
-                           "functions are compiled at link time and cannot be mixed")
+        raise ApptuneError(
+            obj,
+            "nm",
+            "a link-time-optimisation object (GCC or LLVM IR): its "
+            "functions are compiled at link time and cannot be mixed",
+        )
     p = subprocess.run(["nm", "-P", "--defined-only", str(obj)], capture_output=True, text=True)
     if p.returncode != 0:
         raise ApptuneError(obj, "nm", f"cannot list the symbols: {p.stderr.strip()[:200]}")
@@ -238,8 +254,15 @@ def pretty_symbol(name: str) -> str:
     return name
 
 
-def symbol_mix(good_obj: Path, bad_obj: Path, good_funcs: set[str], funcs: list[str], dest: Path,
-               env: dict | None = None, log=None) -> Path:
+def symbol_mix(
+    good_obj: Path,
+    bad_obj: Path,
+    good_funcs: set[str],
+    funcs: list[str],
+    dest: Path,
+    env: dict | None = None,
+    log=None,
+) -> Path:
     """One relocatable object: the functions in ``good_funcs`` as the good object
     defines them, every other function and every variable as the bad object does."""
     dest = Path(dest)
@@ -249,21 +272,29 @@ def symbol_mix(good_obj: Path, bad_obj: Path, good_funcs: set[str], funcs: list[
     if unknown:
         raise ApptuneError(good_obj, unknown[0], "not a global function of both objects")
     steps, parts = [], []
-    for name, obj, weak in (("good", good_obj, sorted((set(funcs) - set(good_funcs)) | set(good_data))),
-                            ("bad", bad_obj, sorted(good_funcs))):
+    for name, obj, weak in (
+        ("good", good_obj, sorted((set(funcs) - set(good_funcs)) | set(good_data))),
+        ("bad", bad_obj, sorted(good_funcs)),
+    ):
         lst = dest.with_name(f"{dest.name}.{name}.weak")
         lst.write_text("".join(f"{w}\n" for w in weak))
         parts.append(str(dest.with_name(f"{dest.name}.{name}.o")))
         # objcopy fails on an empty list file: then the copy is the object itself
-        steps.append(["objcopy", *([f"--weaken-symbols={lst}"] if weak else []), str(obj), parts[-1]])
+        steps.append(
+            ["objcopy", *([f"--weaken-symbols={lst}"] if weak else []), str(obj), parts[-1]]
+        )
     steps.append(["ld", "-r", "-o", str(dest), *parts])
     for argv in steps:
         p = subprocess.run(argv, env=env, capture_output=True, text=True)
         if log is not None:
             log.write(f"{shlex.join(argv)}\n{p.stdout}{p.stderr}")
         if p.returncode != 0:
-            raise ApptuneError(bad_obj, argv[0], f"mixing functions failed (exit {p.returncode}): "
-                               f"{(p.stderr or p.stdout).strip()[:200]}")
+            raise ApptuneError(
+                bad_obj,
+                argv[0],
+                f"mixing functions failed (exit {p.returncode}): "
+                f"{(p.stderr or p.stdout).strip()[:200]}",
+            )
     return dest
 
 
@@ -271,19 +302,32 @@ def symbol_mix(good_obj: Path, bad_obj: Path, good_funcs: set[str], funcs: list[
 class Mixer:
     """Mixed builds: the bad tree with some objects taken from the good tree."""
 
-    def __init__(self, recipe: Recipe, plan: dict, good: Path, bad: Path, units: list[Unit],
-                 site: localrun.Site):
+    def __init__(
+        self,
+        recipe: Recipe,
+        plan: dict,
+        good: Path,
+        bad: Path,
+        units: list[Unit],
+        site: localrun.Site,
+    ):
         self.recipe, self.plan, self.site = recipe, plan, site
         self.good, self.bad = Path(good).resolve(), Path(bad).resolve()
         self.units = {u.obj: u for u in units}
         # the link commands to replay: those whose output is still in the tree (a build
         # system's probes, e.g. configure's conftest, linked programs that are gone)
-        self.lines = [e for e in compile_lines(self.bad)
-                      if (e["kind"] == "link" or (e["kind"] == "compile" and "-c" not in e["argv"]))
-                      and _output_exists(e)]
+        self.lines = [
+            e
+            for e in compile_lines(self.bad)
+            if (e["kind"] == "link" or (e["kind"] == "compile" and "-c" not in e["argv"]))
+            and _output_exists(e)
+        ]
         if not self.lines:
-            raise ApptuneError(self.bad / "compile-lines.jsonl", "link",
-                               "no link command was recorded: nothing to relink")
+            raise ApptuneError(
+                self.bad / "compile-lines.jsonl",
+                "link",
+                "no link command was recorded: nothing to relink",
+            )
         self.members = self._archive_index()
 
     def _archive_index(self) -> dict[str, list[str]]:
@@ -301,9 +345,13 @@ class Mixer:
                 if obj is None:
                     continue
                 if Path(obj).name != name:
-                    raise ApptuneError(a, name, f"member holds {obj} under another name: cannot replace it")
+                    raise ApptuneError(
+                        a, name, f"member holds {obj} under another name: cannot replace it"
+                    )
                 if names.count(name) > 1:
-                    raise ApptuneError(a, name, "two members of this name: cannot replace one of them")
+                    raise ApptuneError(
+                        a, name, "two members of this name: cannot replace one of them"
+                    )
                 where.setdefault(obj, []).append(str(a.relative_to(src)))
         return where
 
@@ -338,8 +386,11 @@ class Mixer:
         ctx = dict(self.plan, cc="cc", cxx="c++", ftn="ftn")
         for rel, name in build.product_paths(self.recipe, ctx):
             shutil.copy2(src / rel, dest / name)
-        (dest / "mix.json").write_text(json.dumps({"good_objects": sorted(good_objs),
-                                                   "replaced": sorted(replace or {})}, indent=1))
+        (dest / "mix.json").write_text(
+            json.dumps(
+                {"good_objects": sorted(good_objs), "replaced": sorted(replace or {})}, indent=1
+            )
+        )
         return dest
 
     @staticmethod
@@ -348,8 +399,11 @@ class Mixer:
         log.flush()
         p = subprocess.run(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
         if p.returncode != 0:
-            raise ApptuneError(Path(log.name), argv[0], f"relinking failed (exit {p.returncode}): "
-                               f"{shlex.join(argv)[:200]}")
+            raise ApptuneError(
+                Path(log.name),
+                argv[0],
+                f"relinking failed (exit {p.returncode}): {shlex.join(argv)[:200]}",
+            )
 
 
 # -------------------------------------------------------------------------- search
@@ -372,23 +426,42 @@ def bisect_search(units: list[str], fails, noun: str = "object") -> dict:
     notes: list[str] = []
     c = list(units)
     while len(c) > 1:
-        h1, h2 = c[:len(c) // 2], c[len(c) // 2:]
+        h1, h2 = c[: len(c) // 2], c[len(c) // 2 :]
         c = h1 if fails(h1) else h2
     x = c[0]
     if not fails([u for u in units if u != x]):
-        return {"culprits": [x], "verified": True, "one_minimal": True, "method": "bisection", "notes": notes}
+        return {
+            "culprits": [x],
+            "verified": True,
+            "one_minimal": True,
+            "method": "bisection",
+            "notes": notes,
+        }
     if fails([]):
         if noun != "object":
-            raise ApptuneError(None, "bisect", f"the candidate with every {noun} from the good build "
-                               f"still fails: the cause is not in one {noun} (code inlined elsewhere, "
-                               "a function with internal linkage, or data)")
-        raise ApptuneError(None, "bisect", "the candidate with every object from the good build "
-                           "still fails: the cause is not in an object file's flags (the link "
-                           "line, the libraries or the run)")
+            raise ApptuneError(
+                None,
+                "bisect",
+                f"the candidate with every {noun} from the good build "
+                f"still fails: the cause is not in one {noun} (code inlined elsewhere, "
+                "a function with internal linkage, or data)",
+            )
+        raise ApptuneError(
+            None,
+            "bisect",
+            "the candidate with every object from the good build "
+            "still fails: the cause is not in an object file's flags (the link "
+            "line, the libraries or the run)",
+        )
     notes.append(f"{x} alone is not enough: ddmin over the good {noun}s")
     good = ddmin(list(units), lambda s: not fails([u for u in units if u not in set(s)]))
-    return {"culprits": good, "verified": True, "one_minimal": True, "method": "bisection, then ddmin",
-            "notes": notes}
+    return {
+        "culprits": good,
+        "verified": True,
+        "one_minimal": True,
+        "method": "bisection, then ddmin",
+        "notes": notes,
+    }
 
 
 def ddmin(c: list[str], passes) -> list[str]:
@@ -397,7 +470,7 @@ def ddmin(c: list[str], passes) -> list[str]:
     n = 2
     while len(c) >= 2:
         size = len(c) / n
-        parts = [c[round(i * size):round((i + 1) * size)] for i in range(n)]
+        parts = [c[round(i * size) : round((i + 1) * size)] for i in range(n)]
         for p in parts:
             if passes(p):
                 c, n = p, 2
@@ -423,7 +496,11 @@ def good_flags(plan: dict, source: str) -> dict:
             if r["ladder"] == "recipe":
                 return {"cflags": list(r["cflags"]), "fflags": list(r["fflags"])}
             return {"flags": r["ladder"]}
-    return {"flags": recipes.Variant.parse(plan["variant"].split()[0], recipes.load_recipe(plan["app"])).ladder}
+    return {
+        "flags": recipes.Variant.parse(
+            plan["variant"].split()[0], recipes.load_recipe(plan["app"])
+        ).ladder
+    }
 
 
 def covering_rule(recipe: Recipe, source: str) -> int | None:
@@ -450,6 +527,7 @@ def _flow(v) -> str:
 def _render_entries(entries: list[dict]) -> str:
     """Rules in the recipes' own style: flow lists, the reason folded (``>-``)."""
     import textwrap
+
     out = []
     for e in entries:
         out.append(f"  - files: {_flow(e['files'])}\n")
@@ -457,7 +535,7 @@ def _render_entries(entries: list[dict]) -> str:
             if k in e:
                 out.append(f"    {k}: {_flow(e[k])}\n")
         out.append("    reason: >-\n")
-        out += [f"      {l}\n" for l in textwrap.wrap(" ".join(e["reason"].split()), 84)]
+        out += [f"      {ln}\n" for ln in textwrap.wrap(" ".join(e["reason"].split()), 84)]
     return "".join(out)
 
 
@@ -474,17 +552,17 @@ def add_per_file(text: str, entries: list[dict], where: str = "recipe") -> str:
             j -= 1
         return j
 
-    for i, l in enumerate(lines):
-        key = l.split("#")[0].strip()
+    for i, line in enumerate(lines):
+        key = line.split("#")[0].strip()
         if key == "per_file: []":
-            new = lines[:i] + ["per_file:\n", items] + lines[i + 1:]
+            new = lines[:i] + ["per_file:\n", items] + lines[i + 1 :]
             break
         if key == "per_file:":
             j = section_end(i)
             new = lines[:j] + [items] + lines[j:]
             break
     else:
-        i = next((k for k, l in enumerate(lines) if l.startswith("run:")), len(lines))
+        i = next((k for k, ln in enumerate(lines) if ln.startswith("run:")), len(lines))
         while i > 0 and lines[i - 1].startswith("#"):
             i -= 1
         blank = ["\n"] if i > 0 and lines[i - 1].strip() else []
@@ -540,37 +618,78 @@ class BisectResult:
         return len(self.cycles)
 
 
-def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
-           work: Path | None = None, ignore_per_file: bool = False, repeats: int = 3,
-           max_cycles: int = 40, ranks: int | None = None, functions: bool = True,
-           log=None) -> BisectResult:
+def bisect(
+    app: str,
+    good: str,
+    bad: str,
+    site: localrun.Site,
+    tier: str = "ci",
+    work: Path | None = None,
+    ignore_per_file: bool = False,
+    repeats: int = 3,
+    max_cycles: int = 40,
+    ranks: int | None = None,
+    functions: bool = True,
+    log=None,
+) -> BisectResult:
     log = log or (lambda m: print(m, flush=True))
     recipe = recipes.load_recipe(app)
     rfile = recipes.recipe_path(app)
     if tier not in recipe.tiers:
-        raise ApptuneError(rfile, "tiers", f"unknown tier '{tier}' (allowed: {', '.join(recipe.tiers)})")
+        raise ApptuneError(
+            rfile, "tiers", f"unknown tier '{tier}' (allowed: {', '.join(recipe.tiers)})"
+        )
     pg = localrun.plan_for(recipe, good, site)
     pb = localrun.plan_for(recipe, bad, site, ladder_everywhere=ignore_per_file)
     if pg["axes"] != pb["axes"] or pg["patches"] != pb["patches"]:
-        diff = {a: (pg["axes"][a], pb["axes"][a]) for a in pg["axes"] if pg["axes"][a] != pb["axes"][a]}
-        raise ApptuneError(rfile, "variant", f"--good {good} and --bad {bad} differ in more than flags "
-                           f"({diff or 'patches'}): bisect mixes objects of builds of the same source, "
-                           "patches and library axes")
+        diff = {
+            a: (pg["axes"][a], pb["axes"][a]) for a in pg["axes"] if pg["axes"][a] != pb["axes"][a]
+        }
+        raise ApptuneError(
+            rfile,
+            "variant",
+            f"--good {good} and --bad {bad} differ in more than flags "
+            f"({diff or 'patches'}): bisect mixes objects of builds of the same source, "
+            "patches and library axes",
+        )
     if pg == pb:
         raise ApptuneError(rfile, "variant", f"--good {good} and --bad {bad} are the same build")
-    work = Path(work or paths.root() / "runs" / "bisect" /
-                f"{app}-{site.environment}-{good}-vs-{bad}{'-ignore-per-file' if ignore_per_file else ''}")
+    work = Path(
+        work
+        or paths.root()
+        / "runs"
+        / "bisect"
+        / f"{app}-{site.environment}-{good}-vs-{bad}{'-ignore-per-file' if ignore_per_file else ''}"
+    )
     work = work.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    res = BisectResult(app=app, environment=site.environment, tier=tier, good=good, bad=bad,
-                       ignore_per_file=ignore_per_file, units=0, left_out={})
+    res = BisectResult(
+        app=app,
+        environment=site.environment,
+        tier=tier,
+        good=good,
+        bad=bad,
+        ignore_per_file=ignore_per_file,
+        units=0,
+        left_out={},
+    )
     figure = recipe.run.primary
 
     def cycle(what, n_good, n_bad, r, t0):
-        c = Cycle(len(res.cycles) + 1, what, n_good, n_bad, r.ok, r.summary, round(time.monotonic() - t0, 1))
+        c = Cycle(
+            len(res.cycles) + 1,
+            what,
+            n_good,
+            n_bad,
+            r.ok,
+            r.summary,
+            round(time.monotonic() - t0, 1),
+        )
         res.cycles.append(c)
-        log(f"apptune: bisect: cycle {c.n}: {what}: {'verified' if r.ok else 'FAILED'} ({c.seconds} s)"
-            + ("" if r.ok else f": {r.summary[:160]}"))
+        log(
+            f"apptune: bisect: cycle {c.n}: {what}: {'verified' if r.ok else 'FAILED'} "
+            f"({c.seconds} s)" + ("" if r.ok else f": {r.summary[:160]}")
+        )
         return c
 
     ends = {}
@@ -578,34 +697,49 @@ def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
         t0 = time.monotonic()
         log(f"apptune: bisect: building {name} end {plan['variant']} with {site.environment}")
         localrun.build_variant(recipe, plan, site, work / name, use_cache=False)
-        r = localrun.run_tier(recipe, tier, work / name, work / "runs" / name, site, ranks=ranks,
-                              label=variant)
+        r = localrun.run_tier(
+            recipe, tier, work / name, work / "runs" / name, site, ranks=ranks, label=variant
+        )
         cycle(f"{name} build {variant}", 0, 0, r, t0)
         ends[name] = r
     if not ends["good"].ok:
-        raise ApptuneError(None, "--good", f"{good} fails verification itself on tier {tier}: "
-                           f"{ends['good'].summary}")
+        raise ApptuneError(
+            None,
+            "--good",
+            f"{good} fails verification itself on tier {tier}: {ends['good'].summary}",
+        )
     if ends["bad"].ok:
-        raise ApptuneError(None, "--bad", f"{bad} passes verification on tier {tier}: nothing to bisect")
+        raise ApptuneError(
+            None, "--bad", f"{bad} passes verification on tier {tier}: nothing to bisect"
+        )
     units, left = units_of(work / "good", work / "bad")
     res.units, res.left_out = len(units), left
     if not units:
-        raise ApptuneError(work / "bad" / "compile-lines.jsonl", "compile lines",
-                           "no separately compiled object differs between the builds "
-                           "(a build that compiles and links in one command has no objects to mix)")
+        raise ApptuneError(
+            work / "bad" / "compile-lines.jsonl",
+            "compile lines",
+            "no separately compiled object differs between the builds "
+            "(a build that compiles and links in one command has no objects to mix)",
+        )
     res.modules_differing = module_differences(work / "good", work / "bad")
     if res.modules_differing:
-        res.notes.append("Fortran module files differ between the builds (mixing objects assumes "
-                         f"identical interfaces): {', '.join(res.modules_differing[:5])}")
-    log(f"apptune: bisect: {len(units)} objects differ ({left['identical']} identical, "
-        f"{len(left['missing'])} not in the tree)")
+        res.notes.append(
+            "Fortran module files differ between the builds (mixing objects assumes "
+            f"identical interfaces): {', '.join(res.modules_differing[:5])}"
+        )
+    log(
+        f"apptune: bisect: {len(units)} objects differ ({left['identical']} identical, "
+        f"{len(left['missing'])} not in the tree)"
+    )
     mixer = Mixer(recipe, pb, work / "good", work / "bad", units, site)
     # the relink replays the build: all-bad objects must give the bad build's product back
     check = mixer.make(set(), work / "mix-relink-check")
     exe = recipe.run.executable
     res.relink_identical = (check / exe).read_bytes() == (work / "bad" / exe).read_bytes()
     if not res.relink_identical:
-        res.notes.append(f"relinking the bad build's own objects did not reproduce {exe} byte for byte")
+        res.notes.append(
+            f"relinking the bad build's own objects did not reproduce {exe} byte for byte"
+        )
     shutil.rmtree(check)
 
     order = [u.obj for u in units]
@@ -618,8 +752,15 @@ def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
         t0 = time.monotonic()
         n = len(res.cycles) + 1
         d = mixer.make(goods, work / f"mix-{n:02d}", replace)
-        r = localrun.run_tier(recipe, tier, d, work / "runs" / f"mix-{n:02d}", site, ranks=ranks,
-                              label=f"{bad} with {len(goods)} good objects")
+        r = localrun.run_tier(
+            recipe,
+            tier,
+            d,
+            work / "runs" / f"mix-{n:02d}",
+            site,
+            ranks=ranks,
+            label=f"{bad} with {len(goods)} good objects",
+        )
         cycle(what, len(goods), n_bad, r, t0)
         if r.ok:
             (d / "passed").touch()
@@ -631,8 +772,11 @@ def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
         key = frozenset(bad_objs)
         if key not in memo:
             goods = set(order) - key
-            what = (f"{len(key)} bad: " + ", ".join(units_by[o].source for o in sorted(key))
-                    if len(key) <= 3 else f"{len(key)} bad objects, {len(goods)} good")
+            what = (
+                f"{len(key)} bad: " + ", ".join(units_by[o].source for o in sorted(key))
+                if len(key) <= 3
+                else f"{len(key)} bad objects, {len(goods)} good"
+            )
             memo[key] = candidate(goods, {}, what, len(key))
         return memo[key]
 
@@ -647,11 +791,19 @@ def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
     res.method = found["method"]
     res.verified, res.one_minimal = found["verified"], found["one_minimal"]
     culprit_sources = sorted({units_by[o].source for o in found["culprits"]})
-    res.culprits = [{"object": o, "source": units_by[o].source, "good_flags": good_flags(pg, units_by[o].source)}
-                    for o in found["culprits"]]
-    reason = (f"apptune bisect ({datetime.date.today()}): with {bad}'s flags these files fail "
-              f"verification on tier {tier} ({ends['bad'].summary[:120]}); "
-              f"{len(res.cycles)} build+run cycles")
+    res.culprits = [
+        {
+            "object": o,
+            "source": units_by[o].source,
+            "good_flags": good_flags(pg, units_by[o].source),
+        }
+        for o in found["culprits"]
+    ]
+    reason = (
+        f"apptune bisect ({datetime.date.today()}): with {bad}'s flags these files fail "
+        f"verification on tier {tier} ({ends['bad'].summary[:120]}); "
+        f"{len(res.cycles)} build+run cycles"
+    )
     new_sources = []
     for s in culprit_sources:
         i = covering_rule(recipe, s)
@@ -664,8 +816,11 @@ def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
         text = rfile.read_text()
         new = add_per_file(text, res.entries, str(rfile))
         rel = str(rfile.relative_to(paths.root()))
-        res.diff = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True),
-                                                f"a/{rel}", f"b/{rel}"))
+        res.diff = "".join(
+            difflib.unified_diff(
+                text.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"
+            )
+        )
     if not res.verified:
         res.notes.append("no set of good objects was found that passes: no rule proposed")
         _save(res, work)
@@ -673,16 +828,35 @@ def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
     if functions:
         for obj in found["culprits"]:
             try:
-                res.functions.append(_function_level(obj, units_by[obj].source, set(found["culprits"]),
-                                                      work, mixer, candidate, log))
+                res.functions.append(
+                    _function_level(
+                        obj,
+                        units_by[obj].source,
+                        set(found["culprits"]),
+                        work,
+                        mixer,
+                        candidate,
+                        log,
+                    )
+                )
             except BudgetExhausted:
-                res.notes.append(f"function-level search of {units_by[obj].source} stopped: the budget "
-                                 f"of {max_cycles} build+run cycles is used up")
+                res.notes.append(
+                    f"function-level search of {units_by[obj].source} stopped: the budget "
+                    f"of {max_cycles} build+run cycles is used up"
+                )
                 break
-            except ApptuneError as e:   # the file-level result stands
-                res.functions.append({"object": obj, "source": units_by[obj].source, "of": 0,
-                                      "functions": [], "verified": False, "cycles": 0,
-                                      "note": f"not searched at function level: {e}"})
+            except ApptuneError as e:  # the file-level result stands
+                res.functions.append(
+                    {
+                        "object": obj,
+                        "source": units_by[obj].source,
+                        "of": 0,
+                        "functions": [],
+                        "verified": False,
+                        "cycles": 0,
+                        "note": f"not searched at function level: {e}",
+                    }
+                )
     # timing: good, bad and the mixed build of the override, interleaved, same session
     mixed = work / "mix-final"
     mixer.make(set(found["culprits"]), mixed)
@@ -690,48 +864,75 @@ def bisect(app: str, good: str, bad: str, site: localrun.Site, tier: str = "ci",
     samples = {k: {"primary": [], "wall_time": []} for k in builds}
     for i in range(repeats):
         for k, d in builds.items():
-            r = localrun.run_tier(recipe, tier, d, work / "runs" / f"time-{k}-{i}", site, ranks=ranks, label=k)
+            r = localrun.run_tier(
+                recipe, tier, d, work / "runs" / f"time-{k}-{i}", site, ranks=ranks, label=k
+            )
             if k == "mixed" and not r.ok:
-                res.notes.append(f"timing repeat {i + 1}: the mixed build failed verification: {r.summary}")
+                res.notes.append(
+                    f"timing repeat {i + 1}: the mixed build failed verification: {r.summary}"
+                )
             samples[k]["primary"].append(r.figures.get(figure))
             samples[k]["wall_time"].append(r.wall_time)
-            log(f"apptune: bisect: timing {k} {i + 1}/{repeats}: {figure} = {r.figures.get(figure)}")
+            log(
+                f"apptune: bisect: timing {k} {i + 1}/{repeats}: {figure} = {r.figures.get(figure)}"
+            )
     res.timing = timing_table(samples, figure, recipe.run.figures.get(figure), repeats)
     _save(res, work)
     return res
 
 
-def _function_level(obj: str, source: str, culprits: set[str], work: Path, mixer: Mixer,
-                    candidate, log) -> dict:
+def _function_level(
+    obj: str, source: str, culprits: set[str], work: Path, mixer: Mixer, candidate, log
+) -> dict:
     """Which global functions of the culprit object ``obj`` must come from the good build
     (the other culprit objects good, every other object bad)."""
     g, b = mixer.good / "src" / obj, mixer.bad / "src" / obj
     gf, bf = defined_globals(g)[0], defined_globals(b)[0]
     funcs = sorted(set(gf) & set(bf))
-    out = {"object": obj, "source": source, "of": len(funcs), "functions": [], "verified": False,
-           "cycles": 0, "note": ""}
+    out = {
+        "object": obj,
+        "source": source,
+        "of": len(funcs),
+        "functions": [],
+        "verified": False,
+        "cycles": 0,
+        "note": "",
+    }
     notes = []
     if set(gf) ^ set(bf):
-        notes.append("defined in one build only, left as built: "
-                     + ", ".join(pretty_symbol(x) for x in sorted(set(gf) ^ set(bf))))
+        notes.append(
+            "defined in one build only, left as built: "
+            + ", ".join(pretty_symbol(x) for x in sorted(set(gf) ^ set(bf)))
+        )
     if len(funcs) < 2:
         notes.append(f"{len(funcs)} global function(s): nothing to narrow at function level")
-        return out | {"functions": [pretty_symbol(x) for x in funcs], "verified": len(funcs) == 1,
-                      "note": "; ".join(notes)}
+        return out | {
+            "functions": [pretty_symbol(x) for x in funcs],
+            "verified": len(funcs) == 1,
+            "note": "; ".join(notes),
+        }
     others = culprits - {obj}
-    memo: dict[frozenset, bool] = {frozenset(funcs): True}   # the whole object bad: known to fail
+    memo: dict[frozenset, bool] = {frozenset(funcs): True}  # the whole object bad: known to fail
     counter = [0]
-    logf = open(work / f"symbols-{_slug(obj)}.log", "a")
+    logf = open(work / f"symbols-{paths.slug(obj, 8)}.log", "a")
 
     def fails(bad_funcs) -> bool:
         key = frozenset(bad_funcs)
         if key not in memo:
             counter[0] += 1
-            mixed = symbol_mix(g, b, set(funcs) - key, funcs,
-                               work / "symbols" / f"{_slug(obj)}-{counter[0]:02d}" / Path(obj).name,
-                               mixer.site.environ(), logf)
+            mixed = symbol_mix(
+                g,
+                b,
+                set(funcs) - key,
+                funcs,
+                work / "symbols" / f"{paths.slug(obj, 8)}-{counter[0]:02d}" / Path(obj).name,
+                mixer.site.environ(),
+                logf,
+            )
             names = ", ".join(pretty_symbol(x) for x in sorted(key))
-            what = f"{source}: {len(key)} of {len(funcs)} functions bad" + (f": {names}" if 0 < len(key) <= 3 else "")
+            what = f"{source}: {len(key)} of {len(funcs)} functions bad" + (
+                f": {names}" if 0 < len(key) <= 3 else ""
+            )
             memo[key] = candidate(others, {obj: mixed}, what, len(key))
         return memo[key]
 
@@ -742,87 +943,130 @@ def _function_level(obj: str, source: str, culprits: set[str], work: Path, mixer
         return out | {"cycles": counter[0], "note": "; ".join(notes)}
     finally:
         logf.close()
-    out.update(functions=[pretty_symbol(x) for x in found["culprits"]], symbols=found["culprits"],
-               verified=found["verified"], method=found["method"], cycles=counter[0],
-               note="; ".join(notes))
-    log(f"apptune: bisect: {source}: {len(found['culprits'])} of {len(funcs)} global functions must keep "
-        f"the good flags: {', '.join(out['functions'])} ({counter[0]} cycles)")
+    out.update(
+        functions=[pretty_symbol(x) for x in found["culprits"]],
+        symbols=found["culprits"],
+        verified=found["verified"],
+        method=found["method"],
+        cycles=counter[0],
+        note="; ".join(notes),
+    )
+    log(
+        f"apptune: bisect: {source}: {len(found['culprits'])} of {len(funcs)} global functions "
+        f"must keep the good flags: {', '.join(out['functions'])} ({counter[0]} cycles)"
+    )
     return out
-
-
-def _slug(s: str) -> str:
-    return hashlib.sha256(s.encode()).hexdigest()[:8]
-
-
-def _median(xs):
-    xs = [x for x in xs if isinstance(x, (int, float)) and math.isfinite(x)]
-    return statistics.median(xs) if xs else None
 
 
 def timing_table(samples: dict, figure: str, spec, repeats: int) -> dict:
     better = spec.better if spec is not None else "lower"
     unit = spec.unit if spec is not None else "s"
-    med = {k: {m: _median(v[m]) for m in v} for k, v in samples.items()}
-    out = {"figure": figure, "unit": unit, "better": better, "repeats": repeats, "medians": med,
-           "samples": samples, "ratios": {}}
+    med = {k: {m: finite_median(v[m]) for m in v} for k, v in samples.items()}
+    out = {
+        "figure": figure,
+        "unit": unit,
+        "better": better,
+        "repeats": repeats,
+        "medians": med,
+        "samples": samples,
+        "ratios": {},
+    }
     for m in ("primary", "wall_time"):
         mx, g, b = med["mixed"][m], med["good"][m], med["bad"][m]
-        out["ratios"][m] = {"mixed/good": mx / g if mx and g else None, "mixed/bad": mx / b if mx and b else None}
+        out["ratios"][m] = {
+            "mixed/good": mx / g if mx and g else None,
+            "mixed/bad": mx / b if mx and b else None,
+        }
     return out
 
 
 def _save(res: BisectResult, work: Path) -> None:
     from dataclasses import asdict
+
     atomic_write_json(work / "bisect.json", asdict(res) | {"n_cycles": res.n_cycles})
     atomic_write_text(work / "bisect-report.md", report_md(res))
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "n/a"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
 def report_md(res: BisectResult) -> str:
-    L = [f"# apptune bisect: {res.app} {res.good} (good) vs {res.bad} (bad), {res.environment}, tier {res.tier}", ""]
+    L = [
+        f"# apptune bisect: {res.app} {res.good} (good) vs {res.bad} (bad), {res.environment}, "
+        f"tier {res.tier}",
+        "",
+    ]
     if res.ignore_per_file:
         L.append("The bad build ignores the recipe's per_file rules (`--ignore-per-file`).\n")
-    L.append(f"- objects that differ: {res.units} ({res.left_out.get('identical', 0)} identical left out)")
-    L.append(f"- build+run cycles: **{res.n_cycles}** (2 ends + {max(0, res.n_cycles - 2)} mixed candidates)")
+    L.append(
+        f"- objects that differ: {res.units} ({res.left_out.get('identical', 0)} identical left "
+        "out)"
+    )
+    L.append(
+        f"- build+run cycles: **{res.n_cycles}** (2 ends + {max(0, res.n_cycles - 2)} mixed "
+        "candidates)"
+    )
     if res.relink_identical is not None:
-        L.append(f"- relinking the bad objects reproduces the bad product byte for byte: "
-                 f"{'yes' if res.relink_identical else 'no'}")
+        L.append(
+            f"- relinking the bad objects reproduces the bad product byte for byte: "
+            f"{'yes' if res.relink_identical else 'no'}"
+        )
     if res.culprits:
-        L.append(f"- culprit(s): {', '.join('`' + c['source'] + '`' for c in res.culprits)} "
-                 f"({res.method}); verified: {'yes' if res.verified else 'no'}; "
-                 f"1-minimal: {'yes' if res.one_minimal else 'no'}")
+        L.append(
+            f"- culprit(s): {', '.join('`' + c['source'] + '`' for c in res.culprits)} "
+            f"({res.method}); verified: {'yes' if res.verified else 'no'}; "
+            f"1-minimal: {'yes' if res.one_minimal else 'no'}"
+        )
     for f in res.functions:
         if f["functions"] and f["verified"]:
-            L.append(f"- function level: in `{f['source']}`, {len(f['functions'])} of {f['of']} global "
-                     f"functions must keep the good flags: {', '.join('`' + x + '`' for x in f['functions'])}"
-                     f" ({f['cycles']} more cycle{'' if f['cycles'] == 1 else 's'})" + (f"; {f['note']}" if f['note'] else ""))
+            L.append(
+                f"- function level: in `{f['source']}`, {len(f['functions'])} of {f['of']} global "
+                "functions must keep the good flags: "
+                f"{', '.join('`' + x + '`' for x in f['functions'])} ({f['cycles']} more "
+                f"cycle{'' if f['cycles'] == 1 else 's'})" + (f"; {f['note']}" if f["note"] else "")
+            )
         else:
             L.append(f"- function level: `{f['source']}`: {f['note'] or 'no verified set'}")
     for s, i in res.already_covered.items():
-        L.append(f"- `{s}` is already covered by the recipe's per_file[{i}]: bisect confirms the rule is needed")
+        L.append(
+            f"- `{s}` is already covered by the recipe's per_file[{i}]: bisect confirms the rule "
+            "is needed"
+        )
     for n in res.notes:
         L.append(f"- note: {n}")
-    L += ["", "| cycle | candidate | good objects | verified | seconds | verification |", "|---|---|---|---|---|---|"]
+    L += [
+        "",
+        "| cycle | candidate | good objects | verified | seconds | verification |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in res.cycles:
-        L.append(f"| {c.n} | {c.what} | {c.good_objects} | {'✓' if c.ok else '✗'} | {c.seconds} | "
-                 f"{c.summary[:100].replace('|', '/')} |")
+        L.append(
+            f"| {c.n} | {c.what} | {c.good_objects} | {'✓' if c.ok else '✗'} | {c.seconds} | "
+            f"{c.summary[:100].replace('|', '/')} |"
+        )
     if res.timing:
         t = res.timing
-        L += ["", f"Speed (medians of {t['repeats']} interleaved runs each, same session; "
-              f"{t['figure']}: {t['better']} is better):", "",
-              f"| build | {t['figure']} ({t['unit']}) | wall time (s) | {t['figure']} vs good | vs bad |",
-              "|---|---|---|---|---|"]
+        L += [
+            "",
+            f"Speed (medians of {t['repeats']} interleaved runs each, same session; "
+            f"{t['figure']}: {t['better']} is better):",
+            "",
+            f"| build | {t['figure']} ({t['unit']}) | wall time (s) | {t['figure']} vs good | vs "
+            "bad |",
+            "|---|---|---|---|---|",
+        ]
         for k in ("good", "bad", "mixed"):
             m = t["medians"][k]
             g, b = t["medians"]["good"]["primary"], t["medians"]["bad"]["primary"]
-            L.append(f"| {k} | {_fmt(m['primary'])} | {_fmt(m['wall_time'])} | "
-                     f"{_fmt(m['primary'] / g if m['primary'] and g else None)} | "
-                     f"{_fmt(m['primary'] / b if m['primary'] and b else None)} |")
+            L.append(
+                f"| {k} | {fmt_figure(m['primary'])} | {fmt_figure(m['wall_time'])} | "
+                f"{fmt_figure(m['primary'] / g if m['primary'] and g else None)} | "
+                f"{fmt_figure(m['primary'] / b if m['primary'] and b else None)} |"
+            )
     if res.entries:
-        L += ["", "Per-file override (recipe diff; `--write` applies it):", "", "```diff", res.diff.rstrip(), "```"]
+        L += [
+            "",
+            "Per-file override (recipe diff; `--write` applies it):",
+            "",
+            "```diff",
+            res.diff.rstrip(),
+            "```",
+        ]
     return "\n".join(L) + "\n"

@@ -17,11 +17,12 @@ is refused, naming each, unless ``--only-passing`` asks for the verified ones al
 a test that failed only its performance stage has verified numbers and may be
 blessed (that is how a new performance level is accepted). Expected failures are
 left out. Runs graded ``disturbed`` never enter a baseline. A result whose build
-differs from what the recipe resolves to now is blessed with a warning.  Every change is shown as a unified diff first;
-files are written only when confirmed, each atomically (a reader sees the old
-or the new file, never half of one), after all of them were prepared and
-validated.
+differs from what the recipe resolves to now is blessed with a warning. Every change
+is shown as a unified diff first; files are written only when confirmed, each
+atomically (a reader sees the old or the new file, never half of one), after all of
+them were prepared and validated.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -48,9 +49,16 @@ def refusals(cs: list[records.Case]) -> list[str]:
             continue
         perf_only = c.result == "fail" and c.fail_phase == "performance" and c.verified
         if c.result != "pass" and not perf_only:
-            why = ((c.record or {}).get("verification") or {}).get("summary") or c.fail_reason or c.result
-            bad.append(f"{c.name}: {c.result}" + (f" in {c.fail_phase}" if c.fail_phase else "")
-                       + f": {' '.join(str(why).split())[:300]}")
+            why = (
+                ((c.record or {}).get("verification") or {}).get("summary")
+                or c.fail_reason
+                or c.result
+            )
+            bad.append(
+                f"{c.name}: {c.result}"
+                + (f" in {c.fail_phase}" if c.fail_phase else "")
+                + f": {' '.join(str(why).split())[:300]}"
+            )
         elif not c.fixture and not c.verified:
             bad.append(f"{c.name}: no verified result")
     return bad
@@ -59,11 +67,14 @@ def refusals(cs: list[records.Case]) -> list[str]:
 def plan_drift(r: dict) -> list[str]:
     """What differs between a result's build and what its recipe resolves to now."""
     from . import localrun
+
     prov = r.get("provenance") or {}
     try:
         recipe = recipes.load_recipe(r["app"])
         site = localrun.load_site(r["environment"], languages=recipe.build.languages)
-        plan = recipes.resolve(recipe, r.get("build_variant") or r["variant"], site.toolchain).to_dict()
+        plan = recipes.resolve(
+            recipe, r.get("build_variant") or r["variant"], site.toolchain
+        ).to_dict()
     except (ApptuneError, KeyError):
         return []
     out = []
@@ -72,7 +83,9 @@ def plan_drift(r: dict) -> list[str]:
     was = {p["file"]: p.get("sha256") for p in prov.get("patches") or []}
     now = {p["file"]: p["sha256"] for p in plan["patches"]}
     if was != now:
-        out.append(f"patches {sorted(was)} → {sorted(now)}" if set(was) != set(now) else "patch contents")
+        out.append(
+            f"patches {sorted(was)} → {sorted(now)}" if set(was) != set(now) else "patch contents"
+        )
     flags = prov.get("flags") or {}
     for k in ("cflags", "fflags", "cppflags", "ldflags"):
         if k in flags and flags[k] != plan[k]:
@@ -83,7 +96,11 @@ def plan_drift(r: dict) -> list[str]:
 def _number(v) -> str:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(v)
-    return str(int(v)) if isinstance(v, int) or float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
+    return (
+        str(int(v))
+        if isinstance(v, int) or float(v).is_integer() and abs(v) < 1e15
+        else repr(float(v))
+    )
 
 
 def reference_text(text: str, values: dict[str, float], recorded: str | None) -> str:
@@ -105,9 +122,9 @@ def reference_text(text: str, values: dict[str, float], recorded: str | None) ->
             m = re.match(r"^(\s+)([^\s:#]+):\s*(\{.*\})?\s*(#.*)?$", line)
             if m and (indent is None or ind == indent):
                 indent, field = ind, m.group(2)
-                if m.group(3):   # flow style: NAME: {value: X, rel: ...}
+                if m.group(3):  # flow style: NAME: {value: X, rel: ...}
                     line = _replace_value(line, values.get(field), r"(\{\s*|,\s*)value:\s*")
-            elif field and ind > (indent or 0):   # block style: value: X on its own line
+            elif field and ind > (indent or 0):  # block style: value: X on its own line
                 line = _replace_value(line, values.get(field), r"^(\s+)value:\s*")
         out.append(line)
     return "".join(out)
@@ -124,13 +141,17 @@ def _replace_value(line: str, new, prefix: str) -> str:
             return line
     except ValueError:
         pass
-    return line[:m.start(2)] + _number(new) + line[m.end(2):]
+    return line[: m.start(2)] + _number(new) + line[m.end(2) :]
 
 
 def _preferred(r: dict) -> tuple:
     """Order of the results a reference is taken from: gnu/baseline first."""
-    return ((r["environment"], r["variant"]) != ("gnu", "baseline"), r["environment"], r["variant"],
-            r.get("test", ""))
+    return (
+        (r["environment"], r["variant"]) != ("gnu", "baseline"),
+        r["environment"],
+        r["variant"],
+        r.get("test", ""),
+    )
 
 
 def _pick_reference(rs: list[dict]) -> dict:
@@ -139,8 +160,12 @@ def _pick_reference(rs: list[dict]) -> dict:
     return ok[0]
 
 
-def plan(run_dir: Path, system: str | None = None, only_passing: bool = False,
-         notes: list[str] | None = None) -> list[tuple[Path, str, str]]:
+def plan(
+    run_dir: Path,
+    system: str | None = None,
+    only_passing: bool = False,
+    notes: list[str] | None = None,
+) -> list[tuple[Path, str, str]]:
     """(file, old text, new text) for every file the run would change; raises on refusal.
     ``notes`` collects what the person blessing must know (left-out results, drift)."""
     run_dir = run_dir.resolve()
@@ -148,19 +173,31 @@ def plan(run_dir: Path, system: str | None = None, only_passing: bool = False,
     cs = records.cases(run_dir)
     bad = refusals(cs)
     if bad and not only_passing:
-        raise ApptuneError(run_dir, None, f"refused: {len(bad)} test(s) failed or were not verified — "
-                           + "; ".join(bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else "")
-                           + " (--only-passing blesses the verified ones alone)")
+        raise ApptuneError(
+            run_dir,
+            None,
+            f"refused: {len(bad)} test(s) failed or were not verified — "
+            + "; ".join(bad[:5])
+            + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else "")
+            + " (--only-passing blesses the verified ones alone)",
+        )
     notes += [f"left out: {b}" for b in bad]
     ok = [c.record for c in cs if c.record and c.verified and c.result in ("pass", "fail")]
     if not ok:
-        raise ApptuneError(run_dir, None, f"refused: no verified result in this run ({len(cs)} test case(s): "
-                           + ", ".join(f"{n} {r}" for r, n in _count(c.result for c in cs).items()) + ")")
+        raise ApptuneError(
+            run_dir,
+            None,
+            f"refused: no verified result in this run ({len(cs)} test case(s): "
+            + ", ".join(f"{n} {r}" for r, n in _count(c.result for c in cs).items())
+            + ")",
+        )
     for r in ok:
         drift = plan_drift(r)
         if drift:
-            notes.append(f"warning: {r['environment']}/{r['variant']}: the recipe now resolves to another "
-                         f"build than the run's ({'; '.join(drift)})")
+            notes.append(
+                f"warning: {r['environment']}/{r['variant']}: the recipe now resolves to another "
+                f"build than the run's ({'; '.join(drift)})"
+            )
     changes = []
     today = datetime.date.today().isoformat()
     by_tier: dict[tuple, list[dict]] = {}
@@ -171,8 +208,11 @@ def plan(run_dir: Path, system: str | None = None, only_passing: bool = False,
         f = paths.reference_file(app, tier)
         if not f.exists():
             continue
-        values = {fr["field"]: fr["value"] for fr in ref["verification"].get("fields", [])
-                  if isinstance(fr.get("value"), (int, float)) and not isinstance(fr.get("value"), bool)}
+        values = {
+            fr["field"]: fr["value"]
+            for fr in ref["verification"].get("fields", [])
+            if isinstance(fr.get("value"), (int, float)) and not isinstance(fr.get("value"), bool)
+        }
         old = f.read_text()
         recorded = f"{today}, {ref['environment']}/{ref['variant']}, blessed from run {run_dir}"
         if reference_text(old, values, None) == old:
@@ -180,8 +220,10 @@ def plan(run_dir: Path, system: str | None = None, only_passing: bool = False,
         new = reference_text(old, values, recorded)
         try:
             ReferenceFile.model_validate(yaml.safe_load(new))
-        except Exception as e:   # the edit must leave a valid file; never write one that is not
-            raise ApptuneError(f, None, f"blessing would leave an invalid reference ({e})") from None
+        except Exception as e:  # the edit must leave a valid file; never write one that is not
+            raise ApptuneError(
+                f, None, f"blessing would leave an invalid reference ({e})"
+            ) from None
         if new != old:
             changes.append((f, old, new))
     by_app: dict[tuple, list[dict]] = {}
@@ -204,7 +246,9 @@ def _count(items) -> dict:
 
 
 def _without_dates(text: str) -> str:
-    """A baseline file without its ``recorded`` lines (a re-bless of the same numbers is no change)."""
+    """A baseline file without its ``recorded`` lines.
+
+    A re-bless of the same numbers is then no change."""
     return re.sub(r"(?m)^\s*recorded: .*$", "", text)
 
 
@@ -213,8 +257,13 @@ def diff(changes: list[tuple[Path, str, str]]) -> str:
     out = []
     for f, old, new in changes:
         name = str(f.relative_to(root)) if f.is_relative_to(root) else str(f)
-        out.append("".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                                f"a/{name}", f"b/{name}")))
+        out.append(
+            "".join(
+                difflib.unified_diff(
+                    old.splitlines(True), new.splitlines(True), f"a/{name}", f"b/{name}"
+                )
+            )
+        )
     return "".join(out)
 
 
@@ -232,7 +281,9 @@ FIRST_REL = 1e-6
 
 def default_tolerance(value: int | float) -> dict:
     """A first reference's tolerance of one field (see :data:`FIRST_REL`)."""
-    return {"value": value, "abs": 0} if isinstance(value, int) else {"value": value, "rel": FIRST_REL}
+    return (
+        {"value": value, "abs": 0} if isinstance(value, int) else {"value": value, "rel": FIRST_REL}
+    )
 
 
 def _yaml_number(v: int | float) -> str:
@@ -240,7 +291,9 @@ def _yaml_number(v: int | float) -> str:
     if isinstance(v, int):
         return str(v)
     mant, e, exp = repr(float(v)).partition("e")
-    return (mant if "." in mant else mant + ".0") + (re.sub(r"^([+-]?)0*(?=\d)", r"e\1", exp) if e else "")
+    return (mant if "." in mant else mant + ".0") + (
+        re.sub(r"^([+-]?)0*(?=\d)", r"e\1", exp) if e else ""
+    )
 
 
 def first_reference_problem(c: records.Case) -> str | None:
@@ -255,19 +308,29 @@ def first_reference_problem(c: records.Case) -> str | None:
         return f"{head}: its outputs were not parsed: {' '.join(str(why).split())[:300]}"
     values = rec["values"]
     bad = [f["message"] for f in v.get("fields", []) if not f.get("ok")]
-    bad += [f"{k} = {x} (not a finite number)" for k, x in values.items() if outputs.is_bad_number(x)]
+    bad += [
+        f"{k} = {x} (not a finite number)" for k, x in values.items() if outputs.is_bad_number(x)
+    ]
     recipe = recipes.load_recipe(rec["app"])
-    bad += [f"{f.field} missing from the output (figure {n})" for n, f in recipe.run.figures.items()
-            if f.field not in values and not f.optional]
+    bad += [
+        f"{f.field} missing from the output (figure {n})"
+        for n, f in recipe.run.figures.items()
+        if f.field not in values and not f.optional
+    ]
     own = [o["message"] for o in v.get("own_checks", []) if not o.get("ok")]
     if not bad and not own:
         return None
-    return head + "".join([f": fields failed: {'; '.join(bad)}" if bad else "",
-                           f": own checks failed: {'; '.join(own)}" if own else ""])
+    return head + "".join(
+        [
+            f": fields failed: {'; '.join(bad)}" if bad else "",
+            f": own checks failed: {'; '.join(own)}" if own else "",
+        ]
+    )
 
 
-def plan_new(run_dir: Path, only_passing: bool = False,
-             notes: list[str] | None = None) -> list[tuple[Path, str, str]]:
+def plan_new(
+    run_dir: Path, only_passing: bool = False, notes: list[str] | None = None
+) -> list[tuple[Path, str, str]]:
     """(file, old text, new text) of the first reference of each (application, tier) of a
     run: every parsed field of the preferred result (gnu/baseline, else the first) with its
     default tolerance, except the fields figures read (measurements) and values that are
@@ -284,8 +347,11 @@ def plan_new(run_dir: Path, only_passing: bool = False,
         if c.fixture:
             if c.result != "pass":
                 why = c.fail_reason or c.result
-                bad.append(f"{c.name}: {c.result}" + (f" in {c.fail_phase}" if c.fail_phase else "")
-                           + f": {' '.join(str(why).split())[:300]}")
+                bad.append(
+                    f"{c.name}: {c.result}"
+                    + (f" in {c.fail_phase}" if c.fail_phase else "")
+                    + f": {' '.join(str(why).split())[:300]}"
+                )
             continue
         why = first_reference_problem(c)
         if why:
@@ -293,14 +359,24 @@ def plan_new(run_dir: Path, only_passing: bool = False,
         else:
             usable.append(c)
     if bad and not only_passing:
-        raise ApptuneError(run_dir, None, f"refused: {len(bad)} test(s) cannot give a first reference — "
-                           + "; ".join(bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else "")
-                           + " (--only-passing blesses from the others)")
+        raise ApptuneError(
+            run_dir,
+            None,
+            f"refused: {len(bad)} test(s) cannot give a first reference — "
+            + "; ".join(bad[:5])
+            + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else "")
+            + " (--only-passing blesses from the others)",
+        )
     notes += [f"left out: {b}" for b in bad]
     if not usable:
-        raise ApptuneError(run_dir, None, f"refused: no test case of this run parsed its outputs with "
-                           f"its own checks passing ({len(cs)} test case(s): "
-                           + ", ".join(f"{n} {r}" for r, n in _count(c.result for c in cs).items()) + ")")
+        raise ApptuneError(
+            run_dir,
+            None,
+            f"refused: no test case of this run parsed its outputs with "
+            f"its own checks passing ({len(cs)} test case(s): "
+            + ", ".join(f"{n} {r}" for r, n in _count(c.result for c in cs).items())
+            + ")",
+        )
     today = datetime.date.today().isoformat()
     by_tier: dict[tuple, list[records.Case]] = {}
     for c in usable:
@@ -312,39 +388,62 @@ def plan_new(run_dir: Path, only_passing: bool = False,
         if f.exists():
             _, ref = load_reference(app, tier)
             if ref.fields:
-                raise ApptuneError(f, "fields", f"already holds {len(ref.fields)} field(s): --new writes only "
-                                   "a first reference; `apptune bless RUN_DIR` updates their values")
+                raise ApptuneError(
+                    f,
+                    "fields",
+                    f"already holds {len(ref.fields)} field(s): --new writes only "
+                    "a first reference; `apptune bless RUN_DIR` updates their values",
+                )
         group.sort(key=lambda c: _preferred(c.record))
         r = group[0].record
         measured = {fig.field: name for name, fig in recipes.load_recipe(app).run.figures.items()}
         fields = {}
         for k, x in r["values"].items():
             if k in measured:
-                notes.append(f"{app}/{tier}: {k} left out: a measurement (figure {measured[k]}), "
-                             "judged against baselines, not verified")
+                notes.append(
+                    f"{app}/{tier}: {k} left out: a measurement (figure {measured[k]}), "
+                    "judged against baselines, not verified"
+                )
             elif isinstance(x, bool) or not isinstance(x, (int, float)):
                 notes.append(f"{app}/{tier}: {k} left out: {x!r} is not a number")
             else:
                 fields[k] = default_tolerance(x)
         if not fields:
-            raise ApptuneError(f, "fields", f"nothing to verify: every field {r['variant']} parsed is a "
-                               "figure's measurement or not a number; extract a number the program "
-                               "computes (a residual, a count, a checksum)")
+            raise ApptuneError(
+                f,
+                "fields",
+                f"nothing to verify: every field {r['variant']} parsed is a "
+                "figure's measurement or not a number; extract a number the program "
+                "computes (a residual, a count, a checksum)",
+            )
         for c in group[1:]:
             for k, tol in fields.items():
                 res = compare_field(k, FieldTolerance(**tol), c.record["values"].get(k))
                 if not res.ok:
                     notes.append(f"warning: {c.name}: {res.message}: this reference would fail it")
         from .scaffold import environment, yaml_word
-        new = environment().get_template("first-reference.yaml.j2").render(
-            app=app, tier=tier, rel=_yaml_number(FIRST_REL),
-            source=f"run {run_dir.name} ({r['environment']}/{r['variant']})",
-            recorded=f"{today}, {r['environment']}/{r['variant']}, first reference from run {run_dir}",
-            fields={yaml_word(k): "{" + ", ".join(f"{n}: {_yaml_number(x)}" for n, x in t.items()) + "}"
-                    for k, t in fields.items()})
+
+        new = (
+            environment()
+            .get_template("first-reference.yaml.j2")
+            .render(
+                app=app,
+                tier=tier,
+                rel=_yaml_number(FIRST_REL),
+                source=f"run {run_dir.name} ({r['environment']}/{r['variant']})",
+                recorded=f"{today}, {r['environment']}/{r['variant']}, "
+                f"first reference from run {run_dir}",
+                fields={
+                    yaml_word(k): "{"
+                    + ", ".join(f"{n}: {_yaml_number(x)}" for n, x in t.items())
+                    + "}"
+                    for k, t in fields.items()
+                },
+            )
+        )
         try:
             ReferenceFile.model_validate(yaml.safe_load(new))
-        except Exception as e:   # never write a file that does not load
+        except Exception as e:  # never write a file that does not load
             raise ApptuneError(f, None, f"the first reference would be invalid ({e})") from None
         changes.append((f, old, new))
     return changes

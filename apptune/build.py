@@ -5,6 +5,7 @@ inside its stage directory and the environment's modules/variables; every
 command here is an argument list (recipes are data and never reach a shell).
 On failure it prints one line ``apptune: error: FILE: FIELD: what`` and exits 1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,9 +24,9 @@ from pathlib import Path
 import jinja2
 
 from . import buildcache, paths, sources
+from .constants import XFAIL_FILE
 from .errors import ApptuneError
 from .recipes import expected_build_failure, load_libraries, load_recipe, sha256_file
-from .constants import XFAIL_FILE
 from .yamlio import atomic_write_json
 
 LANGS = {"cc": "cflags", "cxx": "cflags", "ftn": "fflags"}
@@ -41,16 +42,29 @@ def apply_patches(plan: dict, src: Path) -> None:
         pf = paths.patches_dir(plan["app"]) / p["file"]
         if sha256_file(pf) != p["sha256"]:
             raise ApptuneError(pf, "sha256", "patch changed since the build was planned")
-        base = ["patch", f"-p{p['strip']}", "--forward", "--batch", "--fuzz=0", "--no-backup-if-mismatch", "-i", str(pf)]
+        base = [
+            "patch",
+            f"-p{p['strip']}",
+            "--forward",
+            "--batch",
+            "--fuzz=0",
+            "--no-backup-if-mismatch",
+            "-i",
+            str(pf),
+        ]
         dry = subprocess.run(base + ["--dry-run"], cwd=src, capture_output=True, text=True)
         if dry.returncode != 0:
             out = dry.stdout + dry.stderr
-            bad = patch_failures(out, p["strip"]) or \
-                [(None, (out.strip().splitlines() or ["patch failed with no output"])[-1])]
+            bad = patch_failures(out, p["strip"]) or [
+                (None, (out.strip().splitlines() or ["patch failed with no output"])[-1])
+            ]
             first = bad[0][0]
             what = "; ".join(why if f == first else f"{f or 'patch'}: {why}" for f, why in bad)
-            raise ApptuneError(pf, first or "hunks",
-                               f"{what} (the patch does not apply to {plan['app']} {plan['version']})")
+            raise ApptuneError(
+                pf,
+                first or "hunks",
+                f"{what} (the patch does not apply to {plan['app']} {plan['version']})",
+            )
         subprocess.run(base, cwd=src, check=True, capture_output=True)
         print(f"apptune: applied {p['file']} (sha256 {p['sha256'][:12]})", flush=True)
 
@@ -58,6 +72,7 @@ def apply_patches(plan: dict, src: Path) -> None:
 def patch_failures(output: str, strip: int = 1) -> list[tuple[str | None, str]]:
     """(file inside the patch, what failed) for each failure GNU patch reports."""
     import re
+
     out: list[tuple[str | None, str]] = []
     current, missing, named = None, False, None
     for line in output.splitlines():
@@ -79,7 +94,7 @@ def patch_failures(output: str, strip: int = 1) -> list[tuple[str | None, str]]:
         elif line.startswith("Reversed (or previously applied) patch detected"):
             out.append((current, "already applied (or reversed)"))
         elif line.startswith("patch: **** "):
-            out.append((current, line[len("patch: **** "):]))
+            out.append((current, line[len("patch: **** ") :]))
     return out
 
 
@@ -95,8 +110,14 @@ def write_wrappers(plan: dict, stage: Path, src: Path) -> dict[str, str]:
         "log": str(log),
         "source_root": str(src.resolve()),
         "ladder": {lang: plan[key] for lang, key in LANGS.items()},
-        "per_file": [{"files": r["files"], "ladder": r["ladder"],
-                      "flags": {lang: r[key] for lang, key in LANGS.items()}} for r in plan["per_file"]],
+        "per_file": [
+            {
+                "files": r["files"],
+                "ladder": r["ladder"],
+                "flags": {lang: r[key] for lang, key in LANGS.items()},
+            }
+            for r in plan["per_file"]
+        ],
     }
     cfgfile = stage / ".apptune" / "ccwrap.json"
     cfgfile.write_text(json.dumps(cfg, indent=1))
@@ -104,17 +125,22 @@ def write_wrappers(plan: dict, stage: Path, src: Path) -> dict[str, str]:
     shims = {}
     for lang in LANGS:
         shim = bindir / f"apptune-{lang}"
-        shim.write_text("#!/bin/sh\n"
-                        f"APPTUNE_CCWRAP_CONFIG={shlex.quote(str(cfgfile))} "
-                        f"exec {shlex.quote(sys.executable)} -S {shlex.quote(str(wrapper))} {lang} \"$@\"\n")
+        shim.write_text(
+            "#!/bin/sh\n"
+            f"APPTUNE_CCWRAP_CONFIG={shlex.quote(str(cfgfile))} "
+            f'exec {shlex.quote(sys.executable)} -S {shlex.quote(str(wrapper))} {lang} "$@"\n'
+        )
         shim.chmod(0o755)
         shims[lang] = str(shim)
     return shims
 
 
 def _jinja() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(paths.recipes_dir() / "templates"),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(paths.recipes_dir() / "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
     env.filters["makeflags"] = make_flags
     return env
 
@@ -130,12 +156,16 @@ def render_word(word: str, ctx: dict, field: str, app: str) -> str:
 def steps_of(recipe) -> list:
     """The build's commands: ``steps``, or the single make step of directory/args/targets."""
     from .models import BuildStep
+
     b = recipe.build
     return list(b.steps) or [BuildStep(directory=b.directory, make=[*b.args, *b.targets])]
 
 
 def step_argv(recipe, step, i: int, ctx: dict) -> list[str]:
-    words = [render_word(w, ctx, f"build.steps[{i}]", recipe.name) for w in (step.make if step.make is not None else step.command)]
+    words = [
+        render_word(w, ctx, f"build.steps[{i}]", recipe.name)
+        for w in (step.make if step.make is not None else step.command)
+    ]
     if step.make is not None:
         return ["make", f"-j{1 if step.serial else recipe.build.jobs}", *words]
     return words
@@ -158,7 +188,9 @@ def render_templates(recipe, plan: dict, src: Path, shims: dict) -> None:
         try:
             text = env.get_template(t.src).render(**ctx)
         except jinja2.TemplateError as e:
-            raise ApptuneError(paths.recipes_dir() / "templates" / t.src, "template", str(e)) from None
+            raise ApptuneError(
+                paths.recipes_dir() / "templates" / t.src, "template", str(e)
+            ) from None
         dest = src / t.dest
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(text)
@@ -178,17 +210,27 @@ def is_probe(entry: dict) -> bool:
 def check_compile_lines(plan: dict, log: Path) -> dict:
     """Every compile line must carry its resolved flags; return a summary for provenance."""
     if not log.exists():
-        raise ApptuneError(log, "compile lines", "the build compiled nothing through the apptune "
-                           "compiler wrappers (does the template set CC to {{ cc }}?)")
-    entries = [json.loads(l) for l in log.read_text().splitlines() if l.strip()]
+        raise ApptuneError(
+            log,
+            "compile lines",
+            "the build compiled nothing through the apptune "
+            "compiler wrappers (does the template set CC to {{ cc }}?)",
+        )
+    entries = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
     compiles = [e for e in entries if e["kind"] == "compile" and not is_probe(e)]
     if not compiles:
         raise ApptuneError(log, "compile lines", "no compile commands were recorded")
     for e in compiles:
-        rule = next((r for r in plan["per_file"] if e["source"] and
-                     any(fnmatch.fnmatch(e["source"], g) for g in r["files"])), None)
+        rule = next(
+            (
+                r
+                for r in plan["per_file"]
+                if e["source"] and any(fnmatch.fnmatch(e["source"], g) for g in r["files"])
+            ),
+            None,
+        )
         key = LANGS[e["lang"]]
-        want = (rule[key] if rule else plan[key])
+        want = rule[key] if rule else plan[key]
         if rule is None:
             want = plan["app_" + key] + want + [f for f in plan["cppflags"] if f.startswith("-D")]
         argv = e["argv"][1:]
@@ -203,11 +245,18 @@ def check_compile_lines(plan: dict, log: Path) -> dict:
                 what.append(f"missing {' '.join(missing)}")
             if extra:
                 what.append(f"unexpected {' '.join(extra)}")
-            raise ApptuneError(e["source"] or f"({shlex.join(e['argv'])[:120]})", "flags",
-                               f"flags did not reach the compiler: {'; '.join(what)}")
-    return {"log": log.name, "sha256": sha256_file(log), "compiles": len(compiles),
-            "links": len(entries) - len(compiles),
-            "overridden": sorted({e["source"] for e in compiles if e["rule"]})}
+            raise ApptuneError(
+                e["source"] or f"({shlex.join(e['argv'])[:120]})",
+                "flags",
+                f"flags did not reach the compiler: {'; '.join(what)}",
+            )
+    return {
+        "log": log.name,
+        "sha256": sha256_file(log),
+        "compiles": len(compiles),
+        "links": len(entries) - len(compiles),
+        "overridden": sorted({e["source"] for e in compiles if e["rule"]}),
+    }
 
 
 def _first_line(cmd: list[str]) -> str:
@@ -230,6 +279,7 @@ def library_versions(plan: dict) -> dict:
             ver = f"{lib.debian_package} {ver}"
         elif lib.pypi_package:
             from importlib import metadata
+
             try:
                 ver = f"{lib.pypi_package} {metadata.version(lib.pypi_package)} (PyPI)"
             except metadata.PackageNotFoundError:
@@ -249,7 +299,11 @@ def mpi_identity(exe: str) -> str:
 
 def compiler_identity(plan: dict, languages) -> dict:
     ident = {}
-    for lang in ["cc"] + (["ftn"] if "fortran" in languages else []) + (["cxx"] if "cxx" in languages else []):
+    for lang in (
+        ["cc"]
+        + (["ftn"] if "fortran" in languages else [])
+        + (["cxx"] if "cxx" in languages else [])
+    ):
         exe = plan[lang]
         ident[lang] = {"command": exe, "version": _first_line([exe, "--version"])}
         if exe.startswith("mpi"):
@@ -262,14 +316,19 @@ class ExpectedFailure(Exception):
 
     def __init__(self, index: int, reason: str, matched: str, step: int):
         super().__init__(reason)
-        self.record = {"expected_failure": index, "reason": reason, "compiler_said": matched,
-                       "step": step}
+        self.record = {
+            "expected_failure": index,
+            "reason": reason,
+            "compiler_said": matched,
+            "step": step,
+        }
 
 
 def run_streamed(cmd: list[str], cwd: Path, env: dict, pattern=None) -> tuple[int, str | None]:
     """Run a command, passing its output through; return its status and the first
     output line matching ``pattern`` (a known compiler failure), if any."""
     import threading
+
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     found: list[str] = []
 
@@ -283,8 +342,10 @@ def run_streamed(cmd: list[str], cwd: Path, env: dict, pattern=None) -> tuple[in
                     found.append(line)
         src.close()
 
-    threads = [threading.Thread(target=pump, args=(proc.stdout, sys.stdout)),
-               threading.Thread(target=pump, args=(proc.stderr, sys.stderr))]
+    threads = [
+        threading.Thread(target=pump, args=(proc.stdout, sys.stdout)),
+        threading.Thread(target=pump, args=(proc.stderr, sys.stderr)),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -298,9 +359,18 @@ def build(plan: dict, tarball: Path, stage: Path, use_cache: bool = True) -> dic
     t0 = time.monotonic()
     compilers = compiler_identity(plan, recipe.build.languages)
     libraries = library_versions(plan)
-    templates = {t.src: (paths.recipes_dir() / "templates" / t.src).read_text() for t in recipe.build.templates}
-    inputs = buildcache.key_inputs(plan, sha256_file(tarball), recipe.build.model_dump(mode="json", exclude={"expected_failures"}),
-                                   templates, compilers, libraries)
+    templates = {
+        t.src: (paths.recipes_dir() / "templates" / t.src).read_text()
+        for t in recipe.build.templates
+    }
+    inputs = buildcache.key_inputs(
+        plan,
+        sha256_file(tarball),
+        recipe.build.model_dump(mode="json", exclude={"expected_failures"}),
+        templates,
+        compilers,
+        libraries,
+    )
     key = buildcache.key_of(inputs)
     if not use_cache:
         prov = _build(recipe, plan, tarball, stage, compilers, libraries, t0)
@@ -319,11 +389,18 @@ def build(plan: dict, tarball: Path, stage: Path, use_cache: bool = True) -> dic
         if entry is not None:
             buildcache.restore(entry, stage)
             prov = json.loads((stage / "provenance.json").read_text())
-            prov["cache"] = {"hit": True, "key": key, "entry": str(entry.path),
-                             "restore_seconds": round(time.monotonic() - t0, 2)}
+            prov["cache"] = {
+                "hit": True,
+                "key": key,
+                "entry": str(entry.path),
+                "restore_seconds": round(time.monotonic() - t0, 2),
+            }
             atomic_write_json(stage / "provenance.json", prov)
-            print(f"apptune: build cache hit {key[:16]}: restored "
-                  f"{', '.join(f['file'] for f in entry.manifest['files'])}", flush=True)
+            print(
+                f"apptune: build cache hit {key[:16]}: restored "
+                f"{', '.join(f['file'] for f in entry.manifest['files'])}",
+                flush=True,
+            )
             return prov
         try:
             prov = _build(recipe, plan, tarball, stage, compilers, libraries, t0)
@@ -345,22 +422,26 @@ def _is_expected_failure(entry) -> bool:
     return [f["file"] for f in entry.manifest["files"]] == [XFAIL_FILE]
 
 
-def _replay_expected_failure(entry, recipe, plan: dict) -> "ExpectedFailure | None":
+def _replay_expected_failure(entry, recipe, plan: dict) -> ExpectedFailure | None:
     """The cached expected failure, if the recipe still expects it (its pattern still
     matches what the compiler said); None when it no longer does."""
     record = json.loads((entry.path / "files" / XFAIL_FILE).read_text())
     xfail = expected_build_failure(recipe, plan["environment"], plan["variant"])
     if not xfail or not re.search(xfail[1].match, record["compiler_said"]):
         return None
-    print(f"apptune: build cache hit {entry.key[:16]}: this build failed before with the same "
-          "sources, flags and compilers; replaying its expected failure", flush=True)
+    print(
+        f"apptune: build cache hit {entry.key[:16]}: this build failed before with the same "
+        "sources, flags and compilers; replaying its expected failure",
+        flush=True,
+    )
     e = ExpectedFailure(xfail[0], xfail[1].reason, record["compiler_said"], record["step"])
     e.record["cached"] = True
     return e
 
 
-def _build(recipe, plan: dict, tarball: Path, stage: Path, compilers: dict, libraries: dict,
-           t0: float) -> dict:
+def _build(
+    recipe, plan: dict, tarball: Path, stage: Path, compilers: dict, libraries: dict, t0: float
+) -> dict:
     src = stage / "src"
     if (stage / XFAIL_FILE).exists():
         (stage / XFAIL_FILE).unlink()
@@ -370,8 +451,16 @@ def _build(recipe, plan: dict, tarball: Path, stage: Path, compilers: dict, libr
     apply_patches(plan, src)
     shims = write_wrappers(plan, stage, src)
     render_templates(recipe, plan, src, shims)
-    env = dict(os.environ, CC=shims["cc"], CXX=shims["cxx"], FC=shims["ftn"], F77=shims["ftn"],
-               MPICC=shims["cc"], MPICXX=shims["cxx"], MPIF90=shims["ftn"])
+    env = dict(
+        os.environ,
+        CC=shims["cc"],
+        CXX=shims["cxx"],
+        FC=shims["ftn"],
+        F77=shims["ftn"],
+        MPICC=shims["cc"],
+        MPICXX=shims["cxx"],
+        MPIF90=shims["ftn"],
+    )
     ctx = dict(plan, cc=shims["cc"], cxx=shims["cxx"], ftn=shims["ftn"])
     rfile = paths.recipes_dir() / f"{plan['app']}.yaml"
     xfail = expected_build_failure(recipe, plan["environment"], plan["variant"])
@@ -381,15 +470,20 @@ def _build(recipe, plan: dict, tarball: Path, stage: Path, compilers: dict, libr
         cmd = step_argv(recipe, step, i, ctx)
         print(f"apptune: running (in {step.directory}) " + shlex.join(cmd), flush=True)
         try:
-            rc, found = run_streamed(cmd, src / step.directory, env, pattern if matched is None else None)
+            rc, found = run_streamed(
+                cmd, src / step.directory, env, pattern if matched is None else None
+            )
         except OSError as e:
             raise ApptuneError(rfile, f"build.steps[{i}]", f"cannot run {cmd[0]}: {e}") from None
         matched = matched or found
         if rc != 0:
             if matched:
                 raise ExpectedFailure(xfail[0], xfail[1].reason, matched, i)
-            raise ApptuneError(rfile, f"build.steps[{i}]" if recipe.build.steps else "build",
-                               f"{cmd[0]} exited with status {rc} (its output is above in the build log)")
+            raise ApptuneError(
+                rfile,
+                f"build.steps[{i}]" if recipe.build.steps else "build",
+                f"{cmd[0]} exited with status {rc} (its output is above in the build log)",
+            )
     products = []
     for rel, name in product_paths(recipe, ctx):
         f = src / rel
@@ -399,12 +493,20 @@ def _build(recipe, plan: dict, tarball: Path, stage: Path, compilers: dict, libr
         products.append({"file": name, "sha256": sha256_file(f)})
     lines = check_compile_lines(plan, stage / "compile-lines.jsonl")
     return {
-        "app": plan["app"], "version": plan["version"], "variant": plan["variant"],
-        "environment": plan["environment"], "family": plan["family"],
+        "app": plan["app"],
+        "version": plan["version"],
+        "variant": plan["variant"],
+        "environment": plan["environment"],
+        "family": plan["family"],
         "source": {"file": tarball.name, "sha256": sha256_file(tarball)},
         "patches": [{"file": p["file"], "sha256": p["sha256"]} for p in plan["patches"]],
-        "flags": {"cflags": plan["cflags"], "fflags": plan["fflags"], "cppflags": plan["cppflags"],
-                  "ldflags": plan["ldflags"], "per_file": plan["per_file"]},
+        "flags": {
+            "cflags": plan["cflags"],
+            "fflags": plan["fflags"],
+            "cppflags": plan["cppflags"],
+            "ldflags": plan["ldflags"],
+            "per_file": plan["per_file"],
+        },
         "axes": plan["axes"],
         "compilers": compilers,
         "libraries": libraries,
@@ -414,7 +516,6 @@ def _build(recipe, plan: dict, tarball: Path, stage: Path, compilers: dict, libr
         "host": platform.node(),
         "plan_sha256": buildcache.digest(plan),
     }
-
 
 
 def main(argv=None) -> int:
@@ -433,12 +534,22 @@ def main(argv=None) -> int:
     except ExpectedFailure as e:
         # not an error of this run: the check reports it as XFAIL with the reason
         atomic_write_json(a.stage.resolve() / XFAIL_FILE, e.record)
-        print(f"apptune: expected build failure: {e.record['reason']} "
-              f"(compiler said: {e.record['compiler_said']})", flush=True)
+        print(
+            f"apptune: expected build failure: {e.record['reason']} "
+            f"(compiler said: {e.record['compiler_said']})",
+            flush=True,
+        )
         return 0
-    how = "restored from the build cache" if prov["cache"]["hit"] else f"built in {prov['build_seconds']} s"
-    print(f"apptune: {prov['app']} {prov['variant']} with {prov['environment']} {how}; "
-          f"{prov['compile_lines']['compiles']} compile lines checked", flush=True)
+    how = (
+        "restored from the build cache"
+        if prov["cache"]["hit"]
+        else f"built in {prov['build_seconds']} s"
+    )
+    print(
+        f"apptune: {prov['app']} {prov['variant']} with {prov['environment']} {how}; "
+        f"{prov['compile_lines']['compiles']} compile lines checked",
+        flush=True,
+    )
     return 0
 
 

@@ -19,10 +19,9 @@ Entries are written to a temporary directory and renamed into place, so a
 crash never leaves a half entry; each product's sha256 is checked on every
 use, and a mismatching entry is removed and rebuilt.
 """
+
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -32,12 +31,24 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
+from . import locks, paths
 from .recipes import sha256_file
 
 #: Environment variables that change what a compiler wrapper runs.
-STEERING_VARS = ("OMPI_CC", "OMPI_CXX", "OMPI_FC", "MPICH_CC", "MPICH_CXX", "MPICH_FC",
-                 "I_MPI_CC", "I_MPI_CXX", "I_MPI_F90", "I_MPI_FC", "CPATH", "LIBRARY_PATH")
+STEERING_VARS = (
+    "OMPI_CC",
+    "OMPI_CXX",
+    "OMPI_FC",
+    "MPICH_CC",
+    "MPICH_CXX",
+    "MPICH_FC",
+    "I_MPI_CC",
+    "I_MPI_CXX",
+    "I_MPI_F90",
+    "I_MPI_FC",
+    "CPATH",
+    "LIBRARY_PATH",
+)
 MANIFEST = "manifest.json"
 #: Touched on every use; its mtime orders entries for pruning (atime is unreliable
 #: under relatime/noatime mounts).
@@ -67,14 +78,23 @@ def code_identity() -> str:
     return h.hexdigest()
 
 
-def key_inputs(plan: dict, source_sha256: str, recipe_build: dict, templates: dict[str, str],
-               compilers: dict, libraries: dict, environ: dict | None = None) -> dict:
+def key_inputs(
+    plan: dict,
+    source_sha256: str,
+    recipe_build: dict,
+    templates: dict[str, str],
+    compilers: dict,
+    libraries: dict,
+    environ: dict | None = None,
+) -> dict:
     environ = os.environ if environ is None else environ
     return {
         "plan": plan,
         "source_sha256": source_sha256,
         "recipe_build": recipe_build,
-        "templates": {k: hashlib.sha256(v.encode()).hexdigest() for k, v in sorted(templates.items())},
+        "templates": {
+            k: hashlib.sha256(v.encode()).hexdigest() for k, v in sorted(templates.items())
+        },
         "compilers": compilers,
         "libraries": libraries,
         "environment": {v: environ.get(v) for v in STEERING_VARS if environ.get(v) is not None},
@@ -90,16 +110,9 @@ def entry_dir(key: str) -> Path:
     return root() / key[:2] / key
 
 
-@contextlib.contextmanager
 def locked(key: str):
-    lockdir = root() / "locks"
-    lockdir.mkdir(parents=True, exist_ok=True)
-    with open(lockdir / f"{key}.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    """One builder per key at a time."""
+    return locks.locked(root() / "locks" / f"{key}.lock")
 
 
 @dataclass
@@ -170,9 +183,16 @@ def store(key: str, inputs: dict, stage: Path, files: list[str]) -> Entry:
             shutil.copy2(src, tmp / "files" / name)
             recs.append({"file": name, "sha256": sha256_file(src)})
             size += src.stat().st_size
-        manifest = {"key": key, "inputs": inputs, "files": recs, "size": size, "created": time.time(),
-                    "app": inputs["plan"].get("app"), "variant": inputs["plan"].get("variant"),
-                    "environment": inputs["plan"].get("environment")}
+        manifest = {
+            "key": key,
+            "inputs": inputs,
+            "files": recs,
+            "size": size,
+            "created": time.time(),
+            "app": inputs["plan"].get("app"),
+            "variant": inputs["plan"].get("variant"),
+            "environment": inputs["plan"].get("environment"),
+        }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str))
         (tmp / LAST_USED).touch()
         if final.exists():

@@ -6,19 +6,38 @@ file::
 
     {"real": {"cc": "mpicc", ...}, "log": ".../compile-lines.jsonl",
      "source_root": "...", "ladder": {"cc": [...], "ftn": [...]},
-     "per_file": [{"files": ["src/x.c"], "flags": {"cc": [...], "ftn": [...]}, "ladder": "baseline"}]}
+     "per_file": [{"files": ["src/x.c"], "flags": {"cc": [...], "ftn": [...]},
+                   "ladder": "baseline"}]}
 
 It works with any build system that lets CC/FC be set (make, CMake, autotools),
 and it is deliberately standalone (stdlib only, no apptune import) so that it
 starts fast for each of hundreds of compiles.
 """
+
 import fnmatch
 import json
 import os
 import sys
 
-SOURCE_EXT = {".c", ".cc", ".cpp", ".cxx", ".C", ".f", ".F", ".f90", ".F90", ".f95", ".F95",
-              ".f03", ".F03", ".f08", ".F08", ".for", ".FOR"}
+SOURCE_EXT = {
+    ".c",
+    ".cc",
+    ".cpp",
+    ".cxx",
+    ".C",
+    ".f",
+    ".F",
+    ".f90",
+    ".F90",
+    ".f95",
+    ".F95",
+    ".f03",
+    ".F03",
+    ".f08",
+    ".F08",
+    ".for",
+    ".FOR",
+}
 
 
 def sources_of(args):
@@ -55,9 +74,15 @@ def main(argv):
         args = [a for a in args if a not in drop] + list(rule["flags"].get(lang, []))
     # "compile" is any line that compiles a source (also compile-and-link in one command,
     # e.g. NetPIPE's `$(MPICC) $(CFLAGS) netpipe.c mpi.c -o NPmpi`); "link" only links.
-    record = {"cwd": os.getcwd(), "lang": lang, "kind": "compile" if ("-c" in args or srcs) else "link",
-              "source": rel, "sources": [os.path.relpath(os.path.realpath(x), root) for x in srcs],
-              "rule": rule["ladder"] if rule else None, "argv": [real] + args}
+    record = {
+        "cwd": os.getcwd(),
+        "lang": lang,
+        "kind": "compile" if ("-c" in args or srcs) else "link",
+        "source": rel,
+        "sources": [os.path.relpath(os.path.realpath(x), root) for x in srcs],
+        "rule": rule["ladder"] if rule else None,
+        "argv": [real] + args,
+    }
     line = (json.dumps(record) + "\n").encode()
     fd = os.open(cfg["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

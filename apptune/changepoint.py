@@ -13,6 +13,7 @@ nothing is tuned per figure.
 Pure numpy; deterministic (the permutations are seeded by the segment).
 Why this and not a library: docs/regressions.md ("The detector").
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -69,8 +70,9 @@ def _q_stats(d: np.ndarray, min_size: int) -> np.ndarray:
     return q
 
 
-def _best_split(x: np.ndarray, min_size: int, permutations: int, seed: int,
-                alpha: float) -> tuple[int, float]:
+def _best_split(
+    x: np.ndarray, min_size: int, permutations: int, seed: int, alpha: float
+) -> tuple[int, float]:
     """The best split of ``x`` and its permutation p-value.
 
     Permutations run in batches and stop early once the split cannot reach
@@ -95,8 +97,13 @@ def _best_split(x: np.ndarray, min_size: int, permutations: int, seed: int,
     return tau, (exceed + 1) / (done + 1)
 
 
-def detect(values, alpha: float = ALPHA, min_size: int = MIN_SIZE,
-           permutations: int = PERMUTATIONS, seed: int = 0) -> list[ChangePoint]:
+def detect(
+    values,
+    alpha: float = ALPHA,
+    min_size: int = MIN_SIZE,
+    permutations: int = PERMUTATIONS,
+    seed: int = 0,
+) -> list[ChangePoint]:
     """Significant change points of a series, in order.
 
     Bisection: a segment is split at its best split when the permutation test
@@ -119,13 +126,23 @@ def detect(values, alpha: float = ALPHA, min_size: int = MIN_SIZE,
     out = []
     for j, (i, p) in enumerate(found):
         lo, hi = bounds[j], bounds[j + 2]
-        out.append(ChangePoint(index=i, p_value=p, before=float(np.median(x[lo:i])),
-                               after=float(np.median(x[i:hi])), n_before=i - lo, n_after=hi - i))
+        out.append(
+            ChangePoint(
+                index=i,
+                p_value=p,
+                before=float(np.median(x[lo:i])),
+                after=float(np.median(x[i:hi])),
+                n_before=i - lo,
+                n_after=hi - i,
+            )
+        )
     return out
 
 
 def robust_sigma(values) -> float:
-    """Point-to-point noise of a series, insensitive to steps: 1.4826 * median |x[i] - x[i-1]| / sqrt 2."""
+    """Point-to-point noise of a series, insensitive to steps.
+
+    1.4826 * median |x[i] - x[i-1]| / sqrt 2."""
     x = np.asarray(values, dtype=float)
     if len(x) < 2:
         return float("nan")

@@ -1,4 +1,5 @@
 """File names shared by the ReFrame checks (writers) and the report (reader)."""
+
 #: Per-test result record written into the test's stage/output directory.
 RESULT_FILE = "apptune-result.json"
 #: Why a check was skipped (ReFrame's run report does not keep skip messages).

@@ -1,4 +1,5 @@
 """One error type for every bad input, rendered as one line naming file and field."""
+
 from __future__ import annotations
 
 import os
@@ -52,8 +53,11 @@ def first_of(problems: list[ApptuneError]) -> ApptuneError:
     first = problems[0]
     if len(problems) == 1:
         return first
-    e = ApptuneError(first.file, first.field,
-                     f"{first.message} (and {len(problems) - 1} more problem(s): apptune validate lists them)")
+    e = ApptuneError(
+        first.file,
+        first.field,
+        f"{first.message} (and {len(problems) - 1} more problem(s): apptune validate lists them)",
+    )
     e.problems = list(problems)
     return e
 
@@ -98,8 +102,9 @@ def validation_problems(file, exc, data=None, model=None) -> list[ApptuneError]:
             first = es[0]
             drop |= {id(e) for e in es}
             got = _got(first.raw.get("input"))
-            combined[id(first)] = ApptuneError(file, _field(list(site)) or "(top level)",
-                                               f"must be {_words(kinds)}{got}")
+            combined[id(first)] = ApptuneError(
+                file, _field(list(site)) or "(top level)", f"must be {_words(kinds)}{got}"
+            )
     out: list[ApptuneError] = []
     for e in errs:
         if id(e) in combined:
@@ -122,8 +127,13 @@ def _got(value) -> str:
 
 
 _TAG = re.compile(r"^(function-\w+\[.*\]|\w+\[.*\]|int|float|str|bool|none|[A-Z]\w*)$")
-_SCALAR_KINDS = {"int": "an integer", "float": "a number", "str": "a string",
-                 "bool": "true or false", "none": "null"}
+_SCALAR_KINDS = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "true or false",
+    "none": "null",
+}
 
 
 def _kinds(member: str, errs) -> list[str]:
@@ -158,20 +168,28 @@ class _Err:
             if known and isinstance(node, dict) and part in node:
                 self.path.append(part)
                 node = node[part]
-            elif known and isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            elif (
+                known and isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+            ):
                 self.path.append(part)
                 node = node[part]
-            elif isinstance(part, str) and not (last and raw.get("type") == "missing") and \
-                    (known or _TAG.match(part)):
+            elif (
+                isinstance(part, str)
+                and not (last and raw.get("type") == "missing")
+                and (known or _TAG.match(part))
+            ):
                 self.tags.append((len(self.path), part))
             else:
                 self.path.append(part)
                 known = False
-        self.site = tuple(self.path[:self.tags[0][0]]) if self.tags else ()
+        self.site = tuple(self.path[: self.tags[0][0]]) if self.tags else ()
         #: the value is not of the union member's kind at all (not a list, not a mapping, ...)
         t = raw.get("type", "")
-        self.shape_mismatch = bool(self.tags) and len(self.path) == self.tags[0][0] and \
-            (t.endswith(("_type", "_parsing")) or t == "literal_error")
+        self.shape_mismatch = (
+            bool(self.tags)
+            and len(self.path) == self.tags[0][0]
+            and (t.endswith(("_type", "_parsing")) or t == "literal_error")
+        )
 
     def to_error(self, file, model=None) -> ApptuneError:
         t = self.raw.get("type", "")
@@ -183,7 +201,8 @@ class _Err:
         elif t == "missing":
             msg = "required field is missing"
         elif t == "literal_error":
-            msg = f"must be one of: {', '.join(_literal_values(self.raw))}{_got(self.raw.get('input'))}"
+            allowed = ", ".join(_literal_values(self.raw))
+            msg = f"must be one of: {allowed}{_got(self.raw.get('input'))}"
         elif t in ("value_error", "assertion_error"):
             msg = re.sub(r"^(Value error|Assertion failed), ", "", msg)
             # a model's own check names the field it is about: 'run.primary: ...'
@@ -192,8 +211,11 @@ class _Err:
                 path += [m.group(1)]
                 msg = m.group(2)
         else:
-            msg = re.sub(r"^(Input|String|List|Dictionary|Value|Tuple|Set|Decimal) should (be )?",
-                         lambda m: "must " + (m.group(2) or ""), msg)
+            msg = re.sub(
+                r"^(Input|String|List|Dictionary|Value|Tuple|Set|Decimal) should (be )?",
+                lambda m: "must " + (m.group(2) or ""),
+                msg,
+            )
             msg = re.sub(r"a valid dictionary or instance of \w+", "a mapping", msg)
             msg = re.sub(r"a valid dictionary", "a mapping", msg)
             msg = re.sub(r" after validation, not \d+", "", msg)
@@ -207,6 +229,7 @@ def _fields_at(model, path: list) -> list[str]:
     """The field names of the model found at ``path`` inside ``model`` ([] if unknown)."""
     import types
     import typing
+
     from pydantic import BaseModel
 
     def members(tp) -> list:
@@ -258,5 +281,5 @@ def last_error_line(path) -> str | None:
         return None
     for line in reversed(text.splitlines()):
         if line.startswith(PREFIX):
-            return line[len(PREFIX):]
+            return line[len(PREFIX) :]
     return None

@@ -12,11 +12,11 @@ transaction, so a run is stored whole or not at all (a crash or a kill in the
 middle leaves nothing behind).  Ingesting a run twice stores it once: a run is
 keyed by ReFrame's session uuid.
 """
+
 from __future__ import annotations
 
 import contextlib
 import datetime
-import fcntl
 import hashlib
 import json
 import os
@@ -25,7 +25,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import recipes, records
+from . import locks, recipes, records
 from .errors import ApptuneError
 
 DB_FILE = "history.sqlite"
@@ -38,8 +38,10 @@ LOCK_FILE = "history.lock"
 #: (never edits an old one); opening a database applies the missing ones in one
 #: transaction each.
 MIGRATIONS: list[tuple[int, list[str]]] = [
-    (1, [
-        """CREATE TABLE runs (
+    (
+        1,
+        [
+            """CREATE TABLE runs (
              id INTEGER PRIMARY KEY,
              session_uuid TEXT NOT NULL UNIQUE,  -- ReFrame's session uuid
              run_dir TEXT,
@@ -53,12 +55,13 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
              num_failures INTEGER,
              ingested TEXT NOT NULL
            )""",
-        """CREATE TABLE provenance (
+            """CREATE TABLE provenance (
              id INTEGER PRIMARY KEY,
-             sha256 TEXT NOT NULL UNIQUE,        -- of the canonical JSON: one row per distinct build
+             -- of the canonical JSON: one row per distinct build
+             sha256 TEXT NOT NULL UNIQUE,
              json TEXT NOT NULL
            )""",
-        """CREATE TABLE results (
+            """CREATE TABLE results (
              id INTEGER PRIMARY KEY,
              run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
              test TEXT NOT NULL,                 -- ReFrame display name without the repeat
@@ -73,7 +76,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
              energy TEXT,                        -- energy record (JSON)
              UNIQUE (run_id, test, environment, repeat)
            )""",
-        """CREATE TABLE figures (
+            """CREATE TABLE figures (
              result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
              figure TEXT NOT NULL,
              value REAL NOT NULL,
@@ -83,17 +86,21 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
              baseline_verdict TEXT,              -- regression, improvement, within threshold, ...
              PRIMARY KEY (result_id, figure)
            )""",
-        "CREATE INDEX results_series ON results(system, app, tier, environment, variant)",
-        "CREATE INDEX runs_started ON runs(started_unix)",
-    ]),
-    (2, [
-        # run quality (apptune/quality.py) and the machine (apptune/machine.py) of each result:
-        # only clean runs enter the change-point series, a series never mixes machines
-        "ALTER TABLE results ADD COLUMN quality_grade TEXT",   # clean, disturbed, unmeasured
-        "ALTER TABLE results ADD COLUMN quality TEXT",         # the run-quality record (JSON)
-        "ALTER TABLE results ADD COLUMN machine_id TEXT",
-        "CREATE INDEX results_machine ON results(machine_id)",
-    ]),
+            "CREATE INDEX results_series ON results(system, app, tier, environment, variant)",
+            "CREATE INDEX runs_started ON runs(started_unix)",
+        ],
+    ),
+    (
+        2,
+        [
+            # run quality (apptune/quality.py) and the machine (apptune/machine.py) of each result:
+            # only clean runs enter the change-point series, a series never mixes machines
+            "ALTER TABLE results ADD COLUMN quality_grade TEXT",  # clean, disturbed, unmeasured
+            "ALTER TABLE results ADD COLUMN quality TEXT",  # the run-quality record (JSON)
+            "ALTER TABLE results ADD COLUMN machine_id TEXT",
+            "CREATE INDEX results_machine ON results(machine_id)",
+        ],
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -116,16 +123,19 @@ class History:
         self.dir = Path(directory) if directory else history_dir()
         self.path = self.dir / DB_FILE
         if not create and not self.path.is_file():
-            raise ApptuneError(self.path, None, "no history database here (`apptune run` and "
-                               "`apptune history ingest RUN_DIR` create it; --history or "
-                               "$APPTUNE_HISTORY choose the directory)")
+            raise ApptuneError(
+                self.path,
+                None,
+                "no history database here (`apptune run` and "
+                "`apptune history ingest RUN_DIR` create it; --history or "
+                "$APPTUNE_HISTORY choose the directory)",
+            )
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             # Opening is serialised between processes: switching a new database to WAL
             # needs an exclusive lock and SQLite does not wait for it (no busy handler),
             # so two first openers racing each other got "database is locked".
-            with open(self.dir / LOCK_FILE, "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+            with locks.locked(self.dir / LOCK_FILE):
                 # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE below)
                 self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
                 self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
@@ -165,21 +175,30 @@ class History:
 
     def _migrate(self):
         if self.version() > SCHEMA_VERSION:
-            raise ApptuneError(self.path, "schema_version",
-                               f"version {self.version()} is newer than this apptune knows "
-                               f"({SCHEMA_VERSION}): update apptune")
+            raise ApptuneError(
+                self.path,
+                "schema_version",
+                f"version {self.version()} is newer than this apptune knows "
+                f"({SCHEMA_VERSION}): update apptune",
+            )
         for version, statements in MIGRATIONS:
             with self.transaction() as db:
                 # checked inside the write lock: a concurrent opener may have just applied it
-                if (db.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0) >= version:
+                if (
+                    db.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
+                ) >= version:
                     continue
                 for s in statements:
                     db.execute(s)
                 db.execute("INSERT INTO schema_version VALUES (?)", (version,))
 
     # ------------------------------------------------------------------ ingest
-    def ingest(self, run_dir: str | os.PathLike, report_file: str | os.PathLike | None = None,
-               report: dict | None = None) -> tuple[str, int, bool]:
+    def ingest(
+        self,
+        run_dir: str | os.PathLike,
+        report_file: str | os.PathLike | None = None,
+        report: dict | None = None,
+    ) -> tuple[str, int, bool]:
         """Store a run (its ReFrame run report and apptune's per-test results).
 
         Returns (session uuid, number of results, whether it was stored now).
@@ -192,26 +211,57 @@ class History:
                 "INSERT INTO runs (session_uuid, run_dir, started_unix, started, mode, hostname, "
                 "reframe_version, cmdline, num_cases, num_failures, ingested) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (run.uuid, str(run.run_dir), run.started_unix, run.started, run.mode, run.hostname,
-                 run.reframe_version, run.cmdline, run.num_cases, run.num_failures,
-                 datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")))
+                (
+                    run.uuid,
+                    str(run.run_dir),
+                    run.started_unix,
+                    run.started,
+                    run.mode,
+                    run.hostname,
+                    run.reframe_version,
+                    run.cmdline,
+                    run.num_cases,
+                    run.num_failures,
+                    datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                ),
+            )
             run_id = cur.lastrowid
             for r in run.results:
                 prov_id = self._provenance_id(db, r.provenance) if r.provenance else None
                 cur = db.execute(
-                    "INSERT INTO results (run_id, test, repeat, system, app, tier, environment, variant, "
-                    "result, fail_phase, reason, verified, provenance_id, energy, quality_grade, quality, "
+                    "INSERT INTO results (run_id, test, repeat, system, app, tier, environment, "
+                    "variant, "
+                    "result, fail_phase, reason, verified, provenance_id, energy, quality_grade, "
+                    "quality, "
                     "machine_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (run_id, r.test, r.repeat, r.system, r.app, r.tier, r.environment, r.variant,
-                     r.result, r.fail_phase, r.reason, int(r.verified), prov_id,
-                     json.dumps(r.energy, sort_keys=True) if r.energy else None,
-                     (r.quality or {}).get("grade"), json.dumps(r.quality, sort_keys=True) if r.quality else None,
-                     r.machine_id))
+                    (
+                        run_id,
+                        r.test,
+                        r.repeat,
+                        r.system,
+                        r.app,
+                        r.tier,
+                        r.environment,
+                        r.variant,
+                        r.result,
+                        r.fail_phase,
+                        r.reason,
+                        int(r.verified),
+                        prov_id,
+                        json.dumps(r.energy, sort_keys=True) if r.energy else None,
+                        (r.quality or {}).get("grade"),
+                        json.dumps(r.quality, sort_keys=True) if r.quality else None,
+                        r.machine_id,
+                    ),
+                )
                 db.executemany(
                     "INSERT INTO figures (result_id, figure, value, unit, better, baseline, "
                     "baseline_verdict) VALUES (?,?,?,?,?,?,?)",
-                    [(cur.lastrowid, f.name, f.value, f.unit, f.better, f.baseline, f.verdict)
-                     for f in r.figures])
+                    [
+                        (cur.lastrowid, f.name, f.value, f.unit, f.better, f.baseline, f.verdict)
+                        for f in r.figures
+                    ],
+                )
         return run.uuid, len(run.results), True
 
     @staticmethod
@@ -226,31 +276,46 @@ class History:
         """The distinct values stored of ``app``, ``system`` (system:partition) or ``mode``."""
         col = {"app": "results.app", "system": "results.system", "mode": "runs.mode"}[what]
         table = col.split(".")[0]
-        return [r[0] for r in self.db.execute(
-            f"SELECT DISTINCT {col} FROM {table} WHERE {col} IS NOT NULL ORDER BY 1")]
+        return [
+            r[0]
+            for r in self.db.execute(
+                f"SELECT DISTINCT {col} FROM {table} WHERE {col} IS NOT NULL ORDER BY 1"
+            )
+        ]
 
     def runs(self, mode: str | None = None) -> list[sqlite3.Row]:
-        q = "SELECT * FROM runs" + (" WHERE mode = ?" if mode else "") + " ORDER BY started_unix, id"
+        q = (
+            "SELECT * FROM runs"
+            + (" WHERE mode = ?" if mode else "")
+            + " ORDER BY started_unix, id"
+        )
         return self.db.execute(q, (mode,) if mode else ()).fetchall()
 
-    def samples(self, system: str | None = None, mode: str | None = None,
-                app: str | None = None) -> list[sqlite3.Row]:
+    def samples(
+        self, system: str | None = None, mode: str | None = None, app: str | None = None
+    ) -> list[sqlite3.Row]:
         """Every verified figure value of a clean run, with its run, in run order (disturbed
         or unmeasured runs are stored, never part of a series)."""
-        where, args = ["res.verified = 1", "res.result IN ('pass', 'fail')", "res.quality_grade = 'clean'"], []
+        where, args = (
+            ["res.verified = 1", "res.result IN ('pass', 'fail')", "res.quality_grade = 'clean'"],
+            [],
+        )
         for col, val in (("res.system", system), ("runs.mode", mode), ("res.app", app)):
             if val:
-                where.append(f"({col} = ? OR {col} LIKE ?)" if col == "res.system" else f"{col} = ?")
+                where.append(
+                    f"({col} = ? OR {col} LIKE ?)" if col == "res.system" else f"{col} = ?"
+                )
                 args += [val, f"{val}:%"] if col == "res.system" else [val]
         return self.db.execute(
             "SELECT runs.session_uuid, runs.started, runs.started_unix, runs.run_dir, runs.mode, "
             "res.system, res.app, res.tier, res.environment, res.variant, res.test, res.repeat, "
-            "f.figure, f.value, f.unit, f.better, f.baseline, p.json AS provenance, res.machine_id, "
-            "json_extract(res.energy, '$.trust') AS energy_trust "
-            "FROM figures f JOIN results res ON f.result_id = res.id "
-            "JOIN runs ON res.run_id = runs.id LEFT JOIN provenance p ON res.provenance_id = p.id "
-            f"WHERE {' AND '.join(where)} ORDER BY runs.started_unix, runs.id, res.repeat",
-            args).fetchall()
+            "f.figure, f.value, f.unit, f.better, f.baseline, p.json AS provenance, "
+            "res.machine_id, json_extract(res.energy, '$.trust') AS energy_trust FROM figures f "
+            "JOIN results res ON f.result_id = res.id JOIN runs ON res.run_id = runs.id LEFT JOIN "
+            f"provenance p ON res.provenance_id = p.id WHERE {' AND '.join(where)} ORDER BY "
+            "runs.started_unix, runs.id, res.repeat",
+            args,
+        ).fetchall()
 
 
 # ---------------------------------------------------------------------- reading a run
@@ -323,10 +388,14 @@ def read_run(run_dir: Path, report_file: Path | None = None, rep: dict | None = 
         try:
             rep = json.loads(report_file.read_text())
         except (OSError, json.JSONDecodeError) as e:
-            raise ApptuneError(report_file, None, f"not a readable ReFrame run report ({e})") from None
+            raise ApptuneError(
+                report_file, None, f"not a readable ReFrame run report ({e})"
+            ) from None
     si = rep.get("session_info") or {}
     if not si.get("uuid"):
-        raise ApptuneError(report_file or run_dir, "session_info.uuid", "run report has no session uuid")
+        raise ApptuneError(
+            report_file or run_dir, "session_info.uuid", "run report has no session uuid"
+        )
     start = si.get("time_start_unix")
     results = []
     for run in rep.get("runs", []):
@@ -346,12 +415,22 @@ def read_run(run_dir: Path, report_file: Path | None = None, rep: dict | None = 
         else:
             seen[k] = 0
     return RunRec(
-        uuid=si["uuid"], run_dir=run_dir.resolve(), started_unix=start,
-        started=(datetime.datetime.fromtimestamp(start, datetime.timezone.utc).isoformat(timespec="seconds")
-                 if start else None),
-        mode=_mode(si.get("cmdline")), hostname=si.get("hostname"), reframe_version=si.get("version"),
-        cmdline=si.get("cmdline"), num_cases=si.get("num_cases"), num_failures=si.get("num_failures"),
-        results=results)
+        uuid=si["uuid"],
+        run_dir=run_dir.resolve(),
+        started_unix=start,
+        started=(
+            datetime.datetime.fromtimestamp(start, datetime.UTC).isoformat(timespec="seconds")
+            if start
+            else None
+        ),
+        mode=_mode(si.get("cmdline")),
+        hostname=si.get("hostname"),
+        reframe_version=si.get("version"),
+        cmdline=si.get("cmdline"),
+        num_cases=si.get("num_cases"),
+        num_failures=si.get("num_failures"),
+        results=results,
+    )
 
 
 def _split_repeat(name: str) -> tuple[str, int]:
@@ -362,10 +441,21 @@ def _split_repeat(name: str) -> tuple[str, int]:
 def _failed_fixture(tc: dict) -> ResultRec:
     test, repeat = _split_repeat(tc["display_name"])
     f = records.failure(tc, None)
-    return ResultRec(test=test, repeat=repeat, system=f"{tc.get('system')}:{tc.get('partition')}",
-                     app=None, tier=None, environment=tc.get("environ"), variant=None,
-                     result="fail", fail_phase=tc.get("fail_phase"), reason=f["reason"],
-                     verified=False, provenance=None, energy=None)
+    return ResultRec(
+        test=test,
+        repeat=repeat,
+        system=f"{tc.get('system')}:{tc.get('partition')}",
+        app=None,
+        tier=None,
+        environment=tc.get("environ"),
+        variant=None,
+        result="fail",
+        fail_phase=tc.get("fail_phase"),
+        reason=f["reason"],
+        verified=False,
+        provenance=None,
+        energy=None,
+    )
 
 
 def _result(tc: dict) -> ResultRec:
@@ -380,13 +470,31 @@ def _result(tc: dict) -> ResultRec:
         for key, pv in (tc.get("perfvalues") or {}).items():
             if isinstance(pv, list) and pv and isinstance(pv[0], (int, float)):
                 unit = pv[4] if len(pv) > 4 else None
-                figs.append(FigureRec(key.rsplit(":", 1)[-1], float(pv[0]), unit,
-                                      "lower" if unit in _TIME_UNITS else "higher"))
+                figs.append(
+                    FigureRec(
+                        key.rsplit(":", 1)[-1],
+                        float(pv[0]),
+                        unit,
+                        "lower" if unit in _TIME_UNITS else "higher",
+                    )
+                )
         reason = records.failure(tc, None)["reason"] if res == "fail" else tc.get("fail_reason")
-        return ResultRec(test=test, repeat=repeat, system=system, app=None, tier=None,
-                         environment=tc.get("environ"), variant=None, result=res or "?",
-                         fail_phase=tc.get("fail_phase"), reason=reason,
-                         verified=res == "pass", provenance=None, energy=None, figures=figs)
+        return ResultRec(
+            test=test,
+            repeat=repeat,
+            system=system,
+            app=None,
+            tier=None,
+            environment=tc.get("environ"),
+            variant=None,
+            result=res or "?",
+            fail_phase=tc.get("fail_phase"),
+            reason=reason,
+            verified=res == "pass",
+            provenance=None,
+            energy=None,
+            figures=figs,
+        )
     specs = _figure_specs(r.get("app"))
     verdicts = (r.get("baseline") or {}).get("figures") or {}
     figs = []
@@ -395,21 +503,43 @@ def _result(tc: dict) -> ResultRec:
             continue
         spec = specs.get(name)
         c = verdicts.get(name) or {}
-        figs.append(FigureRec(name, float(v), spec.unit if spec else None, spec.better if spec else None,
-                              c.get("baseline"), c.get("verdict")))
+        figs.append(
+            FigureRec(
+                name,
+                float(v),
+                spec.unit if spec else None,
+                spec.better if spec else None,
+                c.get("baseline"),
+                c.get("verdict"),
+            )
+        )
     ver = r.get("verification") or {}
     reason = ver.get("summary")
     if res == "fail":
         reason = records.failure(tc, {"verification": ver.get("summary")})["reason"]
-    return ResultRec(test=test, repeat=repeat, system=f"{r.get('system')}:{r.get('partition')}",
-                     app=r.get("app"), tier=r.get("tier"), environment=r.get("environment"),
-                     variant=r.get("variant"), result=res or "?", fail_phase=tc.get("fail_phase"),
-                     reason=reason, verified=bool(ver.get("ok")), provenance=r.get("provenance"),
-                     energy=r.get("energy"), figures=figs, quality=r.get("quality"),
-                     machine_id=r.get("machine_id"))
+    return ResultRec(
+        test=test,
+        repeat=repeat,
+        system=f"{r.get('system')}:{r.get('partition')}",
+        app=r.get("app"),
+        tier=r.get("tier"),
+        environment=r.get("environment"),
+        variant=r.get("variant"),
+        result=res or "?",
+        fail_phase=tc.get("fail_phase"),
+        reason=reason,
+        verified=bool(ver.get("ok")),
+        provenance=r.get("provenance"),
+        energy=r.get("energy"),
+        figures=figs,
+        quality=r.get("quality"),
+        machine_id=r.get("machine_id"),
+    )
 
 
-def reframe_sessions(db_file: str | os.PathLike, uuids: list[str] | None = None) -> list[tuple[dict, str | None]]:
+def reframe_sessions(
+    db_file: str | os.PathLike, uuids: list[str] | None = None
+) -> list[tuple[dict, str | None]]:
     """Session reports stored in ReFrame's results database (its ``sessions`` table:
     the same JSON as the run report), with the report file each came from."""
     path = Path(db_file)
@@ -417,8 +547,9 @@ def reframe_sessions(db_file: str | os.PathLike, uuids: list[str] | None = None)
         raise ApptuneError(path, None, "no ReFrame results database here")
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
-        rows = con.execute("SELECT uuid, json_blob, report_file FROM sessions "
-                           "ORDER BY session_start_unix").fetchall()
+        rows = con.execute(
+            "SELECT uuid, json_blob, report_file FROM sessions ORDER BY session_start_unix"
+        ).fetchall()
         con.close()
     except sqlite3.Error as e:
         raise ApptuneError(path, None, f"cannot read ReFrame's results database: {e}") from None

@@ -1,4 +1,5 @@
 """Application inputs per tier: templates plus parameters, some computed from the node."""
+
 from __future__ import annotations
 
 import math
@@ -37,14 +38,21 @@ def check_stands_for(app: str, tier: str, tiers: list[str]) -> InputSpec:
         return spec
     if spec.stands_for is None:
         if tier == "ci":
-            raise ApptuneError(f, "stands_for", f"a ci input must name the input it stands for: "
-                               f"one of {', '.join(others)}, then what it is, e.g. "
-                               f"'{others[0]} (what the {others[0]} input is)'")
+            raise ApptuneError(
+                f,
+                "stands_for",
+                f"a ci input must name the input it stands for: "
+                f"one of {', '.join(others)}, then what it is, e.g. "
+                f"'{others[0]} (what the {others[0]} input is)'",
+            )
         return spec
     target = spec.stands_for.split()[0] if spec.stands_for.split() else ""
     if target not in others:
-        raise ApptuneError(f, "stands_for", f"must start with another tier of {app} "
-                           f"({', '.join(others)}), not {target!r}")
+        raise ApptuneError(
+            f,
+            "stands_for",
+            f"must start with another tier of {app} ({', '.join(others)}), not {target!r}",
+        )
     return spec
 
 
@@ -64,8 +72,9 @@ def squarest_grid(ranks: int) -> tuple[int, int]:
     return p, ranks // p
 
 
-def resolve_parameters(spec: InputSpec, ranks: int, nodes: int = 1,
-                       mem_per_node: int | None = None) -> dict:
+def resolve_parameters(
+    spec: InputSpec, ranks: int, nodes: int = 1, mem_per_node: int | None = None
+) -> dict:
     values = {}
     for name, v in spec.parameters.items():
         if isinstance(v, FromMemory):
@@ -100,9 +109,16 @@ def render_words(words: list[str], params: dict, app: str, field: str) -> list[s
     return out
 
 
-def render(app: str, tier: str, dest: Path, ranks: int, nodes: int = 1,
-           mem_per_node: int | None = None, build_dir: Path | None = None,
-           overrides: dict | None = None) -> dict:
+def render(
+    app: str,
+    tier: str,
+    dest: Path,
+    ranks: int,
+    nodes: int = 1,
+    mem_per_node: int | None = None,
+    build_dir: Path | None = None,
+    overrides: dict | None = None,
+) -> dict:
     """Write the tier's input files into ``dest``; return the parameters used.
 
     ``overrides`` replaces parameters of the tier (``apptune tune``'s input knobs, e.g.
@@ -111,18 +127,27 @@ def render(app: str, tier: str, dest: Path, ranks: int, nodes: int = 1,
     params = resolve_parameters(spec, ranks, nodes, mem_per_node)
     for name, value in (overrides or {}).items():
         if name not in params:
-            raise ApptuneError(d / "input.yaml", f"parameters.{name}",
-                               f"no such parameter to override (the input has: {', '.join(sorted(params))})")
+            raise ApptuneError(
+                d / "input.yaml",
+                f"parameters.{name}",
+                f"no such parameter to override (the input has: {', '.join(sorted(params))})",
+            )
         params[name] = value
     for out, product in spec.from_build.items():
         src = Path(build_dir or ".") / product
         if build_dir is None or not src.is_file():
-            raise ApptuneError(d / "input.yaml", f"from_build.{out}",
-                               f"build product '{product}' not found in {build_dir} "
-                               f"(list it in the recipe's build.products)")
+            raise ApptuneError(
+                d / "input.yaml",
+                f"from_build.{out}",
+                f"build product '{product}' not found in {build_dir} "
+                f"(list it in the recipe's build.products)",
+            )
         shutil.copyfile(src, Path(dest) / out)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(d), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(d),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
     for out, tmpl in spec.files.items():
         try:
             text = env.get_template(tmpl).render(**params)

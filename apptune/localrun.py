@@ -9,6 +9,7 @@ knobs, e.g. HPL's N). They call the same package functions the checks call —
 environment and launcher taken from the ReFrame site config, so a candidate is
 built, run and verified exactly as a check would do it on a local partition.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,12 +23,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import energy, inputs, outputs, paths, placement, recipes, runner, sources, verify
-from .recipes import time_limit_seconds
 from .constants import XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .models import Recipe
+from .recipes import time_limit_seconds
 
-DEFAULT_CONFIG = "site-config/settings.py"
 #: Launchers a candidate can be started with on this node (ReFrame's names).
 LAUNCHERS = ("mpirun", "local")
 #: The job's standard output in a run directory (``file: stdout`` outputs).
@@ -37,6 +37,7 @@ STDOUT = "run.out"
 @dataclass
 class Site:
     """One ReFrame environment on one partition of the site config, outside ReFrame."""
+
     environment: str
     toolchain: recipes.Toolchain
     #: Variables of the partition, then the environment (``$VAR`` expanded).
@@ -61,8 +62,12 @@ def _env_pairs(pairs, where: str, config: Path) -> dict[str, str]:
     return out
 
 
-def load_site(environment: str, config: str | os.PathLike = DEFAULT_CONFIG, system: str = "local",
-              languages: list[str] | None = None) -> Site:
+def load_site(
+    environment: str,
+    config: str | os.PathLike = paths.DEFAULT_CONFIG,
+    system: str = "local",
+    languages: list[str] | None = None,
+) -> Site:
     """The environment ``environment`` on the first partition of ``system`` that offers it;
     its tools for ``languages`` (None: every language) must be found."""
     config = Path(config)
@@ -74,19 +79,32 @@ def load_site(environment: str, config: str | os.PathLike = DEFAULT_CONFIG, syst
         raise ApptuneError(config, "site_configuration", f"cannot load: {e}") from None
     envs = {e["name"]: e for e in site.get("environments", [])}
     if environment not in envs:
-        raise ApptuneError(config, "environments", f"unknown environment '{environment}' "
-                           f"(known: {', '.join(sorted(envs))})")
+        raise ApptuneError(
+            config,
+            "environments",
+            f"unknown environment '{environment}' (known: {', '.join(sorted(envs))})",
+        )
     systems = {s["name"]: s for s in site.get("systems", [])}
     if system not in systems:
-        raise ApptuneError(config, "systems", f"unknown system '{system}' (known: {', '.join(systems)})")
-    part = next((p for p in systems[system].get("partitions", []) if environment in p.get("environs", [])), None)
+        raise ApptuneError(
+            config, "systems", f"unknown system '{system}' (known: {', '.join(systems)})"
+        )
+    part = next(
+        (p for p in systems[system].get("partitions", []) if environment in p.get("environs", [])),
+        None,
+    )
     if part is None:
-        raise ApptuneError(config, f"systems.{system}.partitions",
-                           f"no partition of '{system}' offers environment '{environment}'")
+        raise ApptuneError(
+            config,
+            f"systems.{system}.partitions",
+            f"no partition of '{system}' offers environment '{environment}'",
+        )
     if part.get("launcher", "local") not in LAUNCHERS:
-        raise ApptuneError(config, f"systems.{system}.partitions.{part['name']}.launcher",
-                           f"'{part['launcher']}': candidates run on this node with "
-                           f"{' or '.join(LAUNCHERS)} only")
+        raise ApptuneError(
+            config,
+            f"systems.{system}.partitions.{part['name']}.launcher",
+            f"'{part['launcher']}': candidates run on this node with {' or '.join(LAUNCHERS)} only",
+        )
     e = envs[environment]
 
     class _Environ:  # what Toolchain.from_environ reads from a ReFrame environment
@@ -95,19 +113,36 @@ def load_site(environment: str, config: str | os.PathLike = DEFAULT_CONFIG, syst
         extras = e.get("extras", {})
 
     tc = recipes.Toolchain.from_environ(_Environ)
-    env = _env_pairs(part.get("env_vars"), f"systems.{system}.partitions.{part['name']}.env_vars", config)
+    env = _env_pairs(
+        part.get("env_vars"), f"systems.{system}.partitions.{part['name']}.env_vars", config
+    )
     env.update(_env_pairs(e.get("env_vars"), f"environments.{environment}.env_vars", config))
     missing = tc.missing_tools(path=env.get("PATH", os.environ.get("PATH")), languages=languages)
     if missing:
-        raise ApptuneError(config, f"environments.{environment}.extras.requires",
-                           f"compiler/tool {', '.join(missing)} not found on PATH")
-    return Site(environment=environment, toolchain=tc, env=env, launcher=part.get("launcher", "local"),
-                partition=f"{system}:{part['name']}", extras=dict(part.get("extras", {})))
+        raise ApptuneError(
+            config,
+            f"environments.{environment}.extras.requires",
+            f"compiler/tool {', '.join(missing)} not found on PATH",
+        )
+    return Site(
+        environment=environment,
+        toolchain=tc,
+        env=env,
+        launcher=part.get("launcher", "local"),
+        partition=f"{system}:{part['name']}",
+        extras=dict(part.get("extras", {})),
+    )
 
 
 # ----------------------------------------------------------------------------- build
-def plan_for(recipe: Recipe, variant: str, site: Site, ladder_everywhere: bool = False,
-             extra_cflags: list[str] = (), extra_fflags: list[str] = ()) -> dict:
+def plan_for(
+    recipe: Recipe,
+    variant: str,
+    site: Site,
+    ladder_everywhere: bool = False,
+    extra_cflags: list[str] = (),
+    extra_fflags: list[str] = (),
+) -> dict:
     """The build plan of ``variant``; ``ladder_everywhere`` compiles the files of the
     recipe's per_file rules with the variant's ladder too (bisect's way to rediscover
     why a rule exists); extra flags are appended to the ladder (tune's extra flags)."""
@@ -118,9 +153,16 @@ def plan_for(recipe: Recipe, variant: str, site: Site, ladder_everywhere: bool =
         plan["variant"] = variant_label(variant, extra_cflags, extra_fflags)
     if ladder_everywhere:
         ladder = recipes.Variant.parse(variant, recipe).ladder
-        plan["per_file"] = [dict(r, cflags=list(plan["cflags"]), fflags=list(plan["fflags"]), ladder=ladder,
-                                 reason=f"ignored: the whole build uses the {ladder} ladder")
-                            for r in plan["per_file"]]
+        plan["per_file"] = [
+            dict(
+                r,
+                cflags=list(plan["cflags"]),
+                fflags=list(plan["fflags"]),
+                ladder=ladder,
+                reason=f"ignored: the whole build uses the {ladder} ladder",
+            )
+            for r in plan["per_file"]
+        ]
     return plan
 
 
@@ -129,29 +171,47 @@ def variant_label(variant: str, extra_cflags=(), extra_fflags=()) -> str:
     return variant + (f" {' '.join(extra)}" if extra else "")
 
 
-def build_variant(recipe: Recipe, plan: dict, site: Site, stage: Path, use_cache: bool = True) -> dict:
+def build_variant(
+    recipe: Recipe, plan: dict, site: Site, stage: Path, use_cache: bool = True
+) -> dict:
     """Build ``plan`` in ``stage`` as the checks' build fixture does (``python -m
     apptune.build``); return its provenance. A build that already happened in
     ``stage`` for the same plan is kept (bisect's ends survive a restart)."""
     stage = Path(stage)
     prov_file = stage / "provenance.json"
     if prov_file.is_file() and (stage / "plan.json").is_file():
-        if json.loads((stage / "plan.json").read_text()) == plan and (use_cache or (stage / "src").is_dir()):
+        if json.loads((stage / "plan.json").read_text()) == plan and (
+            use_cache or (stage / "src").is_dir()
+        ):
             return json.loads(prov_file.read_text())
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
     (stage / "plan.json").write_text(json.dumps(plan, indent=1))
     tarball = sources.fetch(recipe)
-    cmd = [sys.executable, "-m", "apptune.build", "--plan", str(stage / "plan.json"),
-           "--source", str(tarball), "--stage", str(stage)] + ([] if use_cache else ["--no-cache"])
+    cmd = [
+        sys.executable,
+        "-m",
+        "apptune.build",
+        "--plan",
+        str(stage / "plan.json"),
+        "--source",
+        str(tarball),
+        "--stage",
+        str(stage),
+    ] + ([] if use_cache else ["--no-cache"])
     with open(stage / "build.log", "w") as log:
-        rc = subprocess.run(cmd, cwd=stage, env=site.environ(), stdout=log, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(
+            cmd, cwd=stage, env=site.environ(), stdout=log, stderr=subprocess.STDOUT
+        ).returncode
     if (stage / XFAIL_FILE).is_file():
         rec = json.loads((stage / XFAIL_FILE).read_text())
-        raise ApptuneError(recipes.recipe_path(recipe.name), "build.expected_failures",
-                           f"{plan['variant']} with {site.environment} is an expected build failure: "
-                           f"{rec['reason']}")
+        raise ApptuneError(
+            recipes.recipe_path(recipe.name),
+            "build.expected_failures",
+            f"{plan['variant']} with {site.environment} is an expected build failure: "
+            f"{rec['reason']}",
+        )
     if rc != 0 or not prov_file.is_file():
         err = last_error_line(stage / "build.log") or f"build exited with status {rc}"
         raise ApptuneError(stage / "build.log", plan["variant"], f"build failed: {err}")
@@ -177,10 +237,20 @@ class RunResult:
         return asdict(self)
 
 
-def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Site,
-             ranks: int | None = None, overrides: dict | None = None, env: dict | None = None,
-             label: str | None = None, changed_inputs: set[str] = frozenset(),
-             threads: int = 1, binding: str | None = None) -> RunResult:
+def run_tier(
+    recipe: Recipe,
+    tier: str,
+    build_dir: Path,
+    run_dir: Path,
+    site: Site,
+    ranks: int | None = None,
+    overrides: dict | None = None,
+    env: dict | None = None,
+    label: str | None = None,
+    changed_inputs: set[str] = frozenset(),
+    threads: int = 1,
+    binding: str | None = None,
+) -> RunResult:
     """Run the build in ``build_dir`` on ``tier`` in a fresh ``run_dir`` and verify it.
 
     ``overrides`` replace input parameters and ``changed_inputs`` names those that
@@ -188,21 +258,29 @@ def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Si
     ``threads`` (per rank) and ``binding`` are applied as the checks' placement
     variables are (:mod:`apptune.placement`)."""
     if tier not in recipe.tiers:
-        raise ApptuneError(recipes.recipe_path(recipe.name), "tiers",
-                           f"unknown tier '{tier}' (allowed: {', '.join(recipe.tiers)})")
+        raise ApptuneError(
+            recipes.recipe_path(recipe.name),
+            "tiers",
+            f"unknown tier '{tier}' (allowed: {', '.join(recipe.tiers)})",
+        )
     t = recipe.tiers[tier]
     ranks = ranks or t.ranks
     build_dir, run_dir = Path(build_dir).resolve(), Path(run_dir).resolve()
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
-    params = inputs.render(recipe.name, tier, run_dir, ranks, build_dir=build_dir, overrides=overrides)
+    params = inputs.render(
+        recipe.name, tier, run_dir, ranks, build_dir=build_dir, overrides=overrides
+    )
     run = recipe.run
     threads_env = placement.thread_env(run.env, threads) if threads != 1 else {}
     environ = site.environ({**run.env, **threads_env, **(env or {})})
     try:
-        bind = placement.binding_options(binding, site.launcher, site.toolchain.mpi, threads) \
-            if site.launcher == "mpirun" or binding else []
+        bind = (
+            placement.binding_options(binding, site.launcher, site.toolchain.mpi, threads)
+            if site.launcher == "mpirun" or binding
+            else []
+        )
     except placement.PlacementError as e:
         raise ApptuneError(None, "binding", str(e)) from None
     launch = site.launch(ranks)
@@ -212,22 +290,39 @@ def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Si
         argv = inputs.render_words(step.command, params, recipe.name, f"run.prerun[{i}]")
         if (build_dir / argv[0]).is_file():
             argv[0] = str(build_dir / argv[0])
-        steps.append(runner.Step(label=f"run.prerun[{i}]", stdout=step.stdout,
-                                 argv=(launch if step.launch else []) + argv))
-    argv = launch + [str(build_dir / run.executable)] + \
-        inputs.render_words(run.args, params, recipe.name, "run.args")
+        steps.append(
+            runner.Step(
+                label=f"run.prerun[{i}]",
+                stdout=step.stdout,
+                argv=(launch if step.launch else []) + argv,
+            )
+        )
+    argv = (
+        launch
+        + [str(build_dir / run.executable)]
+        + inputs.render_words(run.args, params, recipe.name, "run.args")
+    )
     (run_dir / "command.txt").write_text(shlex.join(argv) + "\n")
     steps.append(runner.Step(label="run", argv=argv, stdout=STDOUT, stderr="run.err"))
     # the same runner as the checks' job script: no shell, exit status, run quality
-    spec = runner.Spec(steps=steps, env={**run.env, **threads_env, **(env or {})}, harness_pid=os.getpid(),
-                       limits=dict(site.extras.get("run_quality", {})),
-                       quiet_wait_s=float(site.extras.get("quiet_wait_s", 0)))
+    spec = runner.Spec(
+        steps=steps,
+        env={**run.env, **threads_env, **(env or {})},
+        harness_pid=os.getpid(),
+        limits=dict(site.extras.get("run_quality", {})),
+        quiet_wait_s=float(site.extras.get("quiet_wait_s", 0)),
+    )
     runner.write_spec(run_dir / runner.SPEC_FILE, spec)
     deadline = time_limit_seconds(t.time_limit)
     sampler = _sampler(site, run_dir, ranks)
     try:
-        _run([sys.executable, "-m", "apptune.runner", runner.SPEC_FILE], run_dir, environ,
-             deadline + spec.quiet_wait_s if deadline else None, sampler)
+        _run(
+            [sys.executable, "-m", "apptune.runner", runner.SPEC_FILE],
+            run_dir,
+            environ,
+            deadline + spec.quiet_wait_s if deadline else None,
+            sampler,
+        )
     finally:
         rec_energy = sampler.stop()
     rec = runner.load_record(run_dir) or {}
@@ -245,20 +340,40 @@ def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Si
         v = {"ok": False, "summary": summary}
     if values is not None:
         texts = outputs.own_check_texts(run, run_dir, STDOUT)
-        ver = verify.verify(recipe.name, tier, values, run.own_checks, texts, site.environment, label,
-                            run.outputs[0].file, changed_inputs=set(changed_inputs))
+        ver = verify.verify(
+            recipe.name,
+            tier,
+            values,
+            run.own_checks,
+            texts,
+            site.environment,
+            label,
+            run.outputs[0].file,
+            changed_inputs=set(changed_inputs),
+        )
         if crash:
             ver.ok = False
-            ver.own_checks.append({"pattern": "exit code", "matches": 0, "ok": False, "message": crash})
+            ver.own_checks.append(
+                {"pattern": "exit code", "matches": 0, "ok": False, "message": crash}
+            )
         figures = recipes.figure_values(recipe, values)
         figures["wall_time"] = wall
         verify.check_figures(ver, figures)
         v = ver.to_dict()
     figures["wall_time"] = wall
     figures.update(rec_energy.figures(wall, {n: figures.get(n) for n in run.per_watt}))
-    result = RunResult(ok=bool(v["ok"]), summary=v["summary"], figures=figures, wall_time=wall,
-                       verification=v, energy=rec_energy.to_dict(), params=params, run_dir=str(run_dir),
-                       quality=rec.get("quality"), machine_id=rec.get("machine_id"))
+    result = RunResult(
+        ok=bool(v["ok"]),
+        summary=v["summary"],
+        figures=figures,
+        wall_time=wall,
+        verification=v,
+        energy=rec_energy.to_dict(),
+        params=params,
+        run_dir=str(run_dir),
+        quality=rec.get("quality"),
+        machine_id=rec.get("machine_id"),
+    )
     (run_dir / "result.json").write_text(json.dumps(result.to_dict(), indent=1, default=str))
     return result
 
@@ -266,11 +381,23 @@ def run_tier(recipe: Recipe, tier: str, build_dir: Path, run_dir: Path, site: Si
 def _sampler(site: Site, run_dir: Path, ranks: int):
     ex = site.extras
     state = {"pid": None}
-    context = {"power_model": ex.get("power_model"), "scheduler": "local", "ncpus": os.cpu_count(),
-               "nodes": 1, "pid": lambda: state["pid"], "jobid": lambda: state["pid"]}
-    s = energy.Sampler(list(ex.get("energy_meters", [])), site.partition, run_dir,
-                       hz=float(ex.get("energy_sample_hz", 10)), options=ex.get("energy_meter_options", {}),
-                       context=context, exclusive=bool(ex.get("exclusive_node", False)))
+    context = {
+        "power_model": ex.get("power_model"),
+        "scheduler": "local",
+        "ncpus": os.cpu_count(),
+        "nodes": 1,
+        "pid": lambda: state["pid"],
+        "jobid": lambda: state["pid"],
+    }
+    s = energy.Sampler(
+        list(ex.get("energy_meters", [])),
+        site.partition,
+        run_dir,
+        hz=float(ex.get("energy_sample_hz", 10)),
+        options=ex.get("energy_meter_options", {}),
+        context=context,
+        exclusive=bool(ex.get("exclusive_node", False)),
+    )
     s.state = state
     s.start()
     return s
@@ -281,8 +408,14 @@ def _run(argv, cwd, environ, deadline, sampler) -> int:
     the whole session is killed (the runner and every step it started)."""
     with open(Path(cwd) / "runner.log", "w") as log:
         try:
-            p = subprocess.Popen(argv, cwd=cwd, env=environ, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+            p = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=environ,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         except OSError as e:
             raise ApptuneError(None, argv[0], f"cannot run: {e.strerror}") from None
         sampler.state["pid"] = p.pid

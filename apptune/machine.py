@@ -13,6 +13,7 @@ and the hypervisor (or ``bare metal``). The kernel is recorded but not matched: 
 kernel update is shown next to a change, it does not silently disable every
 baseline.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,11 +23,34 @@ import platform
 from pathlib import Path
 
 #: Instruction-set extensions that change what a compiler emits or a library selects.
-ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-             "avx512_bf16", "amx_tile", "asimd", "sve", "sve2")
+ISA_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "amx_tile",
+    "asimd",
+    "sve",
+    "sve2",
+)
 #: Fields that must be equal for a baseline to apply (``machine_id`` hashes them).
-KEY_FIELDS = ("cpu_vendor", "cpu_model", "cpu_id", "isa", "sockets", "cores_per_socket",
-              "threads_per_core", "cpus", "memory_gib", "hypervisor")
+KEY_FIELDS = (
+    "cpu_vendor",
+    "cpu_model",
+    "cpu_id",
+    "isa",
+    "sockets",
+    "cores_per_socket",
+    "threads_per_core",
+    "cpus",
+    "memory_gib",
+    "hypervisor",
+)
 #: Recorded, shown, not matched.
 INFO_FIELDS = ("kernel",)
 
@@ -64,7 +88,9 @@ def _hypervisor(flags: set[str], sysfs: Path) -> str:
         v = _read(sysfs / f)
         if v:
             return v
-    clocks = (_read(sysfs / "devices/system/clocksource/clocksource0/available_clocksource") or "").split()
+    clocks = (
+        _read(sysfs / "devices/system/clocksource/clocksource0/available_clocksource") or ""
+    ).split()
     return next((_CLOCKSOURCES[c] for c in clocks if c in _CLOCKSOURCES), "virtual machine")
 
 
@@ -87,8 +113,14 @@ def fingerprint(proc: str | os.PathLike = "/proc", sysfs: str | os.PathLike = "/
     step = first.get("stepping") or first.get("CPU revision") or "?"
     return {
         "cpu_vendor": first.get("vendor_id") or first.get("CPU implementer") or platform.machine(),
-        "cpu_model": " ".join((first.get("model name") or first.get("Processor") or platform.processor()
-                               or platform.machine()).split()),
+        "cpu_model": " ".join(
+            (
+                first.get("model name")
+                or first.get("Processor")
+                or platform.processor()
+                or platform.machine()
+            ).split()
+        ),
         "cpu_id": f"{fam}/{model}/{step}",
         "isa": sorted(f for f in ISA_FLAGS if f in flags),
         "sockets": len(sockets),
@@ -108,13 +140,17 @@ def machine_id(fp: dict) -> str:
 
 
 def describe(fp: dict) -> str:
-    """One line a person reads: ``Intel Xeon Processor (6/85/4, avx512f), 1x2 cores, 24 GiB, KVM``."""
+    """One line a person reads.
+
+    E.g. ``Intel Xeon Processor (6/85/4, avx512f), 1x2 cores, 24 GiB, KVM``."""
     isa = fp.get("isa") or []
     top = next((f for f in ("avx512f", "avx2", "avx", "sve", "asimd") if f in isa), None)
     cpu = f"{fp.get('cpu_model', '?')} ({fp.get('cpu_id', '?')}{', ' + top if top else ''})"
-    smt = f" x{fp['threads_per_core']} threads" if fp.get('threads_per_core', 1) > 1 else ''
-    return (f"{cpu}, {fp.get('sockets', '?')}x{fp.get('cores_per_socket', '?')} cores{smt}, "
-            f"{fp.get('memory_gib', '?')} GiB, {fp.get('hypervisor', '?')}")
+    smt = f" x{fp['threads_per_core']} threads" if fp.get("threads_per_core", 1) > 1 else ""
+    return (
+        f"{cpu}, {fp.get('sockets', '?')}x{fp.get('cores_per_socket', '?')} cores{smt}, "
+        f"{fp.get('memory_gib', '?')} GiB, {fp.get('hypervisor', '?')}"
+    )
 
 
 def differences(a: dict, b: dict) -> list[str]:

@@ -3,6 +3,7 @@
 Unknown fields are errors (``extra='forbid'``), so a typo in a recipe is a
 one-line message naming the field rather than a silently ignored setting.
 """
+
 from __future__ import annotations
 
 import math
@@ -67,6 +68,7 @@ class Template(Strict):
 
 class BuildStep(Strict):
     """One command of a multi-step build; every word is a jinja2 template (plan + ``vars``)."""
+
     #: Directory to run in, relative to the source root.
     directory: str = "."
     #: ``make -jJOBS`` followed by these words (variables, ``-f FILE``, targets) ...
@@ -111,11 +113,11 @@ class BuildSpec(Strict):
     fflags: list[str] = []
     #: ... and those one compiler family needs (gfortran's -fallow-argument-mismatch,
     #: flang-new's -flang-experimental-exec to link), keyed by family.
-    family_flags: dict[str, "FamilyFlags"] = {}
+    family_flags: dict[str, FamilyFlags] = {}
     #: Builds known to fail, e.g. a compiler that cannot compile the source yet. The
     #: build is reported as an expected failure (XFAIL) when its log matches ``match``;
     #: any other failure, or a success, is reported as such.
-    expected_failures: list["ExpectedBuildFailure"] = []
+    expected_failures: list[ExpectedBuildFailure] = []
 
 
 class FamilyFlags(Strict):
@@ -188,11 +190,14 @@ def duration_seconds(spec: str) -> float:
     by ReFrame's own conversion; ValueError for what it refuses and for a limit that is
     zero or not finite (ReFrame would then use the partition's limit, silently)."""
     from reframe.utility.typecheck import Duration  # the type of a test's time_limit
+
     try:
         v = Duration(str(spec).strip())
     except (TypeError, ValueError) as e:
-        raise ValueError(f"'{spec}' is not a time limit ReFrame reads ({e}); write e.g. "
-                         "5m, 1h30m, 90s, 2d or a number of seconds") from None
+        raise ValueError(
+            f"'{spec}' is not a time limit ReFrame reads ({e}); write e.g. "
+            "5m, 1h30m, 90s, 2d or a number of seconds"
+        ) from None
     if not math.isfinite(v) or v <= 0:
         raise ValueError(f"'{spec}' is not a positive, finite time limit")
     return float(v)
@@ -239,6 +244,7 @@ class CurveDerived(Strict):
     """A figure computed from a curve: ``y`` at the first/last row, its max/min, or the
     first ``x`` where ``y`` reaches ``fraction`` of its maximum (NetPIPE's half-peak size),
     or the number of rows (``count``)."""
+
     op: Literal["first", "last", "max", "min", "count", "x_at_fraction_of_max"]
     y: str
     x: str | None = None
@@ -280,8 +286,11 @@ class OutputSpec(Strict):
 
     @model_validator(mode="after")
     def _shape(self):
-        need = {"regex": ["patterns"], "newick_rf": ["reference", "field"],
-                "curve": ["columns", "name"]}.get(self.format, [])
+        need = {
+            "regex": ["patterns"],
+            "newick_rf": ["reference", "field"],
+            "curve": ["columns", "name"],
+        }.get(self.format, [])
         for n in need:
             if not getattr(self, n):
                 raise ValueError(f"format {self.format} needs '{n}'")
@@ -298,6 +307,7 @@ class OutputSpec(Strict):
 
 class PreRun(Strict):
     """A step of the run before the measured program (e.g. ExaML's alignment parser)."""
+
     #: Argument list; words are jinja2 templates with the input parameters.  The first word
     #: names a build product (installed name) or a command on PATH.
     command: list[str] = Field(min_length=1)
@@ -349,6 +359,7 @@ class RunSpec(Strict):
 
 class Recipe(Strict):
     """build-recipes/APP.yaml"""
+
     name: str = Field(pattern=NAME_RE)
     version: str
     description: str
@@ -366,32 +377,46 @@ class Recipe(Strict):
     @model_validator(mode="after")
     def _consistent(self):
         if self.run.primary != "wall_time" and self.run.primary not in self.run.figures:
-            raise ValueError(f"run.primary: '{self.run.primary}' is not a figure "
-                             f"(figures: {', '.join(self.run.figures)}, or wall_time)")
-        names = [p.name if isinstance(p, Product) else p.rsplit("/", 1)[-1] for p in self.build.products]
+            raise ValueError(
+                f"run.primary: '{self.run.primary}' is not a figure "
+                f"(figures: {', '.join(self.run.figures)}, or wall_time)"
+            )
+        names = [
+            p.name if isinstance(p, Product) else p.rsplit("/", 1)[-1] for p in self.build.products
+        ]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"build.products: installed name {dup[0]!r} used twice (give 'name')")
         if self.run.executable not in names:
-            raise ValueError(f"run.executable: '{self.run.executable}' is not a build product "
-                             f"(products: {', '.join(names)})")
-        if self.build.steps and (self.build.args or self.build.targets or self.build.directory != "."):
+            raise ValueError(
+                f"run.executable: '{self.run.executable}' is not a build product "
+                f"(products: {', '.join(names)})"
+            )
+        if self.build.steps and (
+            self.build.args or self.build.targets or self.build.directory != "."
+        ):
             raise ValueError("build: give 'steps' or 'directory'/'args'/'targets', not both")
         for f in self.run.per_watt:
             if f not in self.run.figures:
                 raise ValueError(f"run.per_watt: '{f}' is not a figure")
         for axis, default in self.defaults.items():
             if axis not in self.axes:
-                raise ValueError(f"defaults.{axis}: no such axis (axes: {', '.join(self.axes) or 'none'})")
+                raise ValueError(
+                    f"defaults.{axis}: no such axis (axes: {', '.join(self.axes) or 'none'})"
+                )
             if default != "environment" and default not in self.axes[axis]:
-                raise ValueError(f"defaults.{axis}: '{default}' is not one of {sorted(self.axes[axis])}")
+                raise ValueError(
+                    f"defaults.{axis}: '{default}' is not one of {sorted(self.axes[axis])}"
+                )
         for p in self.patches:
             for axis, values in p.when.axes.items():
                 if axis not in self.axes:
                     raise ValueError(f"patch {p.file}: when.axes.{axis}: no such axis")
                 bad = [v for v in values if v not in self.axes[axis]]
                 if bad:
-                    raise ValueError(f"patch {p.file}: when.axes.{axis}: {bad} not in {sorted(self.axes[axis])}")
+                    raise ValueError(
+                        f"patch {p.file}: when.axes.{axis}: {bad} not in {sorted(self.axes[axis])}"
+                    )
         return self
 
 
@@ -467,6 +492,7 @@ class ReferenceFile(Strict):
 class Machine(Strict):
     """A machine fingerprint (apptune/machine.py): the key fields decide whether a
     baseline applies; ``kernel`` is recorded, not matched."""
+
     cpu_vendor: str
     cpu_model: str
     cpu_id: str
@@ -531,20 +557,27 @@ class BaselineFile(Strict):
     @model_validator(mode="after")
     def _consistent(self):
         from .machine import machine_id
+
         for mid, fp in self.machines.items():
             want = machine_id(fp.model_dump())
             if mid != want:
-                raise ValueError(f"machines.{mid}: the id does not match its fingerprint "
-                                 f"(the fingerprint's id is {want}); do not edit fingerprints by hand")
+                raise ValueError(
+                    f"machines.{mid}: the id does not match its fingerprint "
+                    f"(the fingerprint's id is {want}); do not edit fingerprints by hand"
+                )
         seen = set()
         for i, e in enumerate(self.entries):
             if e.machine not in self.machines:
-                raise ValueError(f"entries[{i}].machine: '{e.machine}' is not one of machines "
-                                 f"({', '.join(self.machines)})")
+                raise ValueError(
+                    f"entries[{i}].machine: '{e.machine}' is not one of machines "
+                    f"({', '.join(self.machines)})"
+                )
             key = (e.machine, e.environment, e.variant, e.tier)
             if key in seen:
-                raise ValueError(f"entries[{i}]: a second entry for {e.environment}/{e.variant} "
-                                 f"tier {e.tier} on machine {e.machine}")
+                raise ValueError(
+                    f"entries[{i}]: a second entry for {e.environment}/{e.variant} "
+                    f"tier {e.tier} on machine {e.machine}"
+                )
             seen.add(key)
         return self
 
@@ -638,12 +671,15 @@ class TuneTarget(Strict):
     @model_validator(mode="after")
     def _one(self):
         if (self.per is None) == (not self.over_baseline):
-            raise ValueError("give either 'per' (a figure of the same run) or 'over_baseline: true'")
+            raise ValueError(
+                "give either 'per' (a figure of the same run) or 'over_baseline: true'"
+            )
         return self
 
 
 class TuningSpace(Strict):
     """tuning/APP.yaml: what ``apptune tune APP`` may change, and what it maximises."""
+
     app: str
     #: The tier whose input the knobs modify and whose reference verifies every candidate.
     tier: str = "ci"
@@ -662,5 +698,7 @@ class TuningSpace(Strict):
     targets: list[TuneTarget] = []
 
     def input_knobs(self) -> dict[str, TuneInputKnob]:
-        return {k: v if isinstance(v, TuneInputKnob) else TuneInputKnob(values=v)
-                for k, v in self.inputs.items()}
+        return {
+            k: v if isinstance(v, TuneInputKnob) else TuneInputKnob(values=v)
+            for k, v in self.inputs.items()
+        }

@@ -8,6 +8,7 @@ Formats (``run.output`` in a recipe, one spec or a list):
 * ``curve``     whitespace-separated columns (NetPIPE, micro-benchmarks): the curve is
                 kept as data and figures are derived from it (first, max, half-peak x).
 """
+
 from __future__ import annotations
 
 import math
@@ -47,7 +48,9 @@ def own_check_texts(run, stagedir: str | Path, stdout: str = "rfm_job.out") -> d
     return texts
 
 
-def parse(spec: OutputSpec, stagedir: str | Path, stdout: str = "rfm_job.out", tier: str = "") -> dict:
+def parse(
+    spec: OutputSpec, stagedir: str | Path, stdout: str = "rfm_job.out", tier: str = ""
+) -> dict:
     """Fields of one output spec (curves under the key ``__curve__``)."""
     path = output_path(spec.file, stagedir, stdout)
     if not path.is_file():
@@ -61,19 +64,21 @@ def parse(spec: OutputSpec, stagedir: str | Path, stdout: str = "rfm_job.out", t
     lines = path.read_text(errors="replace").splitlines()
     if spec.begin:
         try:
-            start = next(i for i, l in enumerate(lines) if l.strip() == spec.begin)
+            start = next(i for i, ln in enumerate(lines) if ln.strip() == spec.begin)
         except StopIteration:
-            raise ApptuneError(path, spec.begin, "block start not found (run incomplete?)") from None
-        lines = lines[start + 1:]
+            raise ApptuneError(
+                path, spec.begin, "block start not found (run incomplete?)"
+            ) from None
+        lines = lines[start + 1 :]
     if spec.end:
         try:
-            stop = next(i for i, l in enumerate(lines) if l.strip() == spec.end)
+            stop = next(i for i, ln in enumerate(lines) if ln.strip() == spec.end)
         except StopIteration:
             raise ApptuneError(path, spec.end, "block end not found (run incomplete?)") from None
         lines = lines[:stop]
     out = {}
-    for l in lines:
-        k, sep, v = l.partition("=")
+    for line in lines:
+        k, sep, v = line.partition("=")
         if sep and k.strip():
             out[k.strip()] = _number(v.strip())
     return out
@@ -83,8 +88,9 @@ def is_bad_number(v) -> bool:
     return isinstance(v, float) and not math.isfinite(v)
 
 
-def parse_all(specs: list[OutputSpec], stagedir: str | Path, stdout: str = "rfm_job.out",
-              tier: str = "") -> tuple[dict, dict]:
+def parse_all(
+    specs: list[OutputSpec], stagedir: str | Path, stdout: str = "rfm_job.out", tier: str = ""
+) -> tuple[dict, dict]:
     """Fields of every output spec, and the curves ``{name: {columns, rows}}``."""
     fields, curves = {}, {}
     for spec in specs:
@@ -116,6 +122,7 @@ def reference_tree(spec: OutputSpec, tier: str) -> Path:
 
 def _parse_newick_rf(spec: OutputSpec, path: Path, tier: str) -> dict:
     from .phylo import parse_newick, robinson_foulds
+
     ref = reference_tree(spec, tier)
     if not ref.is_file():
         raise ApptuneError(ref, None, f"reference tree for '{spec.field}' is missing")
@@ -131,17 +138,26 @@ def _parse_curve(spec: OutputSpec, path: Path) -> dict:
         if not words or words[0].startswith("#"):
             continue
         if len(words) < len(spec.columns):
-            raise ApptuneError(path, f"line {i}", f"expected {len(spec.columns)} columns "
-                               f"({', '.join(spec.columns)}), got {len(words)}")
+            raise ApptuneError(
+                path,
+                f"line {i}",
+                f"expected {len(spec.columns)} columns "
+                f"({', '.join(spec.columns)}), got {len(words)}",
+            )
         try:
-            rows.append([float(w) for w in words[:len(spec.columns)]])
+            rows.append([float(w) for w in words[: len(spec.columns)]])
         except ValueError:
             raise ApptuneError(path, f"line {i}", f"not a number in {line.strip()!r}") from None
     if not rows:
         raise ApptuneError(path, None, "the curve has no data rows (run incomplete?)")
     col = {c: [r[k] for r in rows] for k, c in enumerate(spec.columns)}
-    out = {"__curve__": {"columns": list(spec.columns), "rows": rows,
-                         "plot": spec.plot.model_dump() if spec.plot else None}}
+    out = {
+        "__curve__": {
+            "columns": list(spec.columns),
+            "rows": rows,
+            "plot": spec.plot.model_dump() if spec.plot else None,
+        }
+    }
     for name, d in spec.derived.items():
         ys = col[d.y]
         if d.op == "first":
@@ -156,18 +172,23 @@ def _parse_curve(spec: OutputSpec, path: Path) -> dict:
             out[name] = len(ys)
         else:
             target = d.fraction * max(ys)
-            out[name] = next(x for x, y in zip(col[d.x], ys) if y >= target)
+            out[name] = next(x for x, y in zip(col[d.x], ys, strict=True) if y >= target)
     return out
 
 
 def write_curves(curves: dict, directory: Path) -> dict:
     """Each curve as ``DIR/NAME.csv`` (header row = column names); returns name -> file."""
     from .yamlio import atomic_write_text
+
     out = {}
     for name, c in curves.items():
         lines = [",".join(c["columns"])] + [",".join(f"{v:.10g}" for v in row) for row in c["rows"]]
         f = Path(directory) / f"{name}.csv"
         f.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(f, "\n".join(lines) + "\n")
-        out[name] = {"file": f"{directory.name}/{f.name}", "columns": c["columns"], "plot": c["plot"]}
+        out[name] = {
+            "file": f"{directory.name}/{f.name}",
+            "columns": c["columns"],
+            "plot": c["plot"],
+        }
     return out

@@ -1,12 +1,16 @@
 """Where the project's data lives: recipes, patches, inputs, references, site config."""
+
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
 from .errors import ApptuneError
 
 _MARKER = "build-recipes"
+#: The ReFrame site configuration every command uses unless told another (-C).
+DEFAULT_CONFIG = "site-config/settings.py"
 
 
 def root(start: str | os.PathLike | None = None) -> Path:
@@ -26,7 +30,14 @@ def root(start: str | os.PathLike | None = None) -> Path:
         for d in [c, *c.parents]:
             if (d / _MARKER).is_dir():
                 return d
-    raise ApptuneError(None, "APPTUNE_ROOT", f"no {_MARKER}/ found above {Path.cwd()}; set APPTUNE_ROOT")
+    raise ApptuneError(
+        None, "APPTUNE_ROOT", f"no {_MARKER}/ found above {Path.cwd()}; set APPTUNE_ROOT"
+    )
+
+
+def slug(text: str, length: int = 10) -> str:
+    """A short file name for any text (a label, an object's path): a prefix of its sha256."""
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
 def recipes_dir(r: Path | None = None) -> Path:
@@ -56,7 +67,11 @@ def site_dir(r: Path | None = None) -> Path:
 def cache_dir() -> Path:
     """Download cache for source tarballs ($APPTUNE_CACHE, else ~/.cache/apptune)."""
     env = os.environ.get("APPTUNE_CACHE")
-    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "apptune"
+    base = (
+        Path(env)
+        if env
+        else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "apptune"
+    )
     return base
 
 

@@ -4,6 +4,7 @@ A likelihood within tolerance can still come with a different tree; comparing
 topologies (RF distance 0 = same unrooted tree) catches that.  Branch lengths
 and support values are ignored.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,7 +28,9 @@ def parse_newick(text: str, where: str | Path = "tree") -> list:
                 pos += 1
                 kids.append(node())
             if s[pos] != ")":
-                raise ApptuneError(where, f"offset {pos}", f"expected ')' in Newick, got {s[pos]!r}")
+                raise ApptuneError(
+                    where, f"offset {pos}", f"expected ')' in Newick, got {s[pos]!r}"
+                )
             pos += 1
             _label()
             return kids

@@ -15,6 +15,7 @@ mode of a cluster does exactly that):
 
 Unset, the launcher's and scheduler's defaults apply, as before.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,12 +24,27 @@ from dataclasses import dataclass
 BINDINGS = ("core", "socket", "none")
 
 #: Launcher options per binding: srun's own; mpirun/mpiexec by MPI library.
-_SRUN = {"core": ["--cpu-bind=cores"], "socket": ["--cpu-bind=sockets"], "none": ["--cpu-bind=none"]}
+_SRUN = {
+    "core": ["--cpu-bind=cores"],
+    "socket": ["--cpu-bind=sockets"],
+    "none": ["--cpu-bind=none"],
+}
 _MPIRUN = {
-    "openmpi": {"core": ["--bind-to", "core"], "socket": ["--bind-to", "socket"], "none": ["--bind-to", "none"]},
-    "mpich": {"core": ["-bind-to", "core"], "socket": ["-bind-to", "socket"], "none": ["-bind-to", "none"]},
-    "intelmpi": {"core": ["-genv", "I_MPI_PIN_DOMAIN=core"], "socket": ["-genv", "I_MPI_PIN_DOMAIN=socket"],
-                 "none": ["-genv", "I_MPI_PIN=0"]},
+    "openmpi": {
+        "core": ["--bind-to", "core"],
+        "socket": ["--bind-to", "socket"],
+        "none": ["--bind-to", "none"],
+    },
+    "mpich": {
+        "core": ["-bind-to", "core"],
+        "socket": ["-bind-to", "socket"],
+        "none": ["-bind-to", "none"],
+    },
+    "intelmpi": {
+        "core": ["-genv", "I_MPI_PIN_DOMAIN=core"],
+        "socket": ["-genv", "I_MPI_PIN_DOMAIN=socket"],
+        "none": ["-genv", "I_MPI_PIN=0"],
+    },
 }
 
 
@@ -44,12 +60,17 @@ class Layout:
     nodes: int | None
 
     def to_dict(self) -> dict:
-        return {"ranks": self.ranks, "ranks_per_node": self.ranks_per_node,
-                "threads_per_rank": self.threads_per_rank, "nodes": self.nodes}
+        return {
+            "ranks": self.ranks,
+            "ranks_per_node": self.ranks_per_node,
+            "threads_per_rank": self.threads_per_rank,
+            "nodes": self.nodes,
+        }
 
 
-def layout(ranks: int, ranks_per_node: str | int | None, threads_per_rank: int,
-           cores_per_node: int | None) -> Layout:
+def layout(
+    ranks: int, ranks_per_node: str | int | None, threads_per_rank: int, cores_per_node: int | None
+) -> Layout:
     """Tasks per node and node count for ``ranks`` ranks."""
     if threads_per_rank < 1:
         raise PlacementError(f"threads_per_rank={threads_per_rank}: must be at least 1")
@@ -57,27 +78,35 @@ def layout(ranks: int, ranks_per_node: str | int | None, threads_per_rank: int,
         return Layout(ranks, None, threads_per_rank, None)
     if ranks_per_node in ("full", "half"):
         if not cores_per_node:
-            raise PlacementError(f"ranks_per_node={ranks_per_node} needs the cores of a node: set the "
-                                 "partition's cores_per_node (site-config/clusters/*.yaml) or "
-                                 "processor.num_cpus (site-config/settings.py)")
+            raise PlacementError(
+                f"ranks_per_node={ranks_per_node} needs the cores of a node: set the "
+                "partition's cores_per_node (site-config/clusters/*.yaml) or "
+                "processor.num_cpus (site-config/settings.py)"
+            )
         per = cores_per_node // threads_per_rank
         if ranks_per_node == "half":
             per //= 2
         if per < 1:
-            raise PlacementError(f"ranks_per_node={ranks_per_node} with threads_per_rank={threads_per_rank} "
-                                 f"leaves no rank on a {cores_per_node}-core node")
+            raise PlacementError(
+                f"ranks_per_node={ranks_per_node} with threads_per_rank={threads_per_rank} "
+                f"leaves no rank on a {cores_per_node}-core node"
+            )
     else:
         try:
             per = int(ranks_per_node)
         except (TypeError, ValueError):
-            raise PlacementError(f"ranks_per_node={ranks_per_node!r}: give full, half or a number") from None
+            raise PlacementError(
+                f"ranks_per_node={ranks_per_node!r}: give full, half or a number"
+            ) from None
         if per < 1:
             raise PlacementError(f"ranks_per_node={per}: must be at least 1")
     per = min(per, ranks)
     return Layout(ranks, per, threads_per_rank, math.ceil(ranks / per))
 
 
-def binding_options(binding: str | None, launcher: str, mpi: str, threads_per_rank: int = 1) -> list[str]:
+def binding_options(
+    binding: str | None, launcher: str, mpi: str, threads_per_rank: int = 1
+) -> list[str]:
     """Launcher options for a binding; [] when unset.
 
     With several threads per rank, a rank bound to "core" gets that many cores:
@@ -89,11 +118,15 @@ def binding_options(binding: str | None, launcher: str, mpi: str, threads_per_ra
         raise PlacementError(f"binding={binding!r}: give one of {', '.join(BINDINGS)}")
     mpirun = launcher in ("mpirun", "mpiexec")
     if mpirun and mpi not in _MPIRUN and (binding not in (None, "") or threads_per_rank > 1):
-        raise PlacementError(f"binding={binding}: no binding options known for MPI {mpi!r} "
-                             f"(known: {', '.join(_MPIRUN)})")
+        raise PlacementError(
+            f"binding={binding}: no binding options known for MPI {mpi!r} "
+            f"(known: {', '.join(_MPIRUN)})"
+        )
     if mpirun and threads_per_rank > 1 and binding != "none":
         if mpi == "openmpi":
-            return ["--map-by", f"slot:PE={threads_per_rank}"] + (["--bind-to", binding] if binding else [])
+            return ["--map-by", f"slot:PE={threads_per_rank}"] + (
+                ["--bind-to", binding] if binding else []
+            )
         if mpi == "mpich" and binding in (None, "", "core"):
             return ["-bind-to", f"core:{threads_per_rank}"]
     if binding in (None, ""):
@@ -114,7 +147,9 @@ def thread_env(run_env: dict, threads_per_rank: int) -> dict[str, str]:
 
 
 def label(ranks_per_node, threads_per_rank: int, binding) -> str:
-    """The placement part of a result's variant name, e.g. ``rpn=half,bind=core``; '' when default."""
+    """The placement part of a result's variant name, e.g. ``rpn=half,bind=core``.
+
+    '' when the placement is the default."""
     parts = []
     if ranks_per_node not in (None, ""):
         parts.append(f"rpn={ranks_per_node}")

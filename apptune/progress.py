@@ -11,6 +11,7 @@ ReFrame's own output passes through unchanged; beside it, apptune follows the ru
 On a terminal this is one status line under ReFrame's output (tqdm, already installed
 with optuna); in a log (not a TTY, or ``CI=true``) it is at most one line a minute.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,7 @@ LOG_EVERY_S = 60.0
 
 def expected_build(app: str) -> tuple[int | None, float | None]:
     """(compiles, seconds) of the last cached build of ``app``; (None, None) if none."""
-    for e in reversed(buildcache.entries()):    # the newest first
+    for e in reversed(buildcache.entries()):  # the newest first
         if e.manifest.get("app") != app:
             continue
         try:
@@ -69,13 +70,17 @@ class Follower:
             self.running = m.group(1)
 
     def active_build(self) -> dict | None:
-        """The build compiling now: the newest ``compile-lines.jsonl`` written in the last minute."""
+        """The build compiling now.
+
+        The newest ``compile-lines.jsonl`` written in the last minute."""
         stage = self.run_dir / "stage"
         if not stage.is_dir():
             return None
         now = time.time()
         logs = [(p.stat().st_mtime, p) for p in stage.rglob("compile-lines.jsonl")]
-        logs = [(t, p) for t, p in logs if now - t < 60 and not (p.parent / "provenance.json").exists()]
+        logs = [
+            (t, p) for t, p in logs if now - t < 60 and not (p.parent / "provenance.json").exists()
+        ]
         if not logs:
             return None
         _, log = max(logs)
@@ -86,14 +91,21 @@ class Follower:
         if app not in self._expected:
             self._expected[app] = expected_build(app)
         try:
-            compiled = sum(1 for line in log.read_text(errors="replace").splitlines() if '"compile"' in line)
+            compiled = sum(
+                1 for line in log.read_text(errors="replace").splitlines() if '"compile"' in line
+            )
         except OSError:
             return None
-        try:   # the build's plan is written when it starts
+        try:  # the build's plan is written when it starts
             elapsed = max(0.0, now - (log.parent / "plan.json").stat().st_mtime)
         except OSError:
             elapsed = self.clock() - self._build_seen.setdefault(log, self.clock())
-        return {"app": app, "compiled": compiled, "expected": self._expected[app][0], "elapsed": elapsed}
+        return {
+            "app": app,
+            "compiled": compiled,
+            "expected": self._expected[app][0],
+            "elapsed": elapsed,
+        }
 
     def status(self) -> str:
         parts = [f"{self.done}/{self.total} test cases done" if self.total else "starting"]
@@ -126,11 +138,13 @@ def interactive() -> bool:
 def relay(proc, run_dir: Path, out=sys.stdout) -> None:
     """Pass a ReFrame process's output through, with progress (see the module docstring)."""
     import threading
+
     f = Follower(run_dir)
     tty = interactive()
     bar = None
     if tty:
         from tqdm import tqdm
+
         bar = tqdm(total=0, bar_format="{desc}", leave=False, file=out, dynamic_ncols=True)
     stop = threading.Event()
 

@@ -22,6 +22,7 @@ CPUs, ``max_freq_spread`` 10 %.
 :func:`wait_for_quiet` waits (bounded) until a one-second window meets the same
 limits before the timed region starts.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,12 +48,14 @@ class Limits:
     max_freq_spread: float = 0.10
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> "Limits":
+    def from_dict(cls, d: dict | None) -> Limits:
         d = dict(d or {})
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"unknown run-quality limit(s) {', '.join(sorted(unknown))} "
-                             f"(known: {', '.join(cls.__dataclass_fields__)})")
+            raise ValueError(
+                f"unknown run-quality limit(s) {', '.join(sorted(unknown))} "
+                f"(known: {', '.join(cls.__dataclass_fields__)})"
+            )
         out = cls(**{k: float(v) for k, v in d.items()})
         for k, v in asdict(out).items():
             if not 0 < v < 1:
@@ -71,7 +74,9 @@ def cpu_times(proc: Path) -> dict[str, int]:
     for line in (proc / "stat").read_text().splitlines():
         parts = line.split()
         if parts[0] == "cpu":
-            out.update({n: int(v) for n, v in zip(names, parts[1:])})
+            out.update(
+                {n: int(v) for n, v in zip(names, parts[1:], strict=False)}
+            )  # guest columns follow
         elif parts[0].startswith("cpu"):
             out["cpus"] += 1
         elif parts[0] == "procs_running":
@@ -87,8 +92,12 @@ def _proc_stat(proc: Path, pid: int) -> tuple[str, int, float] | None:
         text = (proc / str(pid) / "stat").read_text()
     except OSError:
         return None
-    rest = text[text.rfind(")") + 2:].split()
-    return text[text.find("(") + 1:text.rfind(")")], int(rest[1]), (int(rest[11]) + int(rest[12])) / CLK_TCK
+    rest = text[text.rfind(")") + 2 :].split()
+    return (
+        text[text.find("(") + 1 : text.rfind(")")],
+        int(rest[1]),
+        (int(rest[11]) + int(rest[12])) / CLK_TCK,
+    )
 
 
 def processes(proc: Path) -> dict[int, tuple[str, int, float]]:
@@ -127,8 +136,11 @@ def frequency_mhz(proc: Path, sysfs: Path) -> list[float]:
     if f:
         return f
     try:
-        return [float(line.split(":")[1]) for line in (proc / "cpuinfo").read_text().splitlines()
-                if line.startswith("cpu MHz")]
+        return [
+            float(line.split(":")[1])
+            for line in (proc / "cpuinfo").read_text().splitlines()
+            if line.startswith("cpu MHz")
+        ]
     except (OSError, ValueError, IndexError):
         return []
 
@@ -150,8 +162,14 @@ class Monitor:
     """Watches the node from :meth:`start` to :meth:`stop` (a thread samples frequency,
     runnable processes and the job's tagged tasks once a second)."""
 
-    def __init__(self, proc: str | os.PathLike = "/proc", sysfs: str | os.PathLike = "/sys",
-                 harness_pid: int | None = None, tag: str | None = None, hz: float = 1.0):
+    def __init__(
+        self,
+        proc: str | os.PathLike = "/proc",
+        sysfs: str | os.PathLike = "/sys",
+        harness_pid: int | None = None,
+        tag: str | None = None,
+        hz: float = 1.0,
+    ):
         self.proc, self.sysfs = Path(proc), Path(sysfs)
         self.harness_pid = harness_pid
         self.tag = tag
@@ -210,8 +228,11 @@ class Monitor:
             cpu1 = cpu_times(self.proc)
             procs1 = processes(self.proc)
         except (OSError, ValueError, KeyError, IndexError) as e:
-            return {"grade": "unmeasured", "reasons": [f"cannot read {self.proc}: {e}"],
-                    "limits": limits.to_dict()}
+            return {
+                "grade": "unmeasured",
+                "reasons": [f"cannot read {self.proc}: {e}"],
+                "limits": limits.to_dict(),
+            }
         wall = time.monotonic() - self.t0
         harness1 = self._harness_cpu()
         d = {k: cpu1.get(k, 0) - self.cpu0.get(k, 0) for k in ("busy", "total", "steal")}
@@ -219,15 +240,21 @@ class Monitor:
         busy_s = d["busy"] / CLK_TCK
         job_s = _rusage_cpu(resource.RUSAGE_CHILDREN) - self.children0 + sum(self.task_cpu.values())
         runner_s = _rusage_cpu(resource.RUSAGE_SELF) - self.self0
-        harness_s = (harness1 - self.harness0) if harness1 is not None and self.harness0 is not None else 0.0
+        harness_s = (
+            (harness1 - self.harness0)
+            if harness1 is not None and self.harness0 is not None
+            else 0.0
+        )
         outside_s = max(0.0, busy_s - job_s - runner_s - harness_s)
         capacity = wall * ncpus
         m = {
-            "wall_s": round(wall, 3), "cpus": ncpus,
+            "wall_s": round(wall, 3),
+            "cpus": ncpus,
             "steal_fraction": round(d["steal"] / d["total"], 4) if d["total"] > 0 else 0.0,
             "outside_cpu_s": round(outside_s, 3),
             "outside_cpu_fraction": round(outside_s / capacity, 4) if capacity > 0 else 0.0,
-            "job_cpu_s": round(job_s, 3), "runner_cpu_s": round(runner_s, 3),
+            "job_cpu_s": round(job_s, 3),
+            "runner_cpu_s": round(runner_s, 3),
             "harness_cpu_s": round(harness_s, 3),
             "load1": [self.load0, load1(self.proc)],
             "procs_running_max": max(self.running) if self.running else None,
@@ -258,16 +285,22 @@ def judge(m: dict, limits: Limits) -> tuple[str, list[str]]:
     """Grade and reasons of a run's measurements."""
     reasons = []
     if m["steal_fraction"] > limits.max_steal:
-        reasons.append(f"CPU steal {m['steal_fraction']:.1%} (limit {limits.max_steal:.0%}): "
-                       "the hypervisor ran other work on these CPUs")
+        reasons.append(
+            f"CPU steal {m['steal_fraction']:.1%} (limit {limits.max_steal:.0%}): "
+            "the hypervisor ran other work on these CPUs"
+        )
     if m["outside_cpu_fraction"] > limits.max_outside_cpu:
         who = ", ".join(f"{o['name']} ({o['cpu_s']:g} s)" for o in m.get("others") or [])
-        reasons.append(f"other processes used {m['outside_cpu_fraction']:.1%} of the {m['cpus']} CPUs "
-                       f"(limit {limits.max_outside_cpu:.0%})" + (f": {who}" if who else ""))
+        reasons.append(
+            f"other processes used {m['outside_cpu_fraction']:.1%} of the {m['cpus']} CPUs "
+            f"(limit {limits.max_outside_cpu:.0%})" + (f": {who}" if who else "")
+        )
     f = m.get("freq_mhz")
     if f and f[1] > 0 and (f[1] - f[0]) / f[1] > limits.max_freq_spread:
-        reasons.append(f"CPU frequency varied {(f[1] - f[0]) / f[1]:.0%} ({f[0]:.0f}-{f[1]:.0f} MHz, "
-                       f"limit {limits.max_freq_spread:.0%})")
+        reasons.append(
+            f"CPU frequency varied {(f[1] - f[0]) / f[1]:.0%} ({f[0]:.0f}-{f[1]:.0f} MHz, "
+            f"limit {limits.max_freq_spread:.0%})"
+        )
     return ("disturbed" if reasons else "clean"), reasons
 
 
@@ -277,11 +310,18 @@ def summary(q: dict | None) -> str:
         return "unmeasured: no run-quality record"
     if q.get("grade") == "clean":
         return "clean"
-    return f"{q.get('grade', 'unmeasured')}: {'; '.join(q.get('reasons') or ['no reason recorded'])}"
+    return (
+        f"{q.get('grade', 'unmeasured')}: {'; '.join(q.get('reasons') or ['no reason recorded'])}"
+    )
 
 
-def wait_for_quiet(max_wait_s: float, limits: Limits = Limits(), harness_pid: int | None = None,
-                   proc: str | os.PathLike = "/proc", window_s: float = 1.0) -> dict:
+def wait_for_quiet(
+    max_wait_s: float,
+    limits: Limits = Limits(),
+    harness_pid: int | None = None,
+    proc: str | os.PathLike = "/proc",
+    window_s: float = 1.0,
+) -> dict:
     """Wait until a ``window_s`` window meets ``limits`` (at most ``max_wait_s``).
 
     Returns ``{waited_s, quiet, outside_cpu_fraction, steal_fraction}`` of the last window:
@@ -305,5 +345,9 @@ def wait_for_quiet(max_wait_s: float, limits: Limits = Limits(), harness_pid: in
         waited = time.monotonic() - t_start
         quiet = outside <= limits.max_outside_cpu and steal <= limits.max_steal
         if quiet or waited >= max_wait_s:
-            return {"waited_s": round(waited, 1), "quiet": quiet,
-                    "outside_cpu_fraction": round(outside, 4), "steal_fraction": round(steal, 4)}
+            return {
+                "waited_s": round(waited, 1),
+                "quiet": quiet,
+                "outside_cpu_fraction": round(outside, 4),
+                "steal_fraction": round(steal, 4),
+            }

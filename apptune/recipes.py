@@ -1,11 +1,12 @@
 """Recipes and variants: from ``build-recipes/APP.yaml`` and a variant name to a build plan."""
+
 from __future__ import annotations
 
 import hashlib
 import os
 import sys
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from . import paths
@@ -24,7 +25,9 @@ def load_recipe(app_or_path: str | os.PathLike) -> Recipe:
         p = recipe_path(str(app_or_path))
         if not p.exists():
             known = ", ".join(list_recipes()) or "none"
-            raise ApptuneError(p, None, f"no recipe for application '{app_or_path}' (known: {known})")
+            raise ApptuneError(
+                p, None, f"no recipe for application '{app_or_path}' (known: {known})"
+            )
     r = load_model(p, Recipe)
     problems = []
     if r.name != p.stem:
@@ -35,8 +38,13 @@ def load_recipe(app_or_path: str | os.PathLike) -> Recipe:
             problems.append(ApptuneError(p, f"patches.{patch.file}", f"patch file {pf} is missing"))
     for i, t in enumerate(r.build.templates):
         if not (paths.recipes_dir() / "templates" / t.src).is_file():
-            problems.append(ApptuneError(p, f"build.templates[{i}].src",
-                                         f"template {t.src} not found under build-recipes/templates/"))
+            problems.append(
+                ApptuneError(
+                    p,
+                    f"build.templates[{i}].src",
+                    f"template {t.src} not found under build-recipes/templates/",
+                )
+            )
     if problems:
         raise first_of(problems)
     return r
@@ -58,7 +66,9 @@ def figure_specs(recipe: Recipe) -> dict[str, Figure]:
     out = dict(recipe.run.figures)
     out.update(COMMON_FIGURES)
     for n in recipe.run.per_watt:
-        out[f"{n}_per_W"] = Figure(field="", unit=f"{recipe.run.figures[n].unit}/W", better="higher")
+        out[f"{n}_per_W"] = Figure(
+            field="", unit=f"{recipe.run.figures[n].unit}/W", better="higher"
+        )
     return out
 
 
@@ -82,6 +92,7 @@ def time_limit_seconds(spec: str) -> float | None:
     """ReFrame's time limit words (``5m``, ``1h30m``, ``90s``, ``2d``, ``300``) in seconds;
     None when ReFrame would not accept them."""
     from .models import duration_seconds
+
     try:
         return duration_seconds(spec)
     except ValueError:
@@ -100,7 +111,7 @@ def load_libraries(path: str | None = None) -> Libraries:
     return _cached(str(path or paths.site_dir() / "libraries.yaml"), Libraries)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cached(path: str, model):
     return load_model(path, model)
 
@@ -109,6 +120,7 @@ def _cached(path: str, model):
 @dataclass(frozen=True)
 class Variant:
     """``ladder[+axis=value...]``, e.g. ``tuned+fft=fftw3``."""
+
     ladder: str
     choices: tuple[tuple[str, str], ...] = ()
 
@@ -117,7 +129,7 @@ class Variant:
         return "+".join([self.ladder, *(f"{a}={v}" for a, v in self.choices)])
 
     @classmethod
-    def parse(cls, spec: str, recipe: Recipe, where: str = "variant") -> "Variant":
+    def parse(cls, spec: str, recipe: Recipe, where: str = "variant") -> Variant:
         parts = spec.strip().split("+")
         ladder, choices = parts[0], []
         if not ladder:
@@ -125,14 +137,22 @@ class Variant:
         for part in parts[1:]:
             axis, sep, value = part.partition("=")
             if not sep:
-                raise ApptuneError(recipe_path(recipe.name), where,
-                                   f"'{spec}': '{part}' is not axis=value")
+                raise ApptuneError(
+                    recipe_path(recipe.name), where, f"'{spec}': '{part}' is not axis=value"
+                )
             if axis not in recipe.axes:
-                raise ApptuneError(recipe_path(recipe.name), where,
-                                   f"'{spec}': unknown axis '{axis}' (allowed: {', '.join(sorted(recipe.axes))})")
+                raise ApptuneError(
+                    recipe_path(recipe.name),
+                    where,
+                    f"'{spec}': unknown axis '{axis}' (allowed: {', '.join(sorted(recipe.axes))})",
+                )
             if value not in recipe.axes[axis]:
-                raise ApptuneError(recipe_path(recipe.name), where,
-                                   f"'{spec}': unknown {axis} '{value}' (allowed: {', '.join(sorted(recipe.axes[axis]))})")
+                raise ApptuneError(
+                    recipe_path(recipe.name),
+                    where,
+                    f"'{spec}': unknown {axis} '{value}' (allowed: "
+                    f"{', '.join(sorted(recipe.axes[axis]))})",
+                )
             choices.append((axis, value))
         return cls(ladder, tuple(sorted(choices)))
 
@@ -157,6 +177,7 @@ def placements(recipe: Recipe) -> list[str]:
 def expected_build_failure(recipe: Recipe, environment: str, variant: str):
     """The recipe's ``build.expected_failures`` entry for this build, if any."""
     import fnmatch
+
     for i, x in enumerate(recipe.build.expected_failures):
         if environment in x.environments and any(fnmatch.fnmatch(variant, g) for g in x.variants):
             return i, x
@@ -165,14 +186,18 @@ def expected_build_failure(recipe: Recipe, environment: str, variant: str):
 
 def environments_for(recipe: Recipe, tier: str, variant: str) -> list[str]:
     t = recipe.tiers[tier]
-    return [env for env, specs in t.variants.items()
-            if variant in (Variant.parse(s, recipe).name for s in specs)]
+    return [
+        env
+        for env, specs in t.variants.items()
+        if variant in (Variant.parse(s, recipe).name for s in specs)
+    ]
 
 
 # --------------------------------------------------------------------------- toolchains
 @dataclass
 class Toolchain:
     """What a ReFrame environment provides, from its ``extras``."""
+
     environment: str
     family: str
     cc: str
@@ -187,29 +212,50 @@ class Toolchain:
     requires: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
-    def from_environ(cls, environ) -> "Toolchain":
+    def from_environ(cls, environ) -> Toolchain:
         ex = dict(getattr(environ, "extras", {}) or {})
         missing = [k for k in ("family", "mpi", "mpi_standard", "blas") if k not in ex]
         if missing:
-            raise ApptuneError("site-config/settings.py", f"environments.{environ.name}.extras",
-                               f"missing {', '.join(missing)}")
+            raise ApptuneError(
+                paths.DEFAULT_CONFIG,
+                f"environments.{environ.name}.extras",
+                f"missing {', '.join(missing)}",
+            )
         req = ex.get("requires", [])
-        req = {"all": list(req)} if isinstance(req, (list, tuple)) else {k: list(v) for k, v in req.items()}
+        req = (
+            {"all": list(req)}
+            if isinstance(req, (list, tuple))
+            else {k: list(v) for k, v in req.items()}
+        )
         bad = sorted(set(req) - {"all", "c", "cxx", "fortran"})
         if bad:
-            raise ApptuneError("site-config/settings.py", f"environments.{environ.name}.extras.requires",
-                               f"unknown key(s) {', '.join(bad)} (allowed: all, c, cxx, fortran)")
-        return cls(environment=environ.name, family=ex["family"], cc=environ.cc, cxx=environ.cxx,
-                   ftn=environ.ftn, mpi=ex["mpi"], mpi_standard=str(ex["mpi_standard"]),
-                   blas=ex["blas"], requires=req)
+            raise ApptuneError(
+                paths.DEFAULT_CONFIG,
+                f"environments.{environ.name}.extras.requires",
+                f"unknown key(s) {', '.join(bad)} (allowed: all, c, cxx, fortran)",
+            )
+        return cls(
+            environment=environ.name,
+            family=ex["family"],
+            cc=environ.cc,
+            cxx=environ.cxx,
+            ftn=environ.ftn,
+            mpi=ex["mpi"],
+            mpi_standard=str(ex["mpi_standard"]),
+            blas=ex["blas"],
+            requires=req,
+        )
 
     def tools_for(self, languages: list[str] | None = None) -> list[str]:
         """The executables a recipe in ``languages`` needs (None: every language's)."""
         keys = ["all", *(languages if languages is not None else ("c", "cxx", "fortran"))]
         return list(dict.fromkeys(t for k in keys for t in self.requires.get(k, [])))
 
-    def missing_tools(self, path: str | None = None, languages: list[str] | None = None) -> list[str]:
+    def missing_tools(
+        self, path: str | None = None, languages: list[str] | None = None
+    ) -> list[str]:
         import shutil
+
         return [t for t in self.tools_for(languages) if shutil.which(t, path=path) is None]
 
 
@@ -264,8 +310,13 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def resolve(recipe: Recipe, variant: str, tc: Toolchain,
-            ladders: FlagLadders | None = None, libraries: Libraries | None = None) -> BuildPlan:
+def resolve(
+    recipe: Recipe,
+    variant: str,
+    tc: Toolchain,
+    ladders: FlagLadders | None = None,
+    libraries: Libraries | None = None,
+) -> BuildPlan:
     """Everything the build needs, decided before any command runs."""
     ladders = ladders or load_ladders()
     libraries = libraries or load_libraries()
@@ -273,12 +324,19 @@ def resolve(recipe: Recipe, variant: str, tc: Toolchain,
     v = Variant.parse(variant, recipe)
     fam = ladders.families.get(tc.family)
     if fam is None:
-        raise ApptuneError(paths.site_dir() / "flag-ladders.yaml", f"families.{tc.family}",
-                           f"no flag ladders for compiler family '{tc.family}' "
-                           f"(known: {', '.join(sorted(ladders.families))})")
+        raise ApptuneError(
+            paths.site_dir() / "flag-ladders.yaml",
+            f"families.{tc.family}",
+            f"no flag ladders for compiler family '{tc.family}' "
+            f"(known: {', '.join(sorted(ladders.families))})",
+        )
     if v.ladder not in fam:
-        raise ApptuneError(rfile, "variant", f"'{variant}': unknown flag ladder '{v.ladder}' for "
-                           f"{tc.family} (allowed: {', '.join(sorted(fam))})")
+        raise ApptuneError(
+            rfile,
+            "variant",
+            f"'{variant}': unknown flag ladder '{v.ladder}' for "
+            f"{tc.family} (allowed: {', '.join(sorted(fam))})",
+        )
     ladder = fam[v.ladder]
 
     axes: dict[str, str] = {}
@@ -287,9 +345,12 @@ def resolve(recipe: Recipe, variant: str, tc: Toolchain,
         if chosen == "environment":
             chosen = getattr(tc, axis, None)
             if chosen not in recipe.axes[axis]:
-                raise ApptuneError(rfile, f"defaults.{axis}",
-                                   f"environment '{tc.environment}' provides {axis} '{chosen}', "
-                                   f"not one of {sorted(recipe.axes[axis])}")
+                raise ApptuneError(
+                    rfile,
+                    f"defaults.{axis}",
+                    f"environment '{tc.environment}' provides {axis} '{chosen}', "
+                    f"not one of {sorted(recipe.axes[axis])}",
+                )
         axes[axis] = chosen
 
     cppflags, ldflags, libs, tvars = [], [], {}, {}
@@ -300,8 +361,11 @@ def resolve(recipe: Recipe, variant: str, tc: Toolchain,
         if opt.library:
             lib = libraries.libraries.get(opt.library)
             if lib is None:
-                raise ApptuneError(paths.site_dir() / "libraries.yaml", f"libraries.{opt.library}",
-                                   f"library '{opt.library}' (needed by {axis}={choice}) is not defined")
+                raise ApptuneError(
+                    paths.site_dir() / "libraries.yaml",
+                    f"libraries.{opt.library}",
+                    f"library '{opt.library}' (needed by {axis}={choice}) is not defined",
+                )
             cppflags += _expand(lib.cppflags)
             ldflags += _expand(lib.ldflags)
             libs[axis] = opt.library
@@ -315,27 +379,60 @@ def resolve(recipe: Recipe, variant: str, tc: Toolchain,
         if any(axes.get(a) not in vals for a, vals in p.when.axes.items()):
             continue
         pf = paths.patches_dir(recipe.name) / p.file
-        patches.append({"file": p.file, "sha256": sha256_file(pf), "strip": p.strip, "reason": p.reason})
+        patches.append(
+            {"file": p.file, "sha256": sha256_file(pf), "strip": p.strip, "reason": p.reason}
+        )
 
     per_file = []
     for i, o in enumerate(recipe.per_file):
         if o.flags is None:  # explicit flags from the recipe (e.g. upstream's -O1 for one file)
-            per_file.append({"files": list(o.files), "cflags": list(o.cflags or []),
-                             "fflags": list(o.fflags or []), "ladder": "recipe", "reason": o.reason})
+            per_file.append(
+                {
+                    "files": list(o.files),
+                    "cflags": list(o.cflags or []),
+                    "fflags": list(o.fflags or []),
+                    "ladder": "recipe",
+                    "reason": o.reason,
+                }
+            )
             continue
         if o.flags not in fam:
-            raise ApptuneError(rfile, f"per_file[{i}].flags",
-                               f"unknown flag ladder '{o.flags}' (allowed: {', '.join(sorted(fam))})")
-        per_file.append({"files": list(o.files), "cflags": list(fam[o.flags].cflags),
-                         "fflags": list(fam[o.flags].fflags), "ladder": o.flags, "reason": o.reason})
+            raise ApptuneError(
+                rfile,
+                f"per_file[{i}].flags",
+                f"unknown flag ladder '{o.flags}' (allowed: {', '.join(sorted(fam))})",
+            )
+        per_file.append(
+            {
+                "files": list(o.files),
+                "cflags": list(fam[o.flags].cflags),
+                "fflags": list(fam[o.flags].fflags),
+                "ladder": o.flags,
+                "reason": o.reason,
+            }
+        )
 
     fam_flags = recipe.build.family_flags.get(tc.family)
-    return BuildPlan(app=recipe.name, version=recipe.version, variant=v.name,
-                     environment=tc.environment, family=tc.family, cc=tc.cc, cxx=tc.cxx, ftn=tc.ftn,
-                     cflags=list(ladder.cflags), fflags=list(ladder.fflags),
-                     app_cflags=list(recipe.build.cflags) + (fam_flags.cflags if fam_flags else []),
-                     app_fflags=list(recipe.build.fflags) + (fam_flags.fflags if fam_flags else []),
-                     app_ldflags=list(fam_flags.ldflags) if fam_flags else [],
-                     cppflags=cppflags,
-                     ldflags=ldflags, axes=axes, libraries=libs, patches=patches, per_file=per_file,
-                     make_args=list(recipe.build.args), vars=tvars)
+    return BuildPlan(
+        app=recipe.name,
+        version=recipe.version,
+        variant=v.name,
+        environment=tc.environment,
+        family=tc.family,
+        cc=tc.cc,
+        cxx=tc.cxx,
+        ftn=tc.ftn,
+        cflags=list(ladder.cflags),
+        fflags=list(ladder.fflags),
+        app_cflags=list(recipe.build.cflags) + (fam_flags.cflags if fam_flags else []),
+        app_fflags=list(recipe.build.fflags) + (fam_flags.fflags if fam_flags else []),
+        app_ldflags=list(fam_flags.ldflags) if fam_flags else [],
+        cppflags=cppflags,
+        ldflags=ldflags,
+        axes=axes,
+        libraries=libs,
+        patches=patches,
+        per_file=per_file,
+        make_args=list(recipe.build.args),
+        vars=tvars,
+    )

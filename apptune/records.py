@@ -5,6 +5,7 @@ report, the history). ReFrame copies a passed test's files into ``output/``; a f
 test's stay in ``stage/`` (its ``stagedir``), so a result record is looked up in the
 test's output directory first, then in its stage directory.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,9 +49,10 @@ def testcases(rep: dict) -> list[dict]:
 @dataclass
 class Case:
     """One test case of a run: what ReFrame says, and apptune's record if there is one."""
+
     test: str
     environment: str | None
-    result: str              # pass, fail, skip, xfail, xpass, abort
+    result: str  # pass, fail, skip, xfail, xpass, abort
     fail_phase: str | None
     fail_reason: str | None
     fixture: bool
@@ -73,10 +75,17 @@ def cases(run_dir: Path, report_file: Path | None = None) -> list[Case]:
         rec = None if tc.get("fixture") else result_of(tc)
         if rec is not None:
             rec = dict(rec, run_id=run_dir.name)
-        out.append(Case(test=tc.get("display_name") or tc.get("unique_name", "?"),
-                        environment=tc.get("environ"), result=tc.get("result") or "?",
-                        fail_phase=tc.get("fail_phase"), fail_reason=tc.get("fail_reason"),
-                        fixture=bool(tc.get("fixture")), record=rec))
+        out.append(
+            Case(
+                test=tc.get("display_name") or tc.get("unique_name", "?"),
+                environment=tc.get("environ"),
+                result=tc.get("result") or "?",
+                fail_phase=tc.get("fail_phase"),
+                fail_reason=tc.get("fail_reason"),
+                fixture=bool(tc.get("fixture")),
+                record=rec,
+            )
+        )
     return out
 
 
@@ -96,6 +105,10 @@ def failure(tc: dict, row: dict | None = None) -> dict:
         reason = err or reason
     # the scheduler's part (sbatch could not reach slurmctld, job blocked on down nodes)
     reason = slurm.explain_reframe_failure(tc.get("fail_reason")) or reason
-    return {"test": tc["display_name"], "environment": tc.get("environ"), "phase": phase,
-            "reason": " ".join(str(reason).split())[:500],
-            "stagedir": tc.get("stagedir")}
+    return {
+        "test": tc["display_name"],
+        "environment": tc.get("environ"),
+        "phase": phase,
+        "reason": " ".join(str(reason).split())[:500],
+        "stagedir": tc.get("stagedir"),
+    }

@@ -14,8 +14,10 @@ Per series (system, application, tier, environment, variant, figure):
   level; without a change point, the history's median is compared with the
   baseline, with a threshold of 3 times the measured run-to-run noise.
 """
+
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from dataclasses import dataclass, field
@@ -31,11 +33,11 @@ _VOLATILE = ("build_seconds", "cache", "compile_lines", "plan_sha256", "products
 
 @dataclass
 class Point:
-    run: str                 # ReFrame session uuid
+    run: str  # ReFrame session uuid
     started: str | None
     run_dir: str | None
-    value: float             # median of the repeats
-    spread: float | None     # (max - min) / median of the repeats
+    value: float  # median of the repeats
+    spread: float | None  # (max - min) / median of the repeats
     repeats: int
     provenance: dict | None
 
@@ -54,29 +56,57 @@ class Verdict:
     unit: str | None
     better: str
     points: list[Point]
-    verdict: str = "unchanged"     # regression | improvement | unchanged | insufficient data
+    verdict: str = "unchanged"  # regression | improvement | unchanged | insufficient data
     reason: str = ""
     change: float | None = None
     change_points: list[dict] = field(default_factory=list)
     first_bad: Point | None = None
     last_good: Point | None = None
     provenance_diff: list[str] = field(default_factory=list)
-    noise: float | None = None     # relative run-to-run noise (robust sigma / median)
+    noise: float | None = None  # relative run-to-run noise (robust sigma / median)
     baseline: dict | None = None
     machine_id: str | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.system} {self.app}/{self.tier} {self.environment}/{self.variant} {self.figure}"
+        return (
+            f"{self.system} {self.app}/{self.tier} {self.environment}/{self.variant} {self.figure}"
+        )
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in ("system", "machine_id", "app", "tier", "environment", "variant", "figure",
-                                           "unit", "better", "verdict", "reason", "change",
-                                           "change_points", "provenance_diff", "noise", "baseline")}
+        d = {
+            k: getattr(self, k)
+            for k in (
+                "system",
+                "machine_id",
+                "app",
+                "tier",
+                "environment",
+                "variant",
+                "figure",
+                "unit",
+                "better",
+                "verdict",
+                "reason",
+                "change",
+                "change_points",
+                "provenance_diff",
+                "noise",
+                "baseline",
+            )
+        }
         d["first_bad"] = self.first_bad.__dict__ if self.first_bad else None
         d["last_good"] = self.last_good.__dict__ if self.last_good else None
-        d["points"] = [{"run": p.run, "started": p.started, "value": p.value, "spread": p.spread,
-                        "repeats": p.repeats} for p in self.points]
+        d["points"] = [
+            {
+                "run": p.run,
+                "started": p.started,
+                "value": p.value,
+                "spread": p.spread,
+                "repeats": p.repeats,
+            }
+            for p in self.points
+        ]
         for k in ("first_bad", "last_good"):
             if d[k]:
                 d[k] = {kk: vv for kk, vv in d[k].items() if kk != "provenance"}
@@ -90,23 +120,53 @@ def series(samples) -> dict[tuple, dict]:
     never a change point; energy figures enter only when measured (a modelled figure is a
     function of the wall time and adds nothing)."""
     from .recipes import is_energy_figure
+
     out: dict[tuple, dict] = {}
     for s in samples:
         if is_energy_figure(s["figure"]) and s["energy_trust"] != "measured":
             continue
-        key = (s["system"], s["machine_id"] or "?", s["app"] or "?", s["tier"] or "?",
-               s["environment"] or "?", s["variant"] or s["test"], s["figure"])
-        ser = out.setdefault(key, {"unit": s["unit"], "better": s["better"] or "higher", "runs": {}})
-        run = ser["runs"].setdefault(s["session_uuid"], {"started": s["started"], "run_dir": s["run_dir"],
-                                                         "values": [], "provenance": s["provenance"]})
+        key = (
+            s["system"],
+            s["machine_id"] or "?",
+            s["app"] or "?",
+            s["tier"] or "?",
+            s["environment"] or "?",
+            s["variant"] or s["test"],
+            s["figure"],
+        )
+        ser = out.setdefault(
+            key, {"unit": s["unit"], "better": s["better"] or "higher", "runs": {}}
+        )
+        run = ser["runs"].setdefault(
+            s["session_uuid"],
+            {
+                "started": s["started"],
+                "run_dir": s["run_dir"],
+                "values": [],
+                "provenance": s["provenance"],
+            },
+        )
         run["values"].append(s["value"])
     for ser in out.values():
         pts = []
         for uuid, r in ser["runs"].items():
             med = statistics.median(r["values"])
-            spread = (max(r["values"]) - min(r["values"])) / abs(med) if len(r["values"]) > 1 and med else None
-            pts.append(Point(uuid, r["started"], r["run_dir"], med, spread, len(r["values"]),
-                             json.loads(r["provenance"]) if r["provenance"] else None))
+            spread = (
+                (max(r["values"]) - min(r["values"])) / abs(med)
+                if len(r["values"]) > 1 and med
+                else None
+            )
+            pts.append(
+                Point(
+                    uuid,
+                    r["started"],
+                    r["run_dir"],
+                    med,
+                    spread,
+                    len(r["values"]),
+                    json.loads(r["provenance"]) if r["provenance"] else None,
+                )
+            )
         ser["points"] = pts
         del ser["runs"]
     return out
@@ -123,7 +183,7 @@ def _flatten(d, prefix="") -> dict[str, str]:
         out[prefix[:-1]] = " ".join(str(x) for x in d)
     elif isinstance(d, list):
         for i, x in enumerate(d):
-            if isinstance(x, dict) and "file" in x and "sha256" in x:   # patches: file -> sha256
+            if isinstance(x, dict) and "file" in x and "sha256" in x:  # patches: file -> sha256
                 out[f"{prefix}{x['file']}"] = str(x["sha256"])[:12]
             else:
                 out.update(_flatten(x, f"{prefix}{i}."))
@@ -148,44 +208,75 @@ def _bad(change: float, better: str) -> bool:
     return change < 0 if better == "higher" else change > 0
 
 
-def analyse(v: Verdict, baseline_value: float | None = None, min_size: int = changepoint.MIN_SIZE,
-            alpha: float = changepoint.ALPHA, min_change: float = 0.0) -> Verdict:
+def analyse(
+    v: Verdict,
+    baseline_value: float | None = None,
+    min_size: int = changepoint.MIN_SIZE,
+    alpha: float = changepoint.ALPHA,
+    min_change: float = 0.0,
+) -> Verdict:
     """Fill in the verdict of one series from its points."""
     x = [p.value for p in v.points]
     n = len(x)
     med = statistics.median(x) if x else None
     if n < 2 * min_size:
         v.verdict = "insufficient data"
-        v.reason = f"{n} run(s) in the history; a change needs at least {min_size} runs on each side"
+        v.reason = (
+            f"{n} run(s) in the history; a change needs at least {min_size} runs on each side"
+        )
         if baseline_value is not None:
-            v.baseline = {"value": baseline_value, "change": (med - baseline_value) / baseline_value
-                          if baseline_value else None}
+            v.baseline = {
+                "value": baseline_value,
+                "change": (med - baseline_value) / baseline_value if baseline_value else None,
+            }
         return v
     cps = changepoint.detect(x, alpha=alpha, min_size=min_size)
     # relative noise: residuals about each segment's median
     bounds = [0] + [c.index for c in cps] + [n]
     resid = []
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         m = statistics.median(x[lo:hi])
         resid += [xi - m for xi in x[lo:hi]]
     mad = statistics.median([abs(r) for r in resid])
     v.noise = 1.4826 * mad / abs(med) if med else None
     within = repeat_noise(v.points)
     if v.noise is not None and within is not None and within > v.noise:
-        v.noise = within   # a short or lucky history does not make the threshold tighter than the repeats allow
-    v.change_points = [{"index": c.index, "run": v.points[c.index].run, "started": v.points[c.index].started,
-                        "before": c.before, "after": c.after, "change": c.change, "p_value": c.p_value,
-                        "direction": ("regression" if c.change is not None and _bad(c.change, v.better)
-                                      else "improvement")} for c in cps]
-    current = statistics.median(x[bounds[-2]:])
+        # a short or lucky history does not make the threshold tighter than the repeats allow
+        v.noise = within
+    v.change_points = [
+        {
+            "index": c.index,
+            "run": v.points[c.index].run,
+            "started": v.points[c.index].started,
+            "before": c.before,
+            "after": c.after,
+            "change": c.change,
+            "p_value": c.p_value,
+            "direction": (
+                "regression" if c.change is not None and _bad(c.change, v.better) else "improvement"
+            ),
+        }
+        for c in cps
+    ]
+    current = statistics.median(x[bounds[-2] :])
     if baseline_value is not None:
         thr = BASELINE_SIGMAS * v.noise if v.noise is not None else None
         ch = (current - baseline_value) / baseline_value if baseline_value else None
-        v.baseline = {"value": baseline_value, "current": current, "change": ch, "threshold": thr,
-                      "verdict": ("no verdict" if ch is None or thr is None else
-                                  "regression" if _bad(ch, v.better) and abs(ch) > thr else
-                                  "improvement" if not _bad(ch, v.better) and abs(ch) > thr else
-                                  "within noise")}
+        v.baseline = {
+            "value": baseline_value,
+            "current": current,
+            "change": ch,
+            "threshold": thr,
+            "verdict": (
+                "no verdict"
+                if ch is None or thr is None
+                else "regression"
+                if _bad(ch, v.better) and abs(ch) > thr
+                else "improvement"
+                if not _bad(ch, v.better) and abs(ch) > thr
+                else "within noise"
+            ),
+        }
     if cps:
         last = cps[-1]
         v.change = last.change
@@ -193,30 +284,40 @@ def analyse(v: Verdict, baseline_value: float | None = None, min_size: int = cha
         v.last_good = v.points[last.index - 1]
         v.provenance_diff = _nearby_diff(v.points, last.index)
         direction = v.change_points[-1]["direction"]
-        accepted = (baseline_value is not None and
-                    abs(baseline_value - last.after) < abs(baseline_value - last.before))
+        accepted = baseline_value is not None and abs(baseline_value - last.after) < abs(
+            baseline_value - last.before
+        )
         if last.change is not None and abs(last.change) < min_change:
             v.verdict = "unchanged"
             v.reason = f"change of {last.change:+.1%} is below --min-change {min_change:.1%}"
         elif accepted and direction == "regression":
             v.verdict = "unchanged"
-            v.reason = (f"{last.change:+.1%} change at {v.first_bad.label()} accepted: the baseline "
-                        f"({baseline_value:.4g}) is at the new level")
+            v.reason = (
+                f"{last.change:+.1%} change at {v.first_bad.label()} accepted: the baseline "
+                f"({baseline_value:.4g}) is at the new level"
+            )
         else:
             v.verdict = direction
-            v.reason = (f"{last.before:.4g} → {last.after:.4g} {v.unit or ''} ({last.change:+.1%}, "
-                        f"p={last.p_value:.3f}; {last.n_before} runs before, {last.n_after} after)")
+            v.reason = (
+                f"{last.before:.4g} → {last.after:.4g} {v.unit or ''} ({last.change:+.1%}, "
+                f"p={last.p_value:.3f}; {last.n_before} runs before, {last.n_after} after)"
+            )
         return v
     if v.baseline and v.baseline["verdict"] in ("regression", "improvement"):
         v.verdict = v.baseline["verdict"]
         v.change = v.baseline["change"]
-        v.reason = (f"no change point in {n} runs, but their median {current:.4g} is "
-                    f"{v.change:+.1%} from the baseline {baseline_value:.4g} "
-                    f"(threshold {v.baseline['threshold']:.1%} = {BASELINE_SIGMAS:g} x noise)")
+        v.reason = (
+            f"no change point in {n} runs, but their median {current:.4g} is "
+            f"{v.change:+.1%} from the baseline {baseline_value:.4g} "
+            f"(threshold {v.baseline['threshold']:.1%} = {BASELINE_SIGMAS:g} x noise)"
+        )
         return v
     v.verdict = "unchanged"
-    v.reason = f"no change point in {n} runs (noise {v.noise:.1%})" if v.noise is not None else \
-        f"no change point in {n} runs"
+    v.reason = (
+        f"no change point in {n} runs (noise {v.noise:.1%})"
+        if v.noise is not None
+        else f"no change point in {n} runs"
+    )
     return v
 
 
@@ -227,8 +328,11 @@ _D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 
 def repeat_noise(points: list[Point]) -> float | None:
     """Relative noise of a run's median, from the spread of its repeats: the repeats'
     sigma is range / d2(n), the median's 1.2533 sigma / sqrt(n); the median over runs."""
-    est = [1.2533 * p.spread / _D2[min(p.repeats, 10)] / p.repeats ** 0.5
-           for p in points if p.spread is not None and p.repeats > 1]
+    est = [
+        1.2533 * p.spread / _D2[min(p.repeats, 10)] / p.repeats**0.5
+        for p in points
+        if p.spread is not None and p.repeats > 1
+    ]
     return statistics.median(est) if est else None
 
 
@@ -243,13 +347,23 @@ def _nearby_diff(points: list[Point], i: int, reach: int = 2) -> list[str]:
             if 1 <= j < len(points):
                 d = provenance_diff(points[j - 1].provenance, points[j].provenance)
                 if d:
-                    where = f"{abs(j - i)} run(s) {'before' if j < i else 'after'} the detected change"
+                    where = (
+                        f"{abs(j - i)} run(s) {'before' if j < i else 'after'} the detected change"
+                    )
                     return [f"(at {points[j].label()}, {where}) {line}" for line in d]
     return []
 
 
-def _baseline_value(system: str, machine_id: str, app: str, env: str, variant: str, tier: str,
-                    figure: str, cache: dict) -> float | None:
+def _baseline_value(
+    system: str,
+    machine_id: str,
+    app: str,
+    env: str,
+    variant: str,
+    tier: str,
+    figure: str,
+    cache: dict,
+) -> float | None:
     """The committed baseline of the series' machine (None for another machine's)."""
     sysname = system.split(":")[0]
     if (sysname, app) not in cache:
@@ -262,16 +376,34 @@ def _baseline_value(system: str, machine_id: str, app: str, env: str, variant: s
     return base.value if base else None
 
 
-def check(history, system: str | None = None, mode: str | None = None, app: str | None = None,
-          baseline_system: str | None = None, **kw) -> list[Verdict]:
+def check(
+    history,
+    system: str | None = None,
+    mode: str | None = None,
+    app: str | None = None,
+    baseline_system: str | None = None,
+    **kw,
+) -> list[Verdict]:
     """Verdicts for every series in the history (optionally one system, mode or app)."""
     cache: dict = {}
     out = []
     for key, ser in series(history.samples(system=system, mode=mode, app=app)).items():
         sysname, mid, app_, tier, env, variant, figure = key
-        v = Verdict(sysname, app_, tier, env, variant, figure, ser["unit"], ser["better"], ser["points"],
-                    machine_id=mid)
-        base = _baseline_value(baseline_system or sysname, mid, app_, env, variant, tier, figure, cache)
+        v = Verdict(
+            sysname,
+            app_,
+            tier,
+            env,
+            variant,
+            figure,
+            ser["unit"],
+            ser["better"],
+            ser["points"],
+            machine_id=mid,
+        )
+        base = _baseline_value(
+            baseline_system or sysname, mid, app_, env, variant, tier, figure, cache
+        )
         out.append(analyse(v, base, **kw))
     return out
 
@@ -283,12 +415,17 @@ def format_verdict(v: Verdict) -> str:
     head = f"{v.verdict.upper()}: {v.name} ({v.better} is better): {v.reason}"
     lines = [head]
     if v.verdict in ("regression", "improvement") and v.first_bad:
-        lines.append(f"  first {'bad' if v.verdict == 'regression' else 'changed'} run: {v.first_bad.label()}")
+        lines.append(
+            f"  first {'bad' if v.verdict == 'regression' else 'changed'} run: "
+            f"{v.first_bad.label()}"
+        )
         lines.append(f"  last run before it: {v.last_good.label()}")
         if v.provenance_diff:
             lines.append("  what changed in provenance:")
             lines += [f"    {d}" for d in v.provenance_diff]
         else:
-            lines.append("  provenance: no change recorded between the two runs "
-                         "(same build: look at the machine, the input or the load)")
+            lines.append(
+                "  provenance: no change recorded between the two runs "
+                "(same build: look at the machine, the input or the load)"
+            )
     return "\n".join(lines)

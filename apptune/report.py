@@ -6,8 +6,10 @@ with the one-line reason; then a variant matrix per application with the
 correctness mark, the figures, the change against baseline and the best
 correct variant per figure.
 """
+
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -15,10 +17,10 @@ from pathlib import Path
 import jinja2
 
 from . import machine, quality, recipes, records
-from .errors import ApptuneError
-from .yamlio import atomic_write_json, atomic_write_text
-
 from .constants import SKIP_FILE, XFAIL_FILE
+from .errors import ApptuneError
+from .figures import fmt_figure
+from .yamlio import atomic_write_json, atomic_write_text
 
 
 def _load_json(path: Path):
@@ -50,8 +52,10 @@ def _skip_reason(tc: dict, by_name: dict, depth: int = 0) -> str:
                 return f"depends on {d['display_name']}, an expected failure: {_xfail_reason(d)}"
             if d and d.get("result") == "fail":
                 f = _row_failure(d, None)
-                return (f"depends on {d['display_name']}, which failed"
-                        f"{' in ' + f['phase'] if f['phase'] else ''}: {f['reason']}")
+                return (
+                    f"depends on {d['display_name']}, which failed"
+                    f"{' in ' + f['phase'] if f['phase'] else ''}: {f['reason']}"
+                )
             if d and d.get("result") in SKIPPED_RESULTS:
                 return _skip_reason(d, by_name, depth + 1)
     if tc.get("result") == "fail_deps":
@@ -62,8 +66,16 @@ def _skip_reason(tc: dict, by_name: dict, depth: int = 0) -> str:
 def _xfail_reason(tc: dict) -> str:
     """Why a test failed as expected: the build's record (reason and the compiler's own
     message) or ReFrame's message."""
-    rec = next((r for d in (tc.get("outputdir"), tc.get("stagedir")) if d
-                for r in [_load_json(Path(d) / XFAIL_FILE)] if r), None)
+    rec = next(
+        (
+            r
+            for d in (tc.get("outputdir"), tc.get("stagedir"))
+            if d
+            for r in [_load_json(Path(d) / XFAIL_FILE)]
+            if r
+        ),
+        None,
+    )
     if rec:
         return f"{rec['reason']} (compiler said: {rec['compiler_said']})"
     return " ".join(str(tc.get("fail_reason") or "expected failure").split())[:500]
@@ -86,8 +98,13 @@ def collect(report_file: Path) -> dict:
     for tc in cases:
         res = tc.get("result")
         if res == "xfail":
-            xfailed.append({"test": tc["display_name"], "environment": tc.get("environ"),
-                            "reason": _xfail_reason(tc)})
+            xfailed.append(
+                {
+                    "test": tc["display_name"],
+                    "environment": tc.get("environ"),
+                    "reason": _xfail_reason(tc),
+                }
+            )
             continue
         if tc.get("fixture"):
             if res == "fail":
@@ -95,43 +112,82 @@ def collect(report_file: Path) -> dict:
             continue
         r = _result_file(tc)
         if res in SKIPPED_RESULTS:
-            skipped.append({"test": tc["display_name"], "environment": tc.get("environ"),
-                            "reason": _skip_reason(tc, by_name)})
+            skipped.append(
+                {
+                    "test": tc["display_name"],
+                    "environment": tc.get("environ"),
+                    "reason": _skip_reason(tc, by_name),
+                }
+            )
             continue
         if r is None:
             failures.append(_row_failure(tc, None))
             continue
         row = {
-            "test": tc["display_name"], "app": r["app"], "tier": r["tier"], "variant": r["variant"],
-            "environment": r["environment"], "system": f"{r['system']}:{r['partition']}",
-            "result": res, "fail_phase": tc.get("fail_phase"), "fail_reason": tc.get("fail_reason"),
+            "test": tc["display_name"],
+            "app": r["app"],
+            "tier": r["tier"],
+            "variant": r["variant"],
+            "environment": r["environment"],
+            "system": f"{r['system']}:{r['partition']}",
+            "result": res,
+            "fail_phase": tc.get("fail_phase"),
+            "fail_reason": tc.get("fail_reason"),
             "verified": bool(r.get("verification", {}).get("ok")),
             "verification": r.get("verification", {}).get("summary", ""),
-            "figures": r.get("figures", {}), "baseline": r.get("baseline", {}),
-            "energy": r.get("energy", {}), "provenance": r.get("provenance", {}),
+            "figures": r.get("figures", {}),
+            "baseline": r.get("baseline", {}),
+            "energy": r.get("energy", {}),
+            "provenance": r.get("provenance", {}),
             "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
-            "ranks": r.get("ranks"), "input": r.get("input", {}), "curves": r.get("curves", {}),
-            "job": r.get("job"), "placement_layout": r.get("placement_layout"),
-            "quality": r.get("quality"), "machine_id": r.get("machine_id"), "machine": r.get("machine"),
+            "ranks": r.get("ranks"),
+            "input": r.get("input", {}),
+            "curves": r.get("curves", {}),
+            "job": r.get("job"),
+            "placement_layout": r.get("placement_layout"),
+            "quality": r.get("quality"),
+            "machine_id": r.get("machine_id"),
+            "machine": r.get("machine"),
             "run": r.get("run"),
         }
         rows.append(row)
         if res != "pass":
             failures.append(_row_failure(tc, row))
     si = rep.get("session_info", {})
-    session = {k: si.get(k) for k in ("uuid", "time_start", "time_end", "time_elapsed", "cmdline",
-                                      "hostname", "version", "num_cases", "num_failures", "num_skipped")}
+    session = {
+        k: si.get(k)
+        for k in (
+            "uuid",
+            "time_start",
+            "time_end",
+            "time_elapsed",
+            "cmdline",
+            "hostname",
+            "version",
+            "num_cases",
+            "num_failures",
+            "num_skipped",
+        )
+    }
     for k in ("time_start", "time_end"):
         session[k] = _readable_time(session[k])
     apps = _matrices(_merge_repeats(rows))
-    machines = {r["machine_id"]: machine.describe(r["machine"]) for r in rows
-                if r.get("machine_id") and r.get("machine")}
+    machines = {
+        r["machine_id"]: machine.describe(r["machine"])
+        for r in rows
+        if r.get("machine_id") and r.get("machine")
+    }
     return {
-        "session": session, "machines": machines,
+        "session": session,
+        "machines": machines,
         "summary": [app_summary(a) for a in apps],
-        "failures": failures, "expected_failures": xfailed, "skipped": skipped,
-        "baseline_verdicts": _baseline_verdicts(apps, failures), "history_verdicts": None,
-        "apps": apps, "results": rows,
+        "failures": failures,
+        "expected_failures": xfailed,
+        "skipped": skipped,
+        "baseline_verdicts": _baseline_verdicts(apps, failures),
+        "history_verdicts": None,
+        "apps": apps,
+        "results": rows,
     }
 
 
@@ -145,17 +201,37 @@ def app_summary(a: dict) -> dict:
     p = a["primary"]
     fastest = a["best"].get(p)
     f_row = next((r for r in rows if _key(r) == fastest), None)
-    out = {"app": a["app"], "tier": a["tier"], "variants": len(rows), "verified": len(ok),
-           "not_verified": [_key(r) for r in rows if not r["verified"]], "primary": p,
-           "fastest": fastest, "reference": a["reference_variant"],
-           "speedup": (f_row or {}).get("speedup", {}).get(p) if f_row else None}
+    out = {
+        "app": a["app"],
+        "tier": a["tier"],
+        "variants": len(rows),
+        "verified": len(ok),
+        "not_verified": [_key(r) for r in rows if not r["verified"]],
+        "primary": p,
+        "fastest": fastest,
+        "reference": a["reference_variant"],
+        "speedup": (f_row or {}).get("speedup", {}).get(p) if f_row else None,
+    }
     disturbed = [_key(r) for r in rows if (r.get("quality") or {}).get("grade") != "clean"]
     out["disturbed"] = disturbed
-    measured = [r for r in ok if (r.get("energy") or {}).get("trust") == "measured"
-                and _num(r["figures"].get("energy_J")) is not None]
-    out["greenest"] = _key(min(measured, key=lambda r: r["figures"]["energy_J"])) if measured else None
-    out["greenest_why"] = None if measured else "energy not measured here (" + ", ".join(
-        sorted({(r.get("energy") or {}).get("trust") or "none" for r in ok}) or ["no run"]) + ")"
+    measured = [
+        r
+        for r in ok
+        if (r.get("energy") or {}).get("trust") == "measured"
+        and _num(r["figures"].get("energy_J")) is not None
+    ]
+    out["greenest"] = (
+        _key(min(measured, key=lambda r: r["figures"]["energy_J"])) if measured else None
+    )
+    out["greenest_why"] = (
+        None
+        if measured
+        else "energy not measured here ("
+        + ", ".join(
+            sorted({(r.get("energy") or {}).get("trust") or "none" for r in ok}) or ["no run"]
+        )
+        + ")"
+    )
     judged, regressions, whys = 0, [], {}
     for r in rows:
         for n, c in ((r.get("baseline") or {}).get("figures") or {}).items():
@@ -173,7 +249,9 @@ def app_summary(a: dict) -> dict:
         out["verdict"], out["verdict_text"] = "regression", "REGRESSION: " + "; ".join(regressions)
     elif judged:
         out["verdict"] = "no regression"
-        out["verdict_text"] = f"no regression ({judged} figure(s) judged against this machine's baseline)"
+        out["verdict_text"] = (
+            f"no regression ({judged} figure(s) judged against this machine's baseline)"
+        )
     else:
         why = max(whys, key=whys.get) if whys else "no baseline"
         out["verdict"], out["verdict_text"] = "no verdict", f"no verdict: {why}"
@@ -199,16 +277,25 @@ def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
     """This run against the committed baseline (reference/baselines/), kept apart from the
     history's change points: ReFrame's performance check of each test case against it is
     what fails ``apptune run``.  Verdict strings are shown as the baseline comparison gives them."""
-    figures = [{"app": a["app"], "tier": a["tier"], "variant": _key(r), "figure": n, **c}
-               for a in apps for r in a["rows"]
-               for n, c in ((r.get("baseline") or {}).get("figures") or {}).items()]
+    figures = [
+        {"app": a["app"], "tier": a["tier"], "variant": _key(r), "figure": n, **c}
+        for a in apps
+        for r in a["rows"]
+        for n, c in ((r.get("baseline") or {}).get("figures") or {}).items()
+    ]
     counts: dict[str, int] = {}
     for f in figures:
         counts[str(f.get("verdict"))] = counts.get(str(f.get("verdict")), 0) + 1
     return {
         "decides": "the exit code of apptune run (ReFrame's performance check of each test case)",
-        "files": sorted({r["baseline"]["file"] for a in apps for r in a["rows"]
-                         if (r.get("baseline") or {}).get("file")}),
+        "files": sorted(
+            {
+                r["baseline"]["file"]
+                for a in apps
+                for r in a["rows"]
+                if (r.get("baseline") or {}).get("file")
+            }
+        ),
         "performance_failures": [f for f in failures if f["phase"] == "performance"],
         "counts": counts,
         "changes": [f for f in figures if f.get("verdict") in ("regression", "improvement")],
@@ -220,16 +307,25 @@ def _merge_repeats(rows: list[dict]) -> list[dict]:
     its spread ((max - min) / median), verified only when every repeat was."""
     import re
     import statistics
+
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["app"], r["tier"], r["environment"], r["variant"], r["system"]), []).append(r)
+        groups.setdefault(
+            (r["app"], r["tier"], r["environment"], r["variant"], r["system"]), []
+        ).append(r)
     out = []
     for (app, tier, env, variant, system), rs in groups.items():
         if len(rs) == 1:
             out.append(rs[0])
             continue
-        m = dict(rs[0], test=re.sub(r"\s*%\.repeat_no=\d+", "", rs[0]["test"]), repeats=len(rs),
-                 verified=all(r["verified"] for r in rs), figures={}, spread={})
+        m = dict(
+            rs[0],
+            test=re.sub(r"\s*%\.repeat_no=\d+", "", rs[0]["test"]),
+            repeats=len(rs),
+            verified=all(r["verified"] for r in rs),
+            figures={},
+            spread={},
+        )
         for n in {n for r in rs for n in r["figures"]}:
             vals = [r["figures"][n] for r in rs if _num(r["figures"].get(n)) is not None]
             if vals:
@@ -237,18 +333,26 @@ def _merge_repeats(rows: list[dict]) -> list[dict]:
                 m["figures"][n] = med
                 m["spread"][n] = (max(vals) - min(vals)) / abs(med) if med else None
         bad = [r for r in rs if not r["verified"]]
-        m["verification"] = (bad[0]["verification"] if bad else rs[0]["verification"]) + f" ({len(rs)} repeats)"
-        if (rs[0].get("baseline") or {}).get("file"):   # the verdicts, again, for the clean repeats' medians
+        m["verification"] = (
+            bad[0]["verification"] if bad else rs[0]["verification"]
+        ) + f" ({len(rs)} repeats)"
+        if (rs[0].get("baseline") or {}).get(
+            "file"
+        ):  # the verdicts, again, for the clean repeats' medians
             m["baseline"] = _judge_repeats(app, tier, env, variant, system, rs)
         out.append(m)
     return out
 
 
-def _judge_repeats(app: str, tier: str, env: str, variant: str, system: str, rs: list[dict]) -> dict:
+def _judge_repeats(
+    app: str, tier: str, env: str, variant: str, system: str, rs: list[dict]
+) -> dict:
     """The baseline verdicts of repeated runs: medians of the clean repeats against this
     machine's baseline, with the threshold for that many repeats."""
     import statistics
+
     from . import baselines
+
     first = rs[0]
     out = dict(first["baseline"])
     clean = [r for r in rs if (r.get("quality") or {}).get("grade") == "clean"]
@@ -268,15 +372,27 @@ def _judge_repeats(app: str, tier: str, env: str, variant: str, system: str, rs:
         vals = [r["figures"][n] for r in clean if _num(r["figures"].get(n)) is not None]
         if vals:
             meds[n] = statistics.median(vals)
-    out.update(found=entry is not None, why=blocked, repeats=len(clean), figures=baselines.compare(
-        b, entry, specs, meds or dict(first["figures"]), blocked=blocked,
-        energy_trust=(first.get("energy") or {}).get("trust"), repeats=max(1, len(clean))))
+    out.update(
+        found=entry is not None,
+        why=blocked,
+        repeats=len(clean),
+        figures=baselines.compare(
+            b,
+            entry,
+            specs,
+            meds or dict(first["figures"]),
+            blocked=blocked,
+            energy_trust=(first.get("energy") or {}).get("trust"),
+            repeats=max(1, len(clean)),
+        ),
+    )
     return out
 
 
 def _readable_time(stamp):
     """ReFrame's compact 20261121T220731+0000 as 2026-11-21 22:07:31 +0000."""
     import datetime
+
     try:
         return datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%S%z").strftime("%Y-%m-%d %H:%M:%S %z")
     except (TypeError, ValueError):
@@ -288,21 +404,29 @@ _row_failure = records.failure
 
 def _matrices(rows: list[dict]) -> list[dict]:
     apps = []
-    for (app, tier) in sorted({(r["app"], r["tier"]) for r in rows}):
+    for app, tier in sorted({(r["app"], r["tier"]) for r in rows}):
         try:
             recipe = recipes.load_recipe(app)
             figures = recipes.figure_specs(recipe)
             primary = recipe.run.primary
         except ApptuneError:
             figures, primary = dict(recipes.COMMON_FIGURES), "wall_time"
-        sel = sorted([r for r in rows if r["app"] == app and r["tier"] == tier],
-                     key=lambda r: (r["environment"], r["variant"]))
+        sel = sorted(
+            [r for r in rows if r["app"] == app and r["tier"] == tier],
+            key=lambda r: (r["environment"], r["variant"]),
+        )
         present = {n for r in sel for n, v in r["figures"].items() if v is not None}
         names = [n for n in figures if n in present] + sorted(present - set(figures))
         better = {n: (figures[n].better if n in figures else "higher") for n in names}
         units = {n: (figures[n].unit if n in figures else "") for n in names}
-        ref = next((r for r in sel if r["verified"] and (r["environment"], r["variant"]) == ("gnu", "baseline")),
-                   next((r for r in sel if r["verified"]), None))
+        ref = next(
+            (
+                r
+                for r in sel
+                if r["verified"] and (r["environment"], r["variant"]) == ("gnu", "baseline")
+            ),
+            next((r for r in sel if r["verified"]), None),
+        )
         best = {}
         for n in names:
             cand = [r for r in sel if r["verified"] and _num(r["figures"].get(n)) is not None]
@@ -315,14 +439,31 @@ def _matrices(rows: list[dict]) -> list[dict]:
                 v, b = _num(r["figures"].get(n)), _num(ref["figures"].get(n)) if ref else None
                 if v and b:
                     r["speedup"][n] = v / b if better[n] == "higher" else b / v
-            r["baseline_verdicts"] = {n: c.get("verdict") for n, c in
-                                      ((r.get("baseline") or {}).get("figures") or {}).items()}
+            r["baseline_verdicts"] = {
+                n: c.get("verdict")
+                for n, c in ((r.get("baseline") or {}).get("figures") or {}).items()
+            }
         # energy figures that no meter measured here: shown, labelled, never judged
-        modelled = sorted(n for n in names if recipes.is_energy_figure(n) and any(
-            (r.get("energy") or {}).get("trust") != "measured" for r in sel))
-        apps.append({"app": app, "tier": tier, "figures": names, "units": units, "better": better,
-                     "modelled": modelled, "primary": primary, "rows": sel, "best": best,
-                     "reference_variant": _key(ref) if ref else None})
+        modelled = sorted(
+            n
+            for n in names
+            if recipes.is_energy_figure(n)
+            and any((r.get("energy") or {}).get("trust") != "measured" for r in sel)
+        )
+        apps.append(
+            {
+                "app": app,
+                "tier": tier,
+                "figures": names,
+                "units": units,
+                "better": better,
+                "modelled": modelled,
+                "primary": primary,
+                "rows": sel,
+                "best": best,
+                "reference_variant": _key(ref) if ref else None,
+            }
+        )
     return apps
 
 
@@ -331,15 +472,9 @@ def _key(r: dict) -> str:
 
 
 def _num(v):
-    return v if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)) else None
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
+    return (
+        v if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)) else None
+    )
 
 
 def _pct(v) -> str:
@@ -348,7 +483,8 @@ def _pct(v) -> str:
 
 def _verdicts(by_figure: dict) -> str:
     """``{figure: verdict}`` as one line: each verdict with its figures; the commonest one,
-    when it has more than 3, last as a count (``regression: HPL; within threshold: the other 7``)."""
+    when it has more than 3, last as a count
+    (``regression: HPL; within threshold: the other 7``)."""
     groups: dict[str, list[str]] = {}
     for n, v in by_figure.items():
         groups.setdefault(str(v), []).append(n)
@@ -357,8 +493,10 @@ def _verdicts(by_figure: dict) -> str:
     common = max(groups, key=lambda v: len(groups[v]))
     if len(groups[common]) <= 3:
         return "; ".join(f"{v}: {', '.join(ns)}" for v, ns in groups.items())
-    return "; ".join([f"{v}: {', '.join(ns)}" for v, ns in groups.items() if v != common] +
-                     [f"{common}: the other {len(groups[common])}"])
+    return "; ".join(
+        [f"{v}: {', '.join(ns)}" for v, ns in groups.items() if v != common]
+        + [f"{common}: the other {len(groups[common])}"]
+    )
 
 
 def variant_styles(keys) -> dict[str, dict]:
@@ -367,11 +505,17 @@ def variant_styles(keys) -> dict[str, dict]:
     keys, so a variant has the same colour in each panel and plot whichever others are drawn.
     Beyond 20 variants the colours repeat with another line style."""
     import matplotlib
+
     keys = sorted(set(keys))
     cmap = matplotlib.colormaps["tab10" if len(keys) <= 10 else "tab20"]
     dashes = ("-", "--", ":", "-.")
-    return {k: {"color": matplotlib.colors.to_hex(cmap(i % cmap.N)), "linestyle": dashes[i // cmap.N % 4]}
-            for i, k in enumerate(keys)}
+    return {
+        k: {
+            "color": matplotlib.colors.to_hex(cmap(i % cmap.N)),
+            "linestyle": dashes[i // cmap.N % 4],
+        }
+        for i, k in enumerate(keys)
+    }
 
 
 def _styles(a: dict) -> dict[str, dict]:
@@ -385,6 +529,7 @@ def _styles(a: dict) -> dict[str, dict]:
 def _save_figure(fig, out: Path) -> Path:
     """Write a matplotlib figure atomically (a reader never sees half a PNG) and close it."""
     import matplotlib.pyplot as plt
+
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp.png")
@@ -397,6 +542,7 @@ def _save_figure(fig, out: Path) -> Path:
 def power_plots(summary: dict, run_dir: Path) -> None:
     """One power-over-time plot per application and tier, a line per variant."""
     from .energy import TRACE_FILE, read_trace
+
     for a in summary["apps"]:
         traces = []
         for r in a["rows"]:
@@ -410,13 +556,20 @@ def power_plots(summary: dict, run_dir: Path) -> None:
         if not traces:
             continue
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
         fig, ax = plt.subplots(figsize=(8, 3.2), dpi=100)
         styles = _styles(a)
         for label, trust, pts in traces:
-            ax.plot([t for t, _ in pts], [p for _, p in pts], label=f"{label} ({trust})", linewidth=1.2,
-                    **styles[label])
+            ax.plot(
+                [t for t, _ in pts],
+                [p for _, p in pts],
+                label=f"{label} ({trust})",
+                linewidth=1.2,
+                **styles[label],
+            )
         grades = sorted({t for _, t, _ in traces})
         ax.set_title(f"{a['app']} — tier {a['tier']}: power over time ({', '.join(grades)})")
         ax.set_xlabel("time since job start (s)")
@@ -430,7 +583,7 @@ def power_plots(summary: dict, run_dir: Path) -> None:
 def _read_curve(f: Path) -> dict[str, list[float]]:
     lines = f.read_text().splitlines()
     cols = lines[0].split(",")
-    rows = [[float(x) for x in l.split(",")] for l in lines[1:] if l.strip()]
+    rows = [[float(x) for x in ln.split(",")] for ln in lines[1:] if ln.strip()]
     return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
 
 
@@ -457,15 +610,24 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
         if not found:
             continue
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
         styles = _styles(a)
         for (name, y), lines in found.items():
             plot = lines[0][2]
             fig, ax = plt.subplots(figsize=(8, 3.2), dpi=100)
             for label, ok, _, data in lines:
-                ax.plot(data[plot["x"]], data[y], label=label + ("" if ok else " (NOT verified)"),
-                        linewidth=1.2, marker=".", markersize=3, **styles[label])
+                ax.plot(
+                    data[plot["x"]],
+                    data[y],
+                    label=label + ("" if ok else " (NOT verified)"),
+                    linewidth=1.2,
+                    marker=".",
+                    markersize=3,
+                    **styles[label],
+                )
             if plot.get("xlog"):
                 ax.set_xscale("log", base=2)
             if plot.get("ylog"):
@@ -475,9 +637,12 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
             ax.set_ylabel(y)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
-            out = _save_figure(fig, run_dir / "plots" / f"curve-{a['app']}-{a['tier']}-{name}-{y}.png")
-            a["curve_plots"].append({"name": name, "y": y, "x": plot["x"],
-                                     "file": str(out.relative_to(run_dir))})
+            out = _save_figure(
+                fig, run_dir / "plots" / f"curve-{a['app']}-{a['tier']}-{name}-{y}.png"
+            )
+            a["curve_plots"].append(
+                {"name": name, "y": y, "x": plot["x"], "file": str(out.relative_to(run_dir))}
+            )
 
 
 def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
@@ -485,6 +650,7 @@ def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
     applications, into ``summary["history_verdicts"]`` and each row's ``history_verdicts``;
     returns the verdicts and each stored run's position in the history."""
     from . import history, regressions
+
     with history.History(history_dir) as h:
         uuid = summary["session"].get("uuid")
         row = h.db.execute("SELECT mode FROM runs WHERE session_uuid = ?", (uuid,)).fetchone()
@@ -496,15 +662,23 @@ def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
     verdicts.sort(key=lambda v: (regressions.ORDER[v.verdict], v.name))
     summary["history_verdicts"] = {
         "decides": "the exit code of apptune check-regressions (change points over the history)",
-        "dir": str(history_dir), "mode": mode, "runs": len(order), "this_run_stored": uuid in order,
+        "dir": str(history_dir),
+        "mode": mode,
+        "runs": len(order),
+        "this_run_stored": uuid in order,
         "counts": {k: sum(v.verdict == k for v in verdicts) for k in regressions.ORDER},
         "changes": [v.to_dict() for v in verdicts if v.verdict in ("regression", "improvement")],
     }
     for a in summary["apps"]:
-        vs = [v for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"]) and len(v.points) >= 2]
+        vs = [
+            v for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"]) and len(v.points) >= 2
+        ]
         for r in a["rows"]:
-            r["history_verdicts"] = {v.figure: v.verdict for v in vs
-                                     if (v.environment, v.variant) == (r["environment"], r["variant"])}
+            r["history_verdicts"] = {
+                v.figure: v.verdict
+                for v in vs
+                if (v.environment, v.variant) == (r["environment"], r["variant"])
+            }
     return verdicts, order
 
 
@@ -513,59 +687,108 @@ def trend_plots(summary: dict, run_dir: Path, verdicts: list, order: dict) -> No
     figure, a line per variant (one colour each across panels), change points marked."""
     for a in summary["apps"]:
         a["trend_plot"] = None
-        vs = [v for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"]) and len(v.points) >= 2]
+        vs = [
+            v for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"]) and len(v.points) >= 2
+        ]
         names = [n for n in a["figures"] if any(v.figure == n for v in vs)]
         if not names:
             continue
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         from matplotlib.lines import Line2D
         from matplotlib.ticker import MaxNLocator
+
         styles = _styles(a)
         cols = min(3, len(names))
         rows = -(-len(names) // cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.4 * rows), dpi=80, squeeze=False)
-        for ax in axes.flat[len(names):]:
+        fig, axes = plt.subplots(
+            rows, cols, figsize=(4.2 * cols, 2.4 * rows), dpi=80, squeeze=False
+        )
+        for ax in axes.flat[len(names) :]:
             ax.set_visible(False)
         drawn = set()
-        for ax, n in zip(axes.flat, names):
+        for ax, n in zip(axes.flat, names, strict=False):  # spare axes are hidden above
             for v in (v for v in vs if v.figure == n):
                 xs = [order.get(p.run, i) for i, p in enumerate(v.points)]
                 label = f"{v.environment}/{v.variant}"
                 drawn.add(label)
-                ax.plot(xs, [p.value for p in v.points], marker=".", markersize=3, linewidth=1,
-                        label=label, **styles[label])
+                ax.plot(
+                    xs,
+                    [p.value for p in v.points],
+                    marker=".",
+                    markersize=3,
+                    linewidth=1,
+                    label=label,
+                    **styles[label],
+                )
                 for c in v.change_points:
                     bad = c["direction"] == "regression"
-                    ax.axvline(order.get(c["run"], c["index"]) - 0.5, color="#b00020" if bad else "#1b7a1b",
-                               linestyle="--", linewidth=1)
+                    ax.axvline(
+                        order.get(c["run"], c["index"]) - 0.5,
+                        color="#b00020" if bad else "#1b7a1b",
+                        linestyle="--",
+                        linewidth=1,
+                    )
                     if c["change"] is not None:
-                        ax.annotate(f"{c['change']:+.1%}", (order.get(c["run"], c["index"]) - 0.5, c["after"]),
-                                    fontsize=6, color="#b00020" if bad else "#1b7a1b")
-            ax.set_title(f"{n} ({a['units'].get(n, '')}, {a['better'].get(n, 'higher')} is better)", fontsize=8)
+                        ax.annotate(
+                            f"{c['change']:+.1%}",
+                            (order.get(c["run"], c["index"]) - 0.5, c["after"]),
+                            fontsize=6,
+                            color="#b00020" if bad else "#1b7a1b",
+                        )
+            ax.set_title(
+                f"{n} ({a['units'].get(n, '')}, {a['better'].get(n, 'higher')} is better)",
+                fontsize=8,
+            )
             ax.tick_params(labelsize=6)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
         # one legend for every panel: each variant drawn anywhere, in its one colour
-        axes.flat[0].legend(handles=[Line2D([], [], marker=".", markersize=3, linewidth=1, label=k, **styles[k])
-                                     for k in sorted(drawn)], fontsize=6)
+        axes.flat[0].legend(
+            handles=[
+                Line2D([], [], marker=".", markersize=3, linewidth=1, label=k, **styles[k])
+                for k in sorted(drawn)
+            ],
+            fontsize=6,
+        )
         out = _save_figure(fig, run_dir / "plots" / f"trend-{a['app']}-{a['tier']}.png")
         a["trend_plot"] = str(out.relative_to(run_dir))
 
 
-def render(summary: dict, run_dir: Path, history_dir: Path | None = None) -> tuple[Path, Path, Path]:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("apptune", "templates"),
-                             autoescape=jinja2.select_autoescape(["html"]),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(quality=quality.summary, summary_line=summary_line, fmt=_fmt, pct=_pct, key=_key, verdicts=_verdicts)
+def render(
+    summary: dict, run_dir: Path, history_dir: Path | None = None
+) -> tuple[Path, Path, Path]:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("apptune", "templates"),
+        autoescape=jinja2.select_autoescape(["html"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        quality=quality.summary,
+        summary_line=summary_line,
+        fmt=functools.partial(fmt_figure, missing="–"),
+        pct=_pct,
+        key=_key,
+        verdicts=_verdicts,
+    )
     env.globals["relpath"] = lambda p: _rel(p, run_dir)
     summary["history_verdicts"] = None
-    verdicts, order = history_verdicts(summary, Path(history_dir)) if history_dir is not None else ([], {})
-    for a in summary["apps"]:   # one style per variant, for this run's variants and the history's
+    verdicts, order = (
+        history_verdicts(summary, Path(history_dir)) if history_dir is not None else ([], {})
+    )
+    for a in summary["apps"]:  # one style per variant, for this run's variants and the history's
         a["variant_styles"] = variant_styles(
-            [_key(r) for r in a["rows"]] +
-            [f"{v.environment}/{v.variant}" for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"])])
+            [_key(r) for r in a["rows"]]
+            + [
+                f"{v.environment}/{v.variant}"
+                for v in verdicts
+                if (v.app, v.tier) == (a["app"], a["tier"])
+            ]
+        )
     power_plots(summary, run_dir)
     curve_plots(summary, run_dir)
     if history_dir is not None:
@@ -581,6 +804,7 @@ def render(summary: dict, run_dir: Path, history_dir: Path | None = None) -> tup
 
 def _rel(p, base: Path) -> str:
     import os
+
     if not p:
         return ""
     try:
@@ -589,8 +813,9 @@ def _rel(p, base: Path) -> str:
         return str(p)
 
 
-def write(run_dir: Path, report_file: Path | None = None,
-          history_dir: Path | None = None) -> tuple[Path, Path, Path]:
+def write(
+    run_dir: Path, report_file: Path | None = None, history_dir: Path | None = None
+) -> tuple[Path, Path, Path]:
     run_dir = Path(run_dir)
     summary = collect(report_file or run_dir / "report.json")
     return render(summary, run_dir, history_dir)
@@ -617,4 +842,6 @@ def untested_apps(report_file: Path) -> dict[str, list[str]]:
                 reasons[app].append(r)
         else:
             reasons.setdefault(app, [])
-    return {app: rs or ["only its fixtures ran"] for app, rs in reasons.items() if app not in tested}
+    return {
+        app: rs or ["only its fixtures ran"] for app, rs in reasons.items() if app not in tested
+    }

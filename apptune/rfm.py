@@ -11,6 +11,7 @@ An application check is three short classes (see ``reframe-checks/hpcc/hpcc.py``
 All decisions (flags, libraries, patches, inputs, tolerances, thresholds) come
 from the data folders; these classes only wire them into ReFrame's pipeline.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,17 +28,28 @@ import reframe.utility.sanity as sn
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from . import (baselines, energy, inputs, outputs, paths, placement, quality, recipes, runner, slurm,
-               sources, verify)
+from . import (
+    baselines,
+    energy,
+    inputs,
+    outputs,
+    paths,
+    placement,
+    quality,
+    recipes,
+    runner,
+    slurm,
+    sources,
+    verify,
+)
+from .constants import CURVES_DIR, RESULT_FILE, SKIP_FILE, XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json
-
-from .constants import CURVES_DIR, RESULT_FILE, SKIP_FILE, XFAIL_FILE
 
 
 def _last_line(path: str) -> str | None:
     try:
-        lines = [l for l in Path(path).read_text(errors='replace').splitlines() if l.strip()]
+        lines = [ln for ln in Path(path).read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
         return None
     return lines[-1].strip()[:200] if lines else None
@@ -45,29 +57,46 @@ def _last_line(path: str) -> str | None:
 
 def _run_summary(rec: dict) -> dict:
     """The run record's parts a result keeps (the machine and quality are kept whole)."""
-    return {k: rec.get(k) for k in ('exit_status', 'failed_step', 'message', 'wall_s', 't_start',
-                                     'quiet_wait', 'completed')}
+    return {
+        k: rec.get(k)
+        for k in (
+            "exit_status",
+            "failed_step",
+            "message",
+            "wall_s",
+            "t_start",
+            "quiet_wait",
+            "completed",
+        )
+    }
 
 
 def _expand(value: str, env: dict) -> str:
-    return re.sub(r'\$(?:\{(\w+)\}|(\w+))', lambda m: env.get(m.group(1) or m.group(2), ''), str(value))
+    return re.sub(
+        r"\$(?:\{(\w+)\}|(\w+))", lambda m: env.get(m.group(1) or m.group(2), ""), str(value)
+    )
 
 
 def missing_in_environment(environ, tools: list[str]) -> list[str]:
     """The tools not found with a ReFrame environment applied as its job would see it: its
     ``env_vars`` (e.g. PATH) and, where it has modules, after loading them."""
     env = dict(os.environ)
-    for k, v in dict(getattr(environ, 'env_vars', {}) or {}).items():
+    for k, v in dict(getattr(environ, "env_vars", {}) or {}).items():
         env[k] = _expand(v, env)
-    modules = list(getattr(environ, 'modules', []) or [])
+    modules = list(getattr(environ, "modules", []) or [])
     if not modules:
-        return [t for t in tools if shutil.which(t, path=env.get('PATH')) is None]
+        return [t for t in tools if shutil.which(t, path=env.get("PATH")) is None]
     from reframe.core.runtime import runtime
+
     ms = runtime().modules_system
     load = [c for m in modules for c in ms.emit_load_commands(m)]
     # the tool names are arguments of the script, never part of it
-    script = '\n'.join(load + ['for t; do command -v -- "$t" >/dev/null 2>&1 || printf "%s\\n" "$t"; done'])
-    p = subprocess.run(['bash', '-c', script, 'bash', *tools], env=env, capture_output=True, text=True)
+    script = "\n".join(
+        load + ['for t; do command -v -- "$t" >/dev/null 2>&1 || printf "%s\\n" "$t"; done']
+    )
+    p = subprocess.run(
+        ["bash", "-c", script, "bash", *tools], env=env, capture_output=True, text=True
+    )
     return [t for t in p.stdout.split() if t in tools]
 
 
@@ -75,7 +104,8 @@ def _site_environments() -> set[str]:
     """Environment names defined in the ReFrame configuration (not only those -p selected)."""
     try:
         from reframe.core.runtime import runtime
-        return {e['name'] for e in runtime().site_config['environments']}
+
+        return {e["name"] for e in runtime().site_config["environments"]}
     except Exception:  # not inside a ReFrame session (e.g. unit tests)
         return set()
 
@@ -86,16 +116,19 @@ def load_app(app: str):
     this session's environments).  Otherwise ReFrame skips the check file, printing one
     line per problem, and loads the other applications' files."""
     from reframe.core.exceptions import RegressionTestLoadError
+
     from . import validate
+
     try:
         from reframe.core.runtime import runtime
-        environments = list(runtime().site_config['environments'])
+
+        environments = list(runtime().site_config["environments"])
     except Exception:  # not inside a ReFrame session: the site config file's environments
         environments = None
     site, found = validate.load_site(environments=environments)
     found += validate.app_problems(app, site)
     if found:
-        raise RegressionTestLoadError('\n'.join(str(p) for p in found)) from None
+        raise RegressionTestLoadError("\n".join(str(p) for p in found)) from None
     return recipes.load_recipe(app)
 
 
@@ -105,20 +138,23 @@ class SourceFetch(rfm.RunOnlyRegressionTest):
     #: Application name (a recipe in build-recipes/).
     #: :type: str
     app = variable(str)
-    valid_systems = ['*']
-    valid_prog_environs = ['*']
+    valid_systems = ["*"]
+    valid_prog_environs = ["*"]
     local = True
     executable = sys.executable
 
-    @run_before('run')
+    @run_before("run")
     def set_command(self):
-        self.executable_opts = ['-m', 'apptune.sources', self.app]
+        self.executable_opts = ["-m", "apptune.sources", self.app]
 
     @sanity_function
     def fetched(self):
         err = last_error_line(os.path.join(self.stagedir, self.stderr.evaluate()))
-        return sn.assert_found(r'^apptune: source .* verified', self.stdout,
-                               msg=err or f'{self.app}: source was not fetched')
+        return sn.assert_found(
+            r"^apptune: source .* verified",
+            self.stdout,
+            msg=err or f"{self.app}: source was not fetched",
+        )
 
 
 class AppBuild(rfm.CompileOnlyRegressionTest):
@@ -127,9 +163,9 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
     #: Application name (a recipe in build-recipes/).
     #: :type: str
     app = variable(str)
-    valid_systems = ['*']
-    valid_prog_environs = ['*']
-    build_system = 'CustomBuild'
+    valid_systems = ["*"]
+    valid_prog_environs = ["*"]
+    build_system = "CustomBuild"
     #: The recipe's build runs on the login/build node.
     build_locally = True
 
@@ -142,40 +178,57 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
     def recipe(self):
         return recipes.load_recipe(self.app)
 
-    @run_before('compile')
+    @run_before("compile")
     def plan_build(self):
         tc = recipes.Toolchain.from_environ(self.current_environ)
-        missing = missing_in_environment(self.current_environ, tc.tools_for(self.recipe.build.languages))
+        missing = missing_in_environment(
+            self.current_environ, tc.tools_for(self.recipe.build.languages)
+        )
         if missing:
-            reason = (f'environment {tc.environment!r}: compiler/tool '
-                      f'{", ".join(missing)} not found on its PATH')
-            Path(self.stagedir, SKIP_FILE).write_text(reason + '\n')
+            reason = (
+                f"environment {tc.environment!r}: compiler/tool "
+                f"{', '.join(missing)} not found on its PATH"
+            )
+            Path(self.stagedir, SKIP_FILE).write_text(reason + "\n")
             self.skip(reason)
         recipe = self.recipe
         plan = recipes.resolve(recipe, self.variant, tc)
-        with open(os.path.join(self.stagedir, 'plan.json'), 'w') as f:
+        with open(os.path.join(self.stagedir, "plan.json"), "w") as f:
             json.dump(plan.to_dict(), f, indent=1)
         tarball = sources.tarball_path(recipe)
-        cmd = [sys.executable, '-m', 'apptune.build', '--plan', 'plan.json',
-               '--source', str(tarball), '--stage', '.']
+        cmd = [
+            sys.executable,
+            "-m",
+            "apptune.build",
+            "--plan",
+            "plan.json",
+            "--source",
+            str(tarball),
+            "--stage",
+            ".",
+        ]
         if not self.use_build_cache:
-            cmd.append('--no-cache')
+            cmd.append("--no-cache")
         self.build_system.commands = [shlex.join(cmd)]
         self.build_system.max_concurrency = recipe.build.jobs
 
-    @run_after('init')
+    @run_after("init")
     def keep_build_records(self):
-        self.keep_files = ['plan.json', 'provenance.json', 'compile-lines.jsonl', XFAIL_FILE]
+        self.keep_files = ["plan.json", "provenance.json", "compile-lines.jsonl", XFAIL_FILE]
 
     @sanity_function
     def built(self):
         xf = Path(self.stagedir, XFAIL_FILE)
         if xf.is_file():
             rec = json.loads(xf.read_text())
-            return sn.assert_true(False, msg=f'{rec["reason"]} (compiler said: {rec["compiler_said"]})')
-        err = last_error_line(os.path.join(self.stagedir, 'rfm_build.err'))
-        return sn.assert_true(os.path.exists(os.path.join(self.stagedir, 'provenance.json')),
-                              msg=err or 'build produced no provenance.json')
+            return sn.assert_true(
+                False, msg=f"{rec['reason']} (compiler said: {rec['compiler_said']})"
+            )
+        err = last_error_line(os.path.join(self.stagedir, "rfm_build.err"))
+        return sn.assert_true(
+            os.path.exists(os.path.join(self.stagedir, "provenance.json")),
+            msg=err or "build produced no provenance.json",
+        )
 
     def __rfm_xfail_sanity__(self):
         # The recipe's build.expected_failures (data, reviewed as a diff): the build is
@@ -183,8 +236,8 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
         # failure: the entry is stale) when it builds.
         x = recipes.expected_build_failure(self.recipe, self.current_environ.name, self.variant)
         if x is None:
-            return False, ''
-        return True, f'expected build failure: {x[1].reason}'
+            return False, ""
+        return True, f"expected build failure: {x[1].reason}"
 
 
 class AppRun(rfm.RunOnlyRegressionTest):
@@ -193,7 +246,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     #: Application name (a recipe in build-recipes/).
     #: :type: str
     app = variable(str)
-    valid_systems = ['*']
+    valid_systems = ["*"]
     #: System name used for baselines (reference/baselines/<system>/); defaults to
     #: the ReFrame system name.
     #: :type: str or None
@@ -227,98 +280,136 @@ class AppRun(rfm.RunOnlyRegressionTest):
     @property
     def build_variant(self) -> str:
         info = type(self).get_variant_info(self.variant_num, recurse=True)
-        return info['fixtures']['build']['params']['variant']
+        return info["fixtures"]["build"]["params"]["variant"]
 
     @property
     def run_variant(self) -> str:
         """The build variant, plus ``@placement`` when the check has a runtime placement
         (the recipe's ``placement`` parameter, then ranks per node, threads, binding)."""
-        p = getattr(self, 'placement', 'default')
-        v = self.build_variant if p == 'default' else f'{self.build_variant}@{p}'
+        p = getattr(self, "placement", "default")
+        v = self.build_variant if p == "default" else f"{self.build_variant}@{p}"
         rt = placement.label(self.ranks_per_node, self.threads_per_rank, self.binding)
-        return f'{v}@{rt}' if rt else v
+        return f"{v}@{rt}" if rt else v
 
-    @run_after('init')
+    @run_after("init")
     def select_environments(self):
         r = self.recipe
         envs = recipes.environments_for(r, self.tier, self.build_variant)
         known = _site_environments()
         unknown = [e for e in envs if known and e not in known]
         if unknown:
-            err = ApptuneError(recipes.recipe_path(self.app), f'tiers.{self.tier}.variants',
-                               f'unknown environment {", ".join(unknown)} '
-                               f'(site config has: {", ".join(sorted(known))})')
+            err = ApptuneError(
+                recipes.recipe_path(self.app),
+                f"tiers.{self.tier}.variants",
+                f"unknown environment {', '.join(unknown)} "
+                f"(site config has: {', '.join(sorted(known))})",
+            )
             # ReFrame turns an exception here into a warning and drops the test, so the
             # run would pass without it: stop the session instead (exit 1, this one line)
-            raise SystemExit(f'apptune: error: {err}')
+            raise SystemExit(f"apptune: error: {err}")
         # `-S valid_prog_environs=gnu,llvm` narrows the tier's environments (ReFrame's -p
         # only selects checks that have at least one matching environment).
         try:
             preset = list(self.valid_prog_environs)
         except Exception:  # unset: the tier decides
             preset = None
-        if preset and preset != ['*']:
+        if preset and preset != ["*"]:
             envs = [e for e in envs if e in preset]
         self.valid_prog_environs = envs
         self.tags |= {self.tier, self.app}
-        self.descr = f'{self.app} {r.version} {self.build_variant} on tier {self.tier}'
+        self.descr = f"{self.app} {r.version} {self.build_variant} on tier {self.tier}"
         t = r.tiers[self.tier]
-        if self.time_limit is None:   # `-S time_limit=...` wins over the tier's
+        if self.time_limit is None:  # `-S time_limit=...` wins over the tier's
             self.time_limit = t.time_limit
-        self.keep_files = [RESULT_FILE, 'provenance.json', 'verification.json', 'energy.json',
-                           runner.SPEC_FILE, runner.RECORD_FILE, energy.TRACE_FILE, CURVES_DIR,
-                           *(o.file for o in r.run.outputs if o.file != outputs.STDOUT)]
+        self.keep_files = [
+            RESULT_FILE,
+            "provenance.json",
+            "verification.json",
+            "energy.json",
+            runner.SPEC_FILE,
+            runner.RECORD_FILE,
+            energy.TRACE_FILE,
+            CURVES_DIR,
+            *(o.file for o in r.run.outputs if o.file != outputs.STDOUT),
+        ]
 
-    @run_before('run')
+    @run_before("run")
     def prepare(self):
         """The run as data: every step an argument list in the runner's spec
         (:mod:`apptune.runner`); the job script only starts the runner."""
         r = self.recipe
         t = r.tiers[self.tier]
         self.num_tasks = self.num_ranks or t.ranks
-        self.input_parameters = inputs.render(self.app, self.tier, Path(self.stagedir), self.num_tasks,
-                                              build_dir=Path(self.build.stagedir))
+        self.input_parameters = inputs.render(
+            self.app,
+            self.tier,
+            Path(self.stagedir),
+            self.num_tasks,
+            build_dir=Path(self.build.stagedir),
+        )
         self.run_env = dict(r.run.env)
         self.apply_placement()
         self.apply_layout()
         steps = []
         for i, step in enumerate(r.run.prerun):
-            argv = inputs.render_words(step.command, self.input_parameters, self.app, f'run.prerun[{i}]')
+            argv = inputs.render_words(
+                step.command, self.input_parameters, self.app, f"run.prerun[{i}]"
+            )
             product = Path(self.build.stagedir, argv[0])
             if product.is_file():
                 argv[0] = str(product)
-            steps.append(runner.Step(label=f'run.prerun[{i}]', stdout=step.stdout,
-                                     argv=(self.launch_argv() if step.launch else []) + argv))
-        steps.append(runner.Step(label='run', argv=[
-            *self.launch_argv(), os.path.join(self.build.stagedir, r.run.executable),
-            *inputs.render_words(r.run.args, self.input_parameters, self.app, 'run.args')]))
+            steps.append(
+                runner.Step(
+                    label=f"run.prerun[{i}]",
+                    stdout=step.stdout,
+                    argv=(self.launch_argv() if step.launch else []) + argv,
+                )
+            )
+        steps.append(
+            runner.Step(
+                label="run",
+                argv=[
+                    *self.launch_argv(),
+                    os.path.join(self.build.stagedir, r.run.executable),
+                    *inputs.render_words(r.run.args, self.input_parameters, self.app, "run.args"),
+                ],
+            )
+        )
         part = self.current_partition
         sched = part.scheduler.registered_name
         wait = self.quiet_wait
         if wait is None:
-            wait = float(os.environ.get('APPTUNE_QUIET_WAIT') or part.extras.get('quiet_wait_s', 0))
-        if wait > 0:   # the wait happens inside the job: it must not eat the run's time limit
-            limit = recipes.time_limit_seconds(str(self.time_limit)) if isinstance(self.time_limit, str) \
+            wait = float(os.environ.get("APPTUNE_QUIET_WAIT") or part.extras.get("quiet_wait_s", 0))
+        if wait > 0:  # the wait happens inside the job: it must not eat the run's time limit
+            limit = (
+                recipes.time_limit_seconds(str(self.time_limit))
+                if isinstance(self.time_limit, str)
                 else self.time_limit
+            )
             if limit:
                 self.time_limit = float(limit) + wait
         self.spec = runner.Spec(
-            steps=steps, env=self.run_env, tag=f'{os.getpid()}-{id(self):x}',
+            steps=steps,
+            env=self.run_env,
+            tag=f"{os.getpid()}-{id(self):x}",
             # ReFrame itself polls the job beside a local run: its CPU time is the harness's
-            harness_pid=os.getpid() if sched == 'local' else None,
-            scan_tasks=part.launcher_type.registered_name in ('srun', 'srunalloc'),
-            quiet_wait_s=wait, limits=dict(part.extras.get('run_quality', {})))
+            harness_pid=os.getpid() if sched == "local" else None,
+            scan_tasks=part.launcher_type.registered_name in ("srun", "srunalloc"),
+            quiet_wait_s=wait,
+            limits=dict(part.extras.get("run_quality", {})),
+        )
         self.start_energy_sampler()
         runner.write_spec(os.path.join(self.stagedir, runner.SPEC_FILE), self.spec)
-        # the runner starts the parallel launcher itself (launch_argv), so the job script runs it once
+        # the runner starts the parallel launcher itself (launch_argv), so the job script
+        # runs it once
         self.executable = shlex.quote(sys.executable)
-        self.executable_opts = ['-m', 'apptune.runner', runner.SPEC_FILE]
-        self.job.launcher = getlauncher('local')()
+        self.executable_opts = ["-m", "apptune.runner", runner.SPEC_FILE]
+        self.job.launcher = getlauncher("local")()
 
     def launch_argv(self) -> list[str]:
         """The partition's parallel launch (e.g. ``mpirun -np 2 --bind-to core``) as an
         argument list: ReFrame's launcher for this job, with the placement's options."""
-        if not hasattr(self, '_launch_argv'):
+        if not hasattr(self, "_launch_argv"):
             job, lau = self.job, self.job.launcher
             # ReFrame copies these only when the job is submitted; the launcher reads them now
             job.num_tasks = self.num_tasks
@@ -329,39 +420,42 @@ class AppRun(rfm.RunOnlyRegressionTest):
         return list(self._launch_argv)
 
     def apply_placement(self):
-        p = getattr(self, 'placement', 'default')
-        if p == 'default':
+        p = getattr(self, "placement", "default")
+        if p == "default":
             return
         mpi = recipes.Toolchain.from_environ(self.current_environ).mpi
         # srun places ranks itself, whatever the MPI: its options are under the key 'srun'
-        srun = self.current_partition.launcher_type.registered_name in ('srun', 'srunalloc')
-        key = 'srun' if srun else mpi
+        srun = self.current_partition.launcher_type.registered_name in ("srun", "srunalloc")
+        key = "srun" if srun else mpi
         opts = self.recipe.run.placements[p].get(key)
         if opts is None:
-            what = 'the srun launcher' if srun else f'MPI {mpi!r}'
-            reason = (f'placement {p!r} has no launcher options for {what} '
-                      f'({recipes.recipe_path(self.app)}: run.placements.{p})')
-            Path(self.stagedir, SKIP_FILE).write_text(reason + '\n')
+            what = "the srun launcher" if srun else f"MPI {mpi!r}"
+            reason = (
+                f"placement {p!r} has no launcher options for {what} "
+                f"({recipes.recipe_path(self.app)}: run.placements.{p})"
+            )
+            Path(self.stagedir, SKIP_FILE).write_text(reason + "\n")
             self.skip(reason)
         self.job.launcher.options = list(opts)
 
     def _cores_per_node(self):
         part = self.current_partition
         n = part.processor.num_cpus
-        if not n and part.scheduler.registered_name == 'local':
+        if not n and part.scheduler.registered_name == "local":
             n = os.cpu_count()
         return n
 
     def apply_layout(self):
         """Ranks per node, threads per rank and binding (apptune/placement.py)."""
         try:
-            lay = placement.layout(self.num_tasks, self.ranks_per_node, self.threads_per_rank,
-                                   self._cores_per_node())
+            lay = placement.layout(
+                self.num_tasks, self.ranks_per_node, self.threads_per_rank, self._cores_per_node()
+            )
             launcher = self.current_partition.launcher_type.registered_name
             mpi = recipes.Toolchain.from_environ(self.current_environ).mpi
             bind = placement.binding_options(self.binding, launcher, mpi, self.threads_per_rank)
         except placement.PlacementError as e:
-            raise ApptuneError(None, f'{self.unique_name} (-S/-P)', str(e)) from None
+            raise ApptuneError(None, f"{self.unique_name} (-S/-P)", str(e)) from None
         self.placement_layout = lay
         if lay.ranks_per_node:
             self.num_tasks_per_node = lay.ranks_per_node
@@ -372,12 +466,13 @@ class AppRun(rfm.RunOnlyRegressionTest):
         if bind:
             self.job.launcher.options = list(self.job.launcher.options) + bind
 
-    @run_before('run')
+    @run_before("run")
     def watch_slurm_job(self):
-        # Slurm: a job pending on DOWN/DRAINED nodes is cancelled after a bounded wait (apptune/slurm.py)
+        # Slurm: a job pending on DOWN/DRAINED nodes is cancelled after a bounded wait
+        # (apptune/slurm.py)
         self.slurm_watch = slurm.watch(self.current_partition, lambda: self.job.jobid)
 
-    @run_after('run')
+    @run_after("run")
     def settle_slurm_job(self):
         # before the energy sampler stops: ReFrame's squeue polling takes a failed squeue
         # for the job's end, so wait for its real final state
@@ -386,19 +481,23 @@ class AppRun(rfm.RunOnlyRegressionTest):
 
     def _job_outcome(self) -> tuple[dict, str | None]:
         """The job's record (id, nodes, final state) and, when it did not run to its end
-        (time limit, node failure, cancelled on dead nodes, slurmctld gone, ...), one sentence saying so."""
-        info = {'scheduler': self.current_partition.scheduler.registered_name,
-                'jobid': str(self.job.jobid), 'state': self.job.state}
-        watch = getattr(self, 'slurm_watch', None)
+        (time limit, node failure, cancelled on dead nodes, slurmctld gone, ...), one
+        sentence saying so."""
+        info = {
+            "scheduler": self.current_partition.scheduler.registered_name,
+            "jobid": str(self.job.jobid),
+            "state": self.job.state,
+        }
+        watch = getattr(self, "slurm_watch", None)
         return watch.record(info) if watch is not None else (info, None)
 
     def start_energy_sampler(self):
         part = self.current_partition
         ex = part.extras
         sched = part.scheduler.registered_name
-        names = list(ex.get('energy_meters', []))
-        hz = float(ex.get('energy_sample_hz', 10))
-        exclusive = bool(self.exclusive_access or ex.get('exclusive_node'))
+        names = list(ex.get("energy_meters", []))
+        hz = float(ex.get("energy_sample_hz", 10))
+        exclusive = bool(self.exclusive_access or ex.get("exclusive_node"))
         central, self.node_meters = names, []
         if sched in energy.AGENT_SCHEDULERS:
             # node-local meters run beside the job on each of its nodes (energy/agent.py)
@@ -406,93 +505,142 @@ class AppRun(rfm.RunOnlyRegressionTest):
             if self.node_meters:
                 self.start_node_agents(self.node_meters, hz, exclusive)
         context = {
-            'power_model': ex.get('power_model'),
-            'scheduler': sched,
-            'ncpus': part.processor.num_cpus,
-            'nodes': max(1, -(-self.num_tasks // (self.num_tasks_per_node or self.num_tasks))),
+            "power_model": ex.get("power_model"),
+            "scheduler": sched,
+            "ncpus": part.processor.num_cpus,
+            "nodes": max(1, -(-self.num_tasks // (self.num_tasks_per_node or self.num_tasks))),
             # with the local scheduler the job id is the pid of the job script
-            'pid': (lambda: self.job.jobid) if sched == 'local' else None,
-            'jobid': lambda: self.job.jobid,
+            "pid": (lambda: self.job.jobid) if sched == "local" else None,
+            "jobid": lambda: self.job.jobid,
         }
-        self.sampler = energy.Sampler(central, part.fullname, self.stagedir, hz=hz,
-                                      options=ex.get('energy_meter_options', {}), context=context,
-                                      exclusive=exclusive)
+        self.sampler = energy.Sampler(
+            central,
+            part.fullname,
+            self.stagedir,
+            hz=hz,
+            options=ex.get("energy_meter_options", {}),
+            context=context,
+            exclusive=exclusive,
+        )
         self.sampler.start()
 
     def start_node_agents(self, meters: list[str], hz: float, exclusive: bool):
         """One sampling agent per node of the Slurm job, started by the job script before
         the timed region and stopped after it (a stop file in the shared stage directory)."""
         from .energy import agent
+
         ex = self.current_partition.extras
         out = agent.NODES_DIR
-        argv = [sys.executable, '-m', 'apptune.energy.agent', '--out', out, '--meters', ','.join(meters),
-                '--hz', str(hz), '--options', json.dumps(ex.get('energy_meter_options', {})),
-                '--context', json.dumps({'power_model': ex.get('power_model'),
-                                         'ncpus': self.current_partition.processor.num_cpus}),
-                '--exclusive', str(int(exclusive)), '--max-seconds', str(int(self.time_limit or 86400) + 300)]
-        start = ('srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" '
-                 '--ntasks-per-node=1 --cpus-per-task=1 --cpu-bind=none --kill-on-bad-exit=0 '
-                 f'{shlex.join(argv)} > energy-agents.log 2>&1 & apptune_agents=$!')
-        ready = (f'for _ in $(seq 200); do [ "$(ls {out}/*/{agent.READY} 2>/dev/null | wc -l)" '
-                 f'-ge "$SLURM_JOB_NUM_NODES" ] && break; sleep 0.1; done')
+        argv = [
+            sys.executable,
+            "-m",
+            "apptune.energy.agent",
+            "--out",
+            out,
+            "--meters",
+            ",".join(meters),
+            "--hz",
+            str(hz),
+            "--options",
+            json.dumps(ex.get("energy_meter_options", {})),
+            "--context",
+            json.dumps(
+                {
+                    "power_model": ex.get("power_model"),
+                    "ncpus": self.current_partition.processor.num_cpus,
+                }
+            ),
+            "--exclusive",
+            str(int(exclusive)),
+            "--max-seconds",
+            str(int(self.time_limit or 86400) + 300),
+        ]
+        start = (
+            'srun --overlap --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" '
+            "--ntasks-per-node=1 --cpus-per-task=1 --cpu-bind=none --kill-on-bad-exit=0 "
+            f"{shlex.join(argv)} > energy-agents.log 2>&1 & apptune_agents=$!"
+        )
+        ready = (
+            f'for _ in $(seq 200); do [ "$(ls {out}/*/{agent.READY} 2>/dev/null | wc -l)" '
+            f'-ge "$SLURM_JOB_NUM_NODES" ] && break; sleep 0.1; done'
+        )
         self.prerun_cmds = [start, ready] + list(self.prerun_cmds)
         # the runner touches the stop file when the timed region ends; the job's exit status
         # stays the runner's (the application's)
-        self.spec.stop_file = f'{out}/{agent.STOP}'
-        self.postrun_cmds = ['apptune_status=$?', 'wait $apptune_agents || true', 'exit $apptune_status']
-        self.keep_files = list(self.keep_files) + [out, 'energy-agents.log']
+        self.spec.stop_file = f"{out}/{agent.STOP}"
+        self.postrun_cmds = [
+            "apptune_status=$?",
+            "wait $apptune_agents || true",
+            "exit $apptune_status",
+        ]
+        self.keep_files = list(self.keep_files) + [out, "energy-agents.log"]
 
-    @run_after('run')
+    @run_after("run")
     def stop_energy_sampler(self):
         rec = self.sampler.stop()
         if self.node_meters:
             from .energy import agent
+
             try:
                 nodes = len(self.job.nodelist or []) or None
             except Exception:  # the scheduler could not expand the node list
                 nodes = None
             node_rec = agent.merge(Path(self.stagedir, agent.NODES_DIR), Path(self.stagedir), nodes)
-            rec = energy.prefer(self.current_partition.extras.get('energy_meters', []), rec, node_rec,
-                                self.node_meters)
+            rec = energy.prefer(
+                self.current_partition.extras.get("energy_meters", []),
+                rec,
+                node_rec,
+                self.node_meters,
+            )
         self.energy_record = rec
-        atomic_write_json(os.path.join(self.stagedir, 'energy.json'), self.energy_record.to_dict())
+        atomic_write_json(os.path.join(self.stagedir, "energy.json"), self.energy_record.to_dict())
 
     # ----------------------------------------------------------------- results
     def _values(self):
-        if not hasattr(self, '_parsed'):
+        if not hasattr(self, "_parsed"):
             self._parsed, self._curves = outputs.parse_all(
-                self.recipe.run.outputs, self.stagedir, self.stdout.evaluate(), self.tier)
+                self.recipe.run.outputs, self.stagedir, self.stdout.evaluate(), self.tier
+            )
         return self._parsed
 
     def run_record(self) -> dict | None:
         """What the runner wrote: exit status, wall time, run quality, machine."""
-        if not hasattr(self, '_run_record'):
+        if not hasattr(self, "_run_record"):
             self._run_record = runner.load_record(self.stagedir)
         return self._run_record
 
     def figures(self) -> dict:
         run = self.recipe.run
         out = recipes.figure_values(self.recipe, self._values())
-        out['wall_time'] = (self.run_record() or {}).get('wall_s')
-        out.update(self.energy_record.figures(out['wall_time'], {n: out.get(n) for n in run.per_watt}))
+        out["wall_time"] = (self.run_record() or {}).get("wall_s")
+        out.update(
+            self.energy_record.figures(out["wall_time"], {n: out.get(n) for n in run.per_watt})
+        )
         return out
 
     def _result(self) -> dict:
-        prov_file = os.path.join(self.build.stagedir, 'provenance.json')
+        prov_file = os.path.join(self.build.stagedir, "provenance.json")
         with open(prov_file) as f:
             prov = json.load(f)
         return {
-            'app': self.app, 'tier': self.tier, 'variant': self.run_variant,
-            'build_variant': self.build_variant, 'placement': getattr(self, 'placement', 'default'),
-            'environment': self.current_environ.name, 'system': self.current_system.name,
-            'partition': self.current_partition.name, 'test': self.unique_name,
-            'ranks': self.num_tasks, 'input': self.input_parameters, 'provenance': prov,
-            'energy': self.energy_record.to_dict(),
-            'placement_layout': dict(self.placement_layout.to_dict(), binding=self.binding),
+            "app": self.app,
+            "tier": self.tier,
+            "variant": self.run_variant,
+            "build_variant": self.build_variant,
+            "placement": getattr(self, "placement", "default"),
+            "environment": self.current_environ.name,
+            "system": self.current_system.name,
+            "partition": self.current_partition.name,
+            "test": self.unique_name,
+            "ranks": self.num_tasks,
+            "input": self.input_parameters,
+            "provenance": prov,
+            "energy": self.energy_record.to_dict(),
+            "placement_layout": dict(self.placement_layout.to_dict(), binding=self.binding),
         }
 
     def _failure(self, result: dict, msg: str):
-        result['verification'] = {'ok': False, 'summary': msg}
+        result["verification"] = {"ok": False, "summary": msg}
         atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
         return sn.assert_true(False, msg=msg)
 
@@ -500,75 +648,98 @@ class AppRun(rfm.RunOnlyRegressionTest):
     def validate(self):
         r = self.recipe
         result = self._result()
-        result['job'], unfinished = self._job_outcome()
+        result["job"], unfinished = self._job_outcome()
         if unfinished:
             # the scheduler ended the job (time limit, node failure, ...): that is the verdict
             return self._failure(result, unfinished)
         rec = self.run_record()
         if rec is None:
             tail = _last_line(os.path.join(self.stagedir, self.job.stderr))
-            return self._failure(result, f'the run left no run record ({runner.RECORD_FILE}): it was killed '
-                                 f'before it ended (job exit code {self.job.exitcode})'
-                                 + (f'; {tail}' if tail else ''))
-        q = dict(rec.get('quality') or {})
-        nodes = getattr(self.placement_layout, 'nodes', None) or 1
+            return self._failure(
+                result,
+                f"the run left no run record ({runner.RECORD_FILE}): it was killed "
+                f"before it ended (job exit code {self.job.exitcode})"
+                + (f"; {tail}" if tail else ""),
+            )
+        q = dict(rec.get("quality") or {})
+        nodes = getattr(self.placement_layout, "nodes", None) or 1
         if nodes > 1 and q:
             # the runner watches the node its job script runs on; the others are not measured
-            q['scope'] = f'measured on the first of the job\'s {nodes} nodes'
-        result.update(quality=q or None, machine=rec.get('machine'),
-                      machine_id=rec.get('machine_id'), run=_run_summary(rec))
+            q["scope"] = f"measured on the first of the job's {nodes} nodes"
+        result.update(
+            quality=q or None,
+            machine=rec.get("machine"),
+            machine_id=rec.get("machine_id"),
+            run=_run_summary(rec),
+        )
         crash = None
-        if rec.get('exit_status') != 0:
+        if rec.get("exit_status") != 0:
             tail = _last_line(os.path.join(self.stagedir, self.job.stderr))
-            crash = rec.get('message') or f'run exited with status {rec.get("exit_status")}'
-            if tail and tail not in crash and not tail.startswith('apptune: error:'):
-                crash += f' ({tail})'
+            crash = rec.get("message") or f"run exited with status {rec.get('exit_status')}"
+            if tail and tail not in crash and not tail.startswith("apptune: error:"):
+                crash += f" ({tail})"
         try:
             values = self._values()
         except ApptuneError as e:
-            return self._failure(result, f'{crash}: {e}' if crash else str(e))
-        result['values'] = values   # every parsed field, also unverified (`apptune bless --new`)
-        result['curves'] = outputs.write_curves(self._curves, Path(self.stagedir, CURVES_DIR))
+            return self._failure(result, f"{crash}: {e}" if crash else str(e))
+        result["values"] = values  # every parsed field, also unverified (`apptune bless --new`)
+        result["curves"] = outputs.write_curves(self._curves, Path(self.stagedir, CURVES_DIR))
         texts = outputs.own_check_texts(r.run, self.stagedir, self.stdout.evaluate())
         # `-S num_ranks=N` changes the input: fields that depend on the rank count are not compared
-        changed = {'ranks'} if self.num_tasks != r.tiers[self.tier].ranks else set()
-        v = verify.verify(self.app, self.tier, values, r.run.own_checks, texts,
-                          self.current_environ.name, self.run_variant, r.run.outputs[0].file,
-                          changed_inputs=changed)
-        with open(os.path.join(self.build.stagedir, 'provenance.json')) as f:
-            atomic_write_json(os.path.join(self.stagedir, 'provenance.json'), json.load(f))
+        changed = {"ranks"} if self.num_tasks != r.tiers[self.tier].ranks else set()
+        v = verify.verify(
+            self.app,
+            self.tier,
+            values,
+            r.run.own_checks,
+            texts,
+            self.current_environ.name,
+            self.run_variant,
+            r.run.outputs[0].file,
+            changed_inputs=changed,
+        )
+        with open(os.path.join(self.build.stagedir, "provenance.json")) as f:
+            atomic_write_json(os.path.join(self.stagedir, "provenance.json"), json.load(f))
         if crash:
             v.ok = False
-            v.own_checks.append({'pattern': 'exit status', 'matches': 0, 'ok': False, 'message': crash})
-        result['figures'] = self.figures()
-        verify.check_figures(v, result['figures'])
-        atomic_write_json(os.path.join(self.stagedir, 'verification.json'), v.to_dict())
-        result['verification'] = v.to_dict()
-        result['baseline'] = self.judge_performance(result['figures'])
+            v.own_checks.append(
+                {"pattern": "exit status", "matches": 0, "ok": False, "message": crash}
+            )
+        result["figures"] = self.figures()
+        verify.check_figures(v, result["figures"])
+        atomic_write_json(os.path.join(self.stagedir, "verification.json"), v.to_dict())
+        result["verification"] = v.to_dict()
+        result["baseline"] = self.judge_performance(result["figures"])
         atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
-        return sn.assert_true(v.ok, msg=f'{self.app}/{self.tier} {self.run_variant}: {v.summary()}')
+        return sn.assert_true(v.ok, msg=f"{self.app}/{self.tier} {self.run_variant}: {v.summary()}")
 
     def judge_performance(self, figures: dict) -> dict:
         """Each figure against this machine's baseline (apptune/baselines.py): a verdict only
         for a clean run on the baseline's machine, for measured figures with small noise."""
         system = self.baseline_system or self.current_system.name
         bfile = paths.baselines_file(system, self.app)
-        out = {'file': str(bfile.relative_to(paths.root())), 'found': False, 'why': None}
+        out = {"file": str(bfile.relative_to(paths.root())), "found": False, "why": None}
         rec = self.run_record() or {}
         try:
             bfile, b = baselines.load(system, self.app)
-        except ApptuneError as e:   # a bad baseline stops no verification; the run says why
-            b, out['why'] = None, f'baseline unusable: {e}'
-        mid = rec.get('machine_id')
+        except ApptuneError as e:  # a bad baseline stops no verification; the run says why
+            b, out["why"] = None, f"baseline unusable: {e}"
+        mid = rec.get("machine_id")
         entry = baselines.lookup(b, mid, self.current_environ.name, self.run_variant, self.tier)
-        out['found'] = entry is not None
-        q = rec.get('quality') or {}
-        blocked = out['why'] or baselines.not_applicable(b, bfile, mid, system, self.app)
-        if blocked is None and q.get('grade') != 'clean':
-            blocked = f'run {quality.summary(q)}'
-        out['why'] = blocked
-        out['figures'] = baselines.compare(b, entry, recipes.figure_specs(self.recipe), figures,
-                                           blocked=blocked, energy_trust=self.energy_record.trust)
+        out["found"] = entry is not None
+        q = rec.get("quality") or {}
+        blocked = out["why"] or baselines.not_applicable(b, bfile, mid, system, self.app)
+        if blocked is None and q.get("grade") != "clean":
+            blocked = f"run {quality.summary(q)}"
+        out["why"] = blocked
+        out["figures"] = baselines.compare(
+            b,
+            entry,
+            recipes.figure_specs(self.recipe),
+            figures,
+            blocked=blocked,
+            energy_trust=self.energy_record.trust,
+        )
         return out
 
     def __rfm_xfail_sanity__(self):
@@ -580,14 +751,14 @@ class AppRun(rfm.RunOnlyRegressionTest):
         return reason is not None, reason
 
     # ------------------------------------------------------------- performance
-    @run_before('performance')
+    @run_before("performance")
     def set_references(self):
         """ReFrame's references: only the figures :meth:`judge_performance` gives a verdict."""
         specs = recipes.figure_specs(self.recipe)
         figures = self.figures()
         present = {n for n, v in figures.items() if v is not None}
         judged = self.judge_performance(figures)
-        self.reference = baselines.reframe_reference(judged['figures'], specs)
+        self.reference = baselines.reframe_reference(judged["figures"], specs)
         self.perf_variables = {
             name: sn.make_performance_function(self._figure(name), fig.unit)
             for name, fig in specs.items()
@@ -598,5 +769,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     def _figure(self, name):
         v = self.figures().get(name)
         if v is None:
-            raise ApptuneError(self.recipe.run.outputs[0].file, name, 'figure missing from the output')
+            raise ApptuneError(
+                self.recipe.run.outputs[0].file, name, "figure missing from the output"
+            )
         return v

@@ -26,6 +26,7 @@ The runner
 SIGTERM, SIGINT and SIGHUP are passed on to the running step; the record then says
 which signal ended the run, and the runner exits with ``128 + N``.
 """
+
 from __future__ import annotations
 
 import json
@@ -127,20 +128,31 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
         err = open(cwd / step.stderr, "w") if step.stderr else None
         try:
             try:
-                sig.child = subprocess.Popen(step.argv, cwd=cwd, env=env, stdout=out,
-                                             stderr=err or (subprocess.STDOUT if out else None))
+                sig.child = subprocess.Popen(
+                    step.argv,
+                    cwd=cwd,
+                    env=env,
+                    stdout=out,
+                    stderr=err or (subprocess.STDOUT if out else None),
+                )
             except OSError as e:
                 status, message = 127, f"{step.label}: cannot run {step.argv[0]!r}: {e.strerror}"
             else:
-                if sig.received is not None:   # a signal that came while the step was starting
+                if sig.received is not None:  # a signal that came while the step was starting
                     sig.child.send_signal(sig.received)
                 status = exit_status(sig.child.wait())
         finally:
             for f in (out, err):
                 if f:
                     f.close()
-        steps.append({"label": step.label, "argv": step.argv, "exit_status": status,
-                      "seconds": round(time.monotonic() - s0, 3)})
+        steps.append(
+            {
+                "label": step.label,
+                "argv": step.argv,
+                "exit_status": status,
+                "seconds": round(time.monotonic() - s0, 3),
+            }
+        )
         if status != 0:
             failed = step.label
             break
@@ -151,16 +163,25 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
     rec["quality"] = mon.stop(limits)
     if sig.received is not None:
         status = 128 + sig.received
-        message = f"run ended by signal {signal.Signals(sig.received).name}" + \
-            (f" during {steps[-1]['label']}" if steps else " before it started")
+        message = f"run ended by signal {signal.Signals(sig.received).name}" + (
+            f" during {steps[-1]['label']}" if steps else " before it started"
+        )
         failed = failed or (steps[-1]["label"] if steps else "start")
     elif failed and message is None:
         st = steps[-1]["exit_status"]
-        how = (f"was killed by signal {signal.Signals(st - 128).name}" if 128 < st < 128 + 65 and
-               st - 128 in signal.valid_signals() else f"exited with status {st}")
+        how = (
+            f"was killed by signal {signal.Signals(st - 128).name}"
+            if 128 < st < 128 + 65 and st - 128 in signal.valid_signals()
+            else f"exited with status {st}"
+        )
         message = f"{failed} ({' '.join(steps[-1]['argv'])[:200]}) {how}"
-    rec.update(exit_status=status, failed_step=failed, message=message, steps=steps,
-               completed=failed is None and sig.received is None)
+    rec.update(
+        exit_status=status,
+        failed_step=failed,
+        message=message,
+        steps=steps,
+        completed=failed is None and sig.received is None,
+    )
     atomic_write_json(cwd / spec.record, rec)
     return status, rec
 
@@ -186,7 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = Spec.model_validate_json(path.read_text())
     except (OSError, ValueError) as e:
-        print(f"apptune: error: {path}: not a runner spec ({' '.join(str(e).split())[:300]})", file=sys.stderr)
+        print(
+            f"apptune: error: {path}: not a runner spec ({' '.join(str(e).split())[:300]})",
+            file=sys.stderr,
+        )
         return 2
     status, rec = run(spec, Path.cwd())
     if rec.get("message"):

@@ -18,6 +18,7 @@ files' extensions. Written, from the templates in ``apptune/templates/``:
 An existing file is never overwritten: the command refuses, naming it, before it writes
 anything.
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,28 +43,62 @@ from .yamlio import atomic_write_text, placeholders
 
 #: The build kinds ``apptune new`` writes, by the file at the top of the source that
 #: decides them, in order of precedence.
-BUILD_FILES = (("CMakeLists.txt", "cmake"), ("configure", "configure"),
-               ("configure.ac", "autoreconf"), ("configure.in", "autoreconf"),
-               ("GNUmakefile", "make"), ("Makefile", "make"), ("makefile", "make"))
+BUILD_FILES = (
+    ("CMakeLists.txt", "cmake"),
+    ("configure", "configure"),
+    ("configure.ac", "autoreconf"),
+    ("configure.in", "autoreconf"),
+    ("GNUmakefile", "make"),
+    ("Makefile", "make"),
+    ("makefile", "make"),
+)
 BUILD_KINDS = ("cmake", "configure", "autoreconf", "make")
 #: Source file extensions -> recipe language.
-LANGUAGE_EXT = {".c": "c",
-                **dict.fromkeys((".cc", ".cpp", ".cxx", ".C", ".c++"), "cxx"),
-                **dict.fromkeys((".f", ".F", ".f77", ".F77", ".for", ".f90", ".F90", ".f95",
-                                 ".F95", ".f03", ".F03", ".f08", ".F08"), "fortran")}
+LANGUAGE_EXT = {
+    ".c": "c",
+    **dict.fromkeys((".cc", ".cpp", ".cxx", ".C", ".c++"), "cxx"),
+    **dict.fromkeys(
+        (
+            ".f",
+            ".F",
+            ".f77",
+            ".F77",
+            ".for",
+            ".f90",
+            ".F90",
+            ".f95",
+            ".F95",
+            ".f03",
+            ".F03",
+            ".f08",
+            ".F08",
+        ),
+        "fortran",
+    ),
+}
 ARCHIVE_EXT = re.compile(r"(\.orig)?\.(tar\.(gz|bz2|xz|zst)|tgz|tbz2|txz|tar)$")
 
 # Build words per language: (compiler variable, compiler, flags variable, flags).
-_MAKE = {"c": ("CC", "cc", "CFLAGS", "(app_cflags + cflags + cppflags) | makeflags"),
-         "cxx": ("CXX", "cxx", "CXXFLAGS", "(app_cflags + cflags + cppflags) | makeflags"),
-         "fortran": ("FC", "ftn", "FFLAGS", "(app_fflags + fflags + cppflags) | makeflags")}
-_CONFIGURE = {"c": [("CC", "cc"), ("CFLAGS", "(app_cflags + cflags) | join(' ')")],
-              "cxx": [("CXX", "cxx"), ("CXXFLAGS", "(app_cflags + cflags) | join(' ')")],
-              "fortran": [("FC", "ftn"), ("FCFLAGS", "(app_fflags + fflags + cppflags) | join(' ')"),
-                          ("F77", "ftn"), ("FFLAGS", "(app_fflags + fflags + cppflags) | join(' ')")]}
-_CMAKE = {"c": ("C", "cc", "(app_cflags + cflags + cppflags) | join(' ')"),
-          "cxx": ("CXX", "cxx", "(app_cflags + cflags + cppflags) | join(' ')"),
-          "fortran": ("Fortran", "ftn", "(app_fflags + fflags + cppflags) | join(' ')")}
+_MAKE = {
+    "c": ("CC", "cc", "CFLAGS", "(app_cflags + cflags + cppflags) | makeflags"),
+    "cxx": ("CXX", "cxx", "CXXFLAGS", "(app_cflags + cflags + cppflags) | makeflags"),
+    "fortran": ("FC", "ftn", "FFLAGS", "(app_fflags + fflags + cppflags) | makeflags"),
+}
+_CONFIGURE = {
+    "c": [("CC", "cc"), ("CFLAGS", "(app_cflags + cflags) | join(' ')")],
+    "cxx": [("CXX", "cxx"), ("CXXFLAGS", "(app_cflags + cflags) | join(' ')")],
+    "fortran": [
+        ("FC", "ftn"),
+        ("FCFLAGS", "(app_fflags + fflags + cppflags) | join(' ')"),
+        ("F77", "ftn"),
+        ("FFLAGS", "(app_fflags + fflags + cppflags) | join(' ')"),
+    ],
+}
+_CMAKE = {
+    "c": ("C", "cc", "(app_cflags + cflags + cppflags) | join(' ')"),
+    "cxx": ("CXX", "cxx", "(app_cflags + cflags + cppflags) | join(' ')"),
+    "fortran": ("Fortran", "ftn", "(app_fflags + fflags + cppflags) | join(' ')"),
+}
 _LDFLAGS = "(app_ldflags + ldflags) | "
 _JOIN = "join(' ')"
 
@@ -71,6 +106,7 @@ _JOIN = "join(' ')"
 @dataclass
 class DebianOrig:
     """A Debian source package's orig tarball, as ``apt-cache showsrc`` lists it."""
+
     package: str
     version: str
     file: str
@@ -86,6 +122,7 @@ class DebianOrig:
 @dataclass
 class Scaffold:
     """What ``apptune new`` writes and found."""
+
     app: str
     #: file -> text
     files: dict[Path, str]
@@ -115,15 +152,25 @@ def parse_showsrc(text: str, package: str) -> DebianOrig:
         if "Package" in fields and "Version" in fields:
             stanzas.append(fields)
     if not stanzas:
-        raise ApptuneError(None, "--debian", f"no Debian source package '{package}' (apt-cache showsrc "
-                           "found none: is the name right, and deb-src enabled? ci/bootstrap.sh enables it)")
+        raise ApptuneError(
+            None,
+            "--debian",
+            f"no Debian source package '{package}' (apt-cache showsrc "
+            "found none: is the name right, and deb-src enabled? ci/bootstrap.sh enables it)",
+        )
     own = [s for s in stanzas if s["Package"] == package]
     names = sorted({s["Package"] for s in stanzas})
     if not own and len(names) > 1:
-        raise ApptuneError(None, "--debian", f"'{package}' is no source package; binary packages of "
-                           f"that name come from {', '.join(names)}: give one of them")
-    chosen = max(own or stanzas, key=functools.cmp_to_key(lambda a, b: _compare_versions(a["Version"],
-                                                                                      b["Version"])))
+        raise ApptuneError(
+            None,
+            "--debian",
+            f"'{package}' is no source package; binary packages of "
+            f"that name come from {', '.join(names)}: give one of them",
+        )
+    chosen = max(
+        own or stanzas,
+        key=functools.cmp_to_key(lambda a, b: _compare_versions(a["Version"], b["Version"])),
+    )
     src, version = chosen["Package"], chosen["Version"]
     files = {}
     for line in chosen.get("Checksums-Sha256", "").splitlines():
@@ -131,13 +178,22 @@ def parse_showsrc(text: str, package: str) -> DebianOrig:
         if len(parts) == 3:
             files[parts[2]] = parts[0]
     upstream = DebianOrig(src, version, "", "").upstream_version
-    orig = [f for f in files if re.fullmatch(re.escape(f"{src}_{upstream}") + r"\.orig\.tar\.\w+", f)]
-    native = [f for f in files if re.fullmatch(re.escape(f"{src}_{re.sub(r'^[0-9]+:', '', version)}")
-                                               + r"\.tar\.\w+", f)]
+    orig = [
+        f for f in files if re.fullmatch(re.escape(f"{src}_{upstream}") + r"\.orig\.tar\.\w+", f)
+    ]
+    native = [
+        f
+        for f in files
+        if re.fullmatch(re.escape(f"{src}_{re.sub(r'^[0-9]+:', '', version)}") + r"\.tar\.\w+", f)
+    ]
     pick = (orig or native or [None])[0]
     if pick is None:
-        raise ApptuneError(None, "--debian", f"Debian source {src} {version} lists no orig tarball "
-                           f"(files: {', '.join(files) or 'none with a sha256'})")
+        raise ApptuneError(
+            None,
+            "--debian",
+            f"Debian source {src} {version} lists no orig tarball "
+            f"(files: {', '.join(files) or 'none with a sha256'})",
+        )
     return DebianOrig(src, version, pick, files[pick])
 
 
@@ -145,54 +201,88 @@ def _compare_versions(a: str, b: str) -> int:
     """Debian's version order, as dpkg itself compares."""
     if a == b:
         return 0
-    lt = subprocess.run(["dpkg", "--compare-versions", a, "lt", b], capture_output=True).returncode == 0
+    lt = (
+        subprocess.run(["dpkg", "--compare-versions", a, "lt", b], capture_output=True).returncode
+        == 0
+    )
     return -1 if lt else 1
 
 
 def debian_orig(package: str) -> DebianOrig:
     """The newest orig tarball of a Debian source package, from the machine's deb-src lists."""
     if shutil.which("apt-cache") is None:
-        raise ApptuneError(None, "--debian", "apt-cache not found: this machine cannot look up Debian "
-                           "source packages; give the tarball with --url URL --sha256 HEX")
+        raise ApptuneError(
+            None,
+            "--debian",
+            "apt-cache not found: this machine cannot look up Debian "
+            "source packages; give the tarball with --url URL --sha256 HEX",
+        )
     p = subprocess.run(["apt-cache", "showsrc", package], capture_output=True, text=True)
     return parse_showsrc(p.stdout, package)
 
 
 # --------------------------------------------------------------------------- the source
-def source_spec(app: str, debian: str | None = None, url: str | None = None, sha256: str | None = None,
-                file: str | None = None, path: str | None = None,
-                version: str | None = None) -> tuple[SourceSpec, str, str]:
+def source_spec(
+    app: str,
+    debian: str | None = None,
+    url: str | None = None,
+    sha256: str | None = None,
+    file: str | None = None,
+    path: str | None = None,
+    version: str | None = None,
+) -> tuple[SourceSpec, str, str]:
     """The recipe's ``source``, the application's version and where the source is from."""
     given = [o for o, v in (("--debian", debian), ("--url", url), ("--path", path)) if v]
     if len(given) != 1:
-        raise ApptuneError(None, "source", "give exactly one of --debian PACKAGE, --url URL "
-                           "--sha256 HEX or --path src/NAME" + (f" (got {', '.join(given)})" if given else ""))
+        raise ApptuneError(
+            None,
+            "source",
+            "give exactly one of --debian PACKAGE, --url URL "
+            "--sha256 HEX or --path src/NAME" + (f" (got {', '.join(given)})" if given else ""),
+        )
     if not url and (sha256 or file):
-        raise ApptuneError(None, "--sha256" if sha256 else "--file", "only with --url (a Debian "
-                           "source's file and sha256 come from apt-cache showsrc)")
+        raise ApptuneError(
+            None,
+            "--sha256" if sha256 else "--file",
+            "only with --url (a Debian source's file and sha256 come from apt-cache showsrc)",
+        )
     if debian:
         d = debian_orig(debian)
-        spec = SourceSpec(debian={"package": d.package, "version": d.version}, file=d.file, sha256=d.sha256)
+        spec = SourceSpec(
+            debian={"package": d.package, "version": d.version}, file=d.file, sha256=d.sha256
+        )
         return spec, version or d.upstream_version, f"Debian source package {d.package} {d.version}"
     if url:
         if not sha256:
-            raise ApptuneError(None, "--sha256", f"give the sha256 of {url} (the pin every fetch is "
-                               "checked against; sha256sum prints it)")
+            raise ApptuneError(
+                None,
+                "--sha256",
+                f"give the sha256 of {url} (the pin every fetch is "
+                "checked against; sha256sum prints it)",
+            )
         if not re.fullmatch(SHA256_RE, sha256.lower()):
-            raise ApptuneError(None, "--sha256", f"'{sha256}' is not a sha256 (64 hexadecimal digits)")
+            raise ApptuneError(
+                None, "--sha256", f"'{sha256}' is not a sha256 (64 hexadecimal digits)"
+            )
         name = file or PurePosixPath(urllib.parse.urlparse(url).path).name
         if not name or "/" in name:
             raise ApptuneError(None, "--file", f"give the tarball's file name (none in {url})")
         if version is None:
             m = re.search(r"[-_]v?(\d[\w.+~]*?)$", ARCHIVE_EXT.sub("", name))
             if not m:
-                raise ApptuneError(None, "--version", f"no version in the file name {name}: give --version")
+                raise ApptuneError(
+                    None, "--version", f"no version in the file name {name}: give --version"
+                )
             version = m.group(1)
         return SourceSpec(url=url, file=name, sha256=sha256.lower()), version, url
     path = path.rstrip("/")
     if not re.fullmatch(r"[^/.][^\\]*", path):
-        raise ApptuneError(None, "--path", f"'{path}' must be a directory of this repository, "
-                           "relative to its root (e.g. src/NAME)")
+        raise ApptuneError(
+            None,
+            "--path",
+            f"'{path}' must be a directory of this repository, "
+            "relative to its root (e.g. src/NAME)",
+        )
     return SourceSpec(path=path), version or "1.0", f"{path}/ in this repository"
 
 
@@ -207,8 +297,15 @@ def fetch(app: str, spec: SourceSpec) -> Path:
     except ApptuneError as e:
         if e.file not in (None, str(recipes.recipe_path(app))):
             raise
-        option = _OPTION.get(e.field) or ("--sha256" if spec.url and e.field == "source.sha256"
-                                          else "--url" if spec.url else "--debian" if spec.debian else "--path")
+        option = _OPTION.get(e.field) or (
+            "--sha256"
+            if spec.url and e.field == "source.sha256"
+            else "--url"
+            if spec.url
+            else "--debian"
+            if spec.debian
+            else "--path"
+        )
         raise ApptuneError(None, option, e.message) from None
 
 
@@ -234,10 +331,14 @@ def guess_build(top: list[str]) -> tuple[str, str]:
     for name, kind in BUILD_FILES:
         if name in top:
             return kind, f"guessed from {name} at the top of the source"
-    raise ApptuneError(None, "--build-system", f"none of {', '.join(n for n, _ in BUILD_FILES)} at the "
-                       f"top of the source (it has: {', '.join(top[:12]) or 'nothing'}"
-                       f"{', ...' if len(top) > 12 else ''}): give --build-system "
-                       f"{'|'.join(BUILD_KINDS)}")
+    raise ApptuneError(
+        None,
+        "--build-system",
+        f"none of {', '.join(n for n, _ in BUILD_FILES)} at the "
+        f"top of the source (it has: {', '.join(top[:12]) or 'nothing'}"
+        f"{', ...' if len(top) > 12 else ''}): give --build-system "
+        f"{'|'.join(BUILD_KINDS)}",
+    )
 
 
 def guess_languages(files: list[str]) -> list[str]:
@@ -273,21 +374,32 @@ def _flow(words, indent: int = 0, width: int = 96) -> str:
 
 def environment() -> jinja2.Environment:
     """The templates of ``apptune new`` and ``apptune bless --new`` (apptune/templates/)."""
-    env = jinja2.Environment(loader=jinja2.PackageLoader("apptune", "templates"),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                             keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("apptune", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
     env.filters["flow"] = _flow
     return env
 
 
 def build_words(kind: str, languages: list[str]) -> dict[str, list[str]]:
     """The build's argument lists for ``kind`` (make arguments, configure, cmake)."""
+
     def t(expr):
         return "{{ " + expr + " }}"
-    make = [w for lang in languages for w in (f"{_MAKE[lang][0]}={t(_MAKE[lang][1])}",
-                                              f"{_MAKE[lang][2]}={t(_MAKE[lang][3])}")]
+
+    make = [
+        w
+        for lang in languages
+        for w in (f"{_MAKE[lang][0]}={t(_MAKE[lang][1])}", f"{_MAKE[lang][2]}={t(_MAKE[lang][3])}")
+    ]
     make.append(f"LDFLAGS={t(_LDFLAGS + 'makeflags')}")
-    configure = ["./configure"] + [f"{var}={t(expr)}" for lang in languages for var, expr in _CONFIGURE[lang]]
+    configure = ["./configure"] + [
+        f"{var}={t(expr)}" for lang in languages for var, expr in _CONFIGURE[lang]
+    ]
     configure += [f"CPPFLAGS={t('cppflags | ' + _JOIN)}", f"LDFLAGS={t(_LDFLAGS + _JOIN)}"]
     cmake = ["cmake", "-S", ".", "-B", "_build", "-DCMAKE_BUILD_TYPE=None"]
     for lang in languages:
@@ -307,24 +419,43 @@ def targets(app: str) -> list[Path]:
     """The files ``apptune new APP`` writes."""
     root = paths.root()
     module = re.sub(r"[-.]", "_", app)
-    return [recipes.recipe_path(app), root / "reframe-checks" / app / f"{module}.py",
-            paths.inputs_dir(app, "ci") / "input.yaml", paths.reference_file(app, "ci")]
+    return [
+        recipes.recipe_path(app),
+        root / "reframe-checks" / app / f"{module}.py",
+        paths.inputs_dir(app, "ci") / "input.yaml",
+        paths.reference_file(app, "ci"),
+    ]
 
 
 def _refuse_existing(files) -> None:
     there = [f for f in files if f.exists()]
     if there:
         more = f" (also {', '.join(_rel(f) for f in there[1:])})" if len(there) > 1 else ""
-        raise ApptuneError(_rel(there[0]), None, f"already exists: apptune new never overwrites a file{more}")
+        raise ApptuneError(
+            _rel(there[0]), None, f"already exists: apptune new never overwrites a file{more}"
+        )
 
 
-def new(app: str, *, debian: str | None = None, url: str | None = None, sha256: str | None = None,
-        file: str | None = None, path: str | None = None, version: str | None = None,
-        build_system: str | None = None, ranks: int = 2) -> Scaffold:
+def new(
+    app: str,
+    *,
+    debian: str | None = None,
+    url: str | None = None,
+    sha256: str | None = None,
+    file: str | None = None,
+    path: str | None = None,
+    version: str | None = None,
+    build_system: str | None = None,
+    ranks: int = 2,
+) -> Scaffold:
     """Fetch the source, guess its build and render every file (nothing written yet)."""
     if not re.fullmatch(NAME_RE, app):
-        raise ApptuneError(None, "APP", f"'{app}' must be lower case letters, digits, '_', '.', '-' "
-                           "(starting with a letter or digit)")
+        raise ApptuneError(
+            None,
+            "APP",
+            f"'{app}' must be lower case letters, digits, '_', '.', '-' "
+            "(starting with a letter or digit)",
+        )
     if ranks < 1:
         raise ApptuneError(None, "--ranks", f"must be at least 1, not {ranks}")
     if build_system is not None and build_system not in BUILD_KINDS:
@@ -339,17 +470,44 @@ def new(app: str, *, debian: str | None = None, url: str | None = None, sha256: 
     else:
         kind, guess = guess_build(top)
     languages = guess_languages(members)
-    desc = f"{app} {version}" + (f", Debian source package {spec.debian.package}" if spec.debian else "")
-    ctx = dict(app=app, version=version, description=desc, origin=origin, source=spec,
-               strip_components=strip, kind=kind, guess=guess, languages=languages, ranks=ranks,
-               system="cmake" if kind == "cmake" else "make", cls=check_class(app),
-               title=re.sub(r'["\\]', "", f"{app} {version}: built per variant, verified and timed."),
-               **build_words(kind, languages))
+    desc = f"{app} {version}" + (
+        f", Debian source package {spec.debian.package}" if spec.debian else ""
+    )
+    ctx = dict(
+        app=app,
+        version=version,
+        description=desc,
+        origin=origin,
+        source=spec,
+        strip_components=strip,
+        kind=kind,
+        guess=guess,
+        languages=languages,
+        ranks=ranks,
+        system="cmake" if kind == "cmake" else "make",
+        cls=check_class(app),
+        title=re.sub(r'["\\]', "", f"{app} {version}: built per variant, verified and timed."),
+        **build_words(kind, languages),
+    )
     env = environment()
-    texts = [env.get_template(t).render(**ctx) for t in
-             ("new-recipe.yaml.j2", "new-check.py.j2", "new-input.yaml.j2", "new-reference.yaml.j2")]
-    return Scaffold(app=app, files=dict(zip(files, texts)), kind=kind, guess=guess, languages=languages,
-                    tarball=tarball, to_fill=placeholders(yaml.safe_load(texts[0])))
+    texts = [
+        env.get_template(t).render(**ctx)
+        for t in (
+            "new-recipe.yaml.j2",
+            "new-check.py.j2",
+            "new-input.yaml.j2",
+            "new-reference.yaml.j2",
+        )
+    ]
+    return Scaffold(
+        app=app,
+        files=dict(zip(files, texts, strict=True)),
+        kind=kind,
+        guess=guess,
+        languages=languages,
+        tarball=tarball,
+        to_fill=placeholders(yaml.safe_load(texts[0])),
+    )
 
 
 def write(s: Scaffold) -> None:

@@ -20,6 +20,7 @@ rest has defaults chosen for regression runs:
 
 See docs/slurm.md for the schema with an example.
 """
+
 from __future__ import annotations
 
 import copy
@@ -40,6 +41,7 @@ LAUNCHERS = ("srun", "mpirun", "mpiexec")
 
 class ClusterEnvironment(Strict):
     """What a cluster adds to an environment of the base config (same name)."""
+
     #: Modules loaded in the job script and for the build, e.g. ``[gcc/12.2, openmpi/4.1]``.
     modules: list[str] = []
     #: Environment variables, e.g. ``{SLURM_MPI_TYPE: pmix}`` for srun with Open MPI.
@@ -81,6 +83,7 @@ class ClusterPartition(Strict):
 
 class Cluster(Strict):
     """site-config/clusters/NAME.yaml: one Slurm cluster, the ReFrame system NAME."""
+
     descr: str = ""
     #: Regexes of the hosts ReFrame runs on (login nodes); none: only ``--system NAME`` selects it.
     hostnames: list[str] = []
@@ -119,17 +122,26 @@ def cluster_system(name: str, c: Cluster, base_envs: dict[str, dict], file: Path
         envs = p.environs if p.environs is not None else (list(c.environments) or list(base_envs))
         for e in envs:
             if e not in base_envs:
-                raise ApptuneError(file, f"partitions.{pname}.environs",
-                                   f"unknown environment {e!r} (site config has: {', '.join(sorted(base_envs))})")
+                raise ApptuneError(
+                    file,
+                    f"partitions.{pname}.environs",
+                    f"unknown environment {e!r} (site config has: {', '.join(sorted(base_envs))})",
+                )
         access = list(p.sbatch)
         if not c.requeue:
             access.append("--no-requeue")
         if p.exclusive:
             access.append("--exclusive")
         cores = _cores(p.cores_per_node)
-        extras = {"energy_meters": list(p.energy_meters), "exclusive_node": p.exclusive,
-                  "energy_sample_hz": 10,
-                  "slurm_watch": {"slurmctld_timeout": c.slurmctld_timeout, "down_node_wait": c.down_node_wait}}
+        extras = {
+            "energy_meters": list(p.energy_meters),
+            "exclusive_node": p.exclusive,
+            "energy_sample_hz": 10,
+            "slurm_watch": {
+                "slurmctld_timeout": c.slurmctld_timeout,
+                "down_node_wait": c.down_node_wait,
+            },
+        }
         if p.power_model is not None:
             extras["power_model"] = dict(p.power_model)
         part = {
@@ -160,14 +172,19 @@ def cluster_system(name: str, c: Cluster, base_envs: dict[str, dict], file: Path
     }
 
 
-def cluster_environments(name: str, c: Cluster, base_envs: dict[str, dict], file: Path) -> list[dict]:
+def cluster_environments(
+    name: str, c: Cluster, base_envs: dict[str, dict], file: Path
+) -> list[dict]:
     """Per-cluster definitions of the base environments (modules, extra variables)."""
     out = []
     for ename, e in c.environments.items():
         base = base_envs.get(ename)
         if base is None:
-            raise ApptuneError(file, f"environments.{ename}",
-                               f"unknown environment (site config has: {', '.join(sorted(base_envs))})")
+            raise ApptuneError(
+                file,
+                f"environments.{ename}",
+                f"unknown environment (site config has: {', '.join(sorted(base_envs))})",
+            )
         env = copy.deepcopy(base)
         env["target_systems"] = [name]
         env["modules"] = list(base.get("modules", [])) + list(e.modules)
@@ -191,12 +208,20 @@ def cluster_modes(names: list[str]) -> list[dict]:
         # full inputs, nodes exclusive: energy figures are measured-grade where a meter exists
         "nightly": ["--tag=^nightly$", "-S", "exclusive_access=true", *async_],
         # nightly fully vs half-subscribed (the same ranks on twice the nodes)
-        "placement": ["--tag=^nightly$", "-P", "ranks_per_node=full,half", "-S", "exclusive_access=true",
-                      *async_],
+        "placement": [
+            "--tag=^nightly$",
+            "-P",
+            "ranks_per_node=full,half",
+            "-S",
+            "exclusive_access=true",
+            *async_,
+        ],
         # the ci tier once on every idle node: a slow or broken node stands out
         "nodes": ["--tag=^ci$", "--distribute=idle", "--skip-performance-check", *async_],
     }
-    return [{"name": m, "target_systems": list(names), "options": opts} for m, opts in modes.items()]
+    return [
+        {"name": m, "target_systems": list(names), "options": opts} for m, opts in modes.items()
+    ]
 
 
 def load_clusters(directory: str | os.PathLike, base_environments: list[dict]) -> dict:
@@ -207,7 +232,9 @@ def load_clusters(directory: str | os.PathLike, base_environments: list[dict]) -
     for f in sorted(d.glob("*.yaml")) if d.is_dir() else []:
         name = f.stem
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", name):
-            raise ApptuneError(f, None, "the file name is the ReFrame system name: letters, digits, '-', '_'")
+            raise ApptuneError(
+                f, None, "the file name is the ReFrame system name: letters, digits, '-', '_'"
+            )
         c = load_model(f, Cluster)
         envs.extend(cluster_environments(name, c, base, f))
         systems.append(cluster_system(name, c, base, f))

@@ -21,14 +21,15 @@ ReFrame's own failures around the scheduler (sbatch failing because slurmctld
 cannot be reached, a pending job cancelled because its partition is down) are
 explained from the run report's ``fail_reason`` by :func:`explain_reframe_failure`.
 """
+
 from __future__ import annotations
 
 import re
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 #: Job id, state, nodes, reason, time limit, partition(s), nodes the job asked for (-w).
 SQUEUE_FORMAT = "%i|%T|%N|%r|%l|%P|%n"
@@ -76,20 +77,34 @@ def parse_squeue(text: str, jobid: str) -> JobOutcome | None:
         parts = line.strip().split("|")
         if len(parts) in (5, 7) and parts[0] == str(jobid):
             extra = parts[5:] or ["", ""]
-            return JobOutcome(jobid=parts[0], state=parts[1], nodes=parts[2], reason=parts[3],
-                              time_limit=parts[4], source="squeue", partition=extra[0],
-                              requested_nodes=extra[1])
+            return JobOutcome(
+                jobid=parts[0],
+                state=parts[1],
+                nodes=parts[2],
+                reason=parts[3],
+                time_limit=parts[4],
+                source="squeue",
+                partition=extra[0],
+                requested_nodes=extra[1],
+            )
     return None
 
 
 def parse_sacct(text: str, jobid: str) -> JobOutcome | None:
-    """The allocation's line (not its steps) of ``sacct --parsable2 --noheader -o JobID,State,...``."""
+    """The allocation's line (not its steps) of
+    ``sacct --parsable2 --noheader -o JobID,State,...``."""
     for line in text.splitlines():
         parts = line.strip().split("|")
         if len(parts) == 5 and parts[0] == str(jobid):
             # sacct says "CANCELLED by 0"; the state is the first word
-            return JobOutcome(jobid=parts[0], state=parts[1].split()[0] if parts[1] else "",
-                              nodes=parts[2], reason=parts[3], time_limit=parts[4], source="sacct")
+            return JobOutcome(
+                jobid=parts[0],
+                state=parts[1].split()[0] if parts[1] else "",
+                nodes=parts[2],
+                reason=parts[3],
+                time_limit=parts[4],
+                source="sacct",
+            )
     return None
 
 
@@ -113,7 +128,9 @@ def query_job(jobid: str, run=_run) -> tuple[JobOutcome | None, str]:
             return o, ""
     elif not _INVALID_JOB.search(out):
         raise ControllerUnreachable(" ".join(out.split())[:200] or f"squeue exited with {rc}")
-    rc, out2 = run(["sacct", "--parsable2", "--noheader", "-X", "-j", str(jobid), "-o", SACCT_FIELDS])
+    rc, out2 = run(
+        ["sacct", "--parsable2", "--noheader", "-X", "-j", str(jobid), "-o", SACCT_FIELDS]
+    )
     if rc == 0:
         o = parse_sacct(out2, jobid)
         if o is not None:
@@ -157,9 +174,16 @@ def explain(o: JobOutcome, nodes: dict[str, tuple[str, str]] | None = None) -> s
     tmpl = UNFINISHED.get(state)
     if tmpl is None:
         return None
-    msg = tmpl.format(time_limit=o.time_limit or "?", nodes=o.nodes or "its node",
-                      reason=o.reason if o.reason and o.reason != "None" else "no reason given")
-    shown = {n: sr for n, sr in (nodes or {}).items() if state in ("NODE_FAIL", "BOOT_FAIL") or unavailable(sr[0])}
+    msg = tmpl.format(
+        time_limit=o.time_limit or "?",
+        nodes=o.nodes or "its node",
+        reason=o.reason if o.reason and o.reason != "None" else "no reason given",
+    )
+    shown = {
+        n: sr
+        for n, sr in (nodes or {}).items()
+        if state in ("NODE_FAIL", "BOOT_FAIL") or unavailable(sr[0])
+    }
     if shown:
         msg += "; now " + describe_nodes(shown)
     return f"{msg} (Slurm job {o.jobid}: {o.state}, reason {o.reason or '-'})"
@@ -167,8 +191,10 @@ def explain(o: JobOutcome, nodes: dict[str, tuple[str, str]] | None = None) -> s
 
 def describe_nodes(nodes: dict[str, tuple[str, str]]) -> str:
     """``n2 is down (admin's reason), n3 is drained``."""
-    return ", ".join(f"{n} is {s} ({r})" if r and r.lower() != "none" else f"{n} is {s}"
-                     for n, (s, r) in sorted(nodes.items()))
+    return ", ".join(
+        f"{n} is {s} ({r})" if r and r.lower() != "none" else f"{n} is {s}"
+        for n, (s, r) in sorted(nodes.items())
+    )
 
 
 # ---------------------------------------------------------------------------- the watch
@@ -176,27 +202,40 @@ def describe_nodes(nodes: dict[str, tuple[str, str]]) -> str:
 #: gives the long sentence to a job without -w whose partition lacks enough usable
 #: nodes; it also covers nodes reserved for other partitions, so the nodes' states
 #: decide (:meth:`JobWatch.blocked_nodes`).
-NODE_REASONS = re.compile(r"^(ReqNodeNotAvail|NodeDown|Nodes[ _]required[ _]for[ _]job[ _]are[ _]DOWN)")
+NODE_REASONS = re.compile(
+    r"^(ReqNodeNotAvail|NodeDown|Nodes[ _]required[ _]for[ _]job[ _]are[ _]DOWN)"
+)
 _UNAVAILABLE_NODES = re.compile(r"UnavailableNodes:(\S+)")
 
 
 def _final(state: str) -> bool:
     """The job ended (any state but pending, running, completing, suspended and the like)."""
-    final = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
-             "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"}
+    final = {
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "TIMEOUT",
+    }
     return bool(state) and all(x.rstrip("+") in final for x in state.split(","))
 
 
 @dataclass
 class WatchSettings:
     """The bounds of a watch (a cluster's ``slurmctld_timeout`` and ``down_node_wait``)."""
+
     #: Seconds without an answer from slurmctld before the check gives up on its job.
     slurmctld_timeout: float = 600
     #: Seconds a job may stay pending on DOWN/DRAINED/unresponsive nodes before it is cancelled.
     down_node_wait: float = 300
     #: Seconds between polls while the job pends or runs.
     poll: float = 10
-    #: Longest pause between two polls while slurmctld does not answer (the backoff doubles up to it).
+    #: Longest pause between two polls while slurmctld does not answer (the backoff
+    #: doubles up to it).
     max_backoff: float = 30
 
 
@@ -207,8 +246,14 @@ class JobWatch:
     ``run``, ``clock`` and ``sleep`` are the command runner and time source (tests
     give fakes)."""
 
-    def __init__(self, jobid: Callable[[], str | None], settings: WatchSettings | None = None,
-                 run=_run, clock=time.monotonic, sleep=time.sleep):
+    def __init__(
+        self,
+        jobid: Callable[[], str | None],
+        settings: WatchSettings | None = None,
+        run=_run,
+        clock=time.monotonic,
+        sleep=time.sleep,
+    ):
         self.jobid = jobid
         self.settings = settings or WatchSettings()
         self.run, self.clock, self.sleep = run, clock, sleep
@@ -220,7 +265,7 @@ class JobWatch:
         #: pending on unavailable nodes, slurmctld unreachable too long), else None.
         self.verdict: str | None = None
         self.done = False
-        self.unreachable = 0          # consecutive polls without an answer
+        self.unreachable = 0  # consecutive polls without an answer
         self.last_error = ""
         self.blocked_since: float | None = None
         self.cancelled = False
@@ -247,7 +292,7 @@ class JobWatch:
                 return False
             self.unreachable = 0
             self._last_contact = now
-            if o is None:      # no longer known: whatever it was, it ended
+            if o is None:  # no longer known: whatever it was, it ended
                 self.note, self.done = why, True
                 return True
             self.outcome = o
@@ -263,7 +308,11 @@ class JobWatch:
             return {}
         m = _UNAVAILABLE_NODES.search(o.reason)
         named = (m.group(1) if m else "") or o.requested_nodes
-        nodes = node_states(named, self.run) if named else node_states("", self.run, partition=o.partition)
+        nodes = (
+            node_states(named, self.run)
+            if named
+            else node_states("", self.run, partition=o.partition)
+        )
         return {n: sr for n, sr in nodes.items() if unavailable(sr[0])}
 
     def _check_blocked(self, o: JobOutcome, now: float) -> None:
@@ -279,12 +328,14 @@ class JobWatch:
         if waited < self.settings.down_node_wait:
             return
         rc, out = self.run(["scancel", o.jobid])
-        if rc != 0:        # slurmctld gone again: the next poll tries once more
+        if rc != 0:  # slurmctld gone again: the next poll tries once more
             self.last_error = " ".join(out.split())[:200]
             return
         self.cancelled = True
-        self.verdict = (f"job cancelled after {waited:.0f} s pending on unavailable nodes: {describe_nodes(nodes)} "
-                        f"(Slurm job {o.jobid}, reason {o.reason})")
+        self.verdict = (
+            f"job cancelled after {waited:.0f} s pending on unavailable nodes: "
+            f"{describe_nodes(nodes)} (Slurm job {o.jobid}, reason {o.reason})"
+        )
 
     def _give_up(self) -> None:
         waited = self.clock() - self._last_contact
@@ -293,8 +344,10 @@ class JobWatch:
             seen = "never seen since its submission"
         else:
             seen = f"last seen {last.state}" + (f" on {last.nodes}" if last.nodes else "")
-        self.verdict = (f"slurmctld could not be reached for {waited:.0f} s: Slurm job {self.jobid()} ({seen}) "
-                        f"is left as it is ({self.last_error})")
+        self.verdict = (
+            f"slurmctld could not be reached for {waited:.0f} s: Slurm job {self.jobid()} ({seen}) "
+            f"is left as it is ({self.last_error})"
+        )
         self.done = True
 
     # ------------------------------------------------------------------ while ReFrame polls
@@ -337,7 +390,7 @@ class JobWatch:
                 if self.clock() - self._last_contact >= self.settings.slurmctld_timeout:
                     self._give_up()
                     return
-                pause = min(2.0 ** self.unreachable, self.settings.max_backoff)
+                pause = min(2.0**self.unreachable, self.settings.max_backoff)
                 left = self.settings.slurmctld_timeout - (self.clock() - self._last_contact)
                 self.sleep(max(0.0, min(pause, left)))
             else:
@@ -371,12 +424,22 @@ def watch(partition, jobid: Callable[[], str | None]) -> JobWatch | None:
 
 
 _PATTERNS = [
-    (re.compile(r"(Unable to contact slurm controller[^\n]*)"), "slurmctld unreachable at submit: {0}"),
-    (re.compile(r"(Socket timed out on send/recv operation)"), "slurmctld did not answer at submit: {0}"),
-    (re.compile(r"(Could not establish a configuration source)"),
-     "sbatch found no Slurm configuration (no slurm.conf, SLURM_CONF unset): {0}"),
-    (re.compile(r"job cancelled because it was blocked due to reason: ([^\n]+)"),
-     "job cancelled while pending, its nodes cannot run it: {0}"),
+    (
+        re.compile(r"(Unable to contact slurm controller[^\n]*)"),
+        "slurmctld unreachable at submit: {0}",
+    ),
+    (
+        re.compile(r"(Socket timed out on send/recv operation)"),
+        "slurmctld did not answer at submit: {0}",
+    ),
+    (
+        re.compile(r"(Could not establish a configuration source)"),
+        "sbatch found no Slurm configuration (no slurm.conf, SLURM_CONF unset): {0}",
+    ),
+    (
+        re.compile(r"job cancelled because it was blocked due to reason: ([^\n]+)"),
+        "job cancelled while pending, its nodes cannot run it: {0}",
+    ),
     (re.compile(r"(maximum pending time for job exceeded)"), "job pending too long: {0}"),
 ]
 _SBATCH_ERROR = re.compile(r"^sbatch: (?:error|fatal): (.+)$", re.MULTILINE)

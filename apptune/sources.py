@@ -4,10 +4,9 @@ Every file is checked against the recipe's pinned sha256 before it is used or
 cached; a mismatch is refused. A copy in the download cache that no longer matches
 (bit rot, a truncated write) is removed and fetched again, saying so.
 """
+
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
@@ -17,27 +16,20 @@ from pathlib import Path
 
 from . import paths
 from .errors import ApptuneError
+from .locks import locked
 from .models import Recipe
 from .recipes import recipe_path, sha256_file
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _check(path: Path, recipe: Recipe, origin: str) -> None:
     got = sha256_file(path)
     if got != recipe.source.sha256:
-        raise ApptuneError(recipe_path(recipe.name), "source.sha256",
-                           f"checksum mismatch for {recipe.source.file} from {origin}: expected "
-                           f"{recipe.source.sha256}, got {got}; refusing to use it")
+        raise ApptuneError(
+            recipe_path(recipe.name),
+            "source.sha256",
+            f"checksum mismatch for {recipe.source.file} from {origin}: expected "
+            f"{recipe.source.sha256}, got {got}; refusing to use it",
+        )
 
 
 def debian_orig_uri(recipe: Recipe) -> str:
@@ -45,23 +37,36 @@ def debian_orig_uri(recipe: Recipe) -> str:
     deb = recipe.source.debian
     spec = f"{deb.package}={deb.version}"
     if shutil.which("apt-get") is None:
-        raise ApptuneError(recipe_path(recipe.name), "source.debian",
-                           "apt-get not found: cannot fetch Debian source packages on this machine; "
-                           "put the tarball in $APPTUNE_SOURCE_MIRROR")
+        raise ApptuneError(
+            recipe_path(recipe.name),
+            "source.debian",
+            "apt-get not found: cannot fetch Debian source packages on this machine; "
+            "put the tarball in $APPTUNE_SOURCE_MIRROR",
+        )
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run(["apt-get", "source", "--print-uris", "--only-source", spec],
-                              cwd=tmp, capture_output=True, text=True)
+        proc = subprocess.run(
+            ["apt-get", "source", "--print-uris", "--only-source", spec],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+        )
     if proc.returncode != 0:
         reason = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
-        raise ApptuneError(recipe_path(recipe.name), "source.debian",
-                           f"apt-get source {spec} failed: {reason} (is deb-src enabled? "
-                           f"ci/bootstrap.sh enables it)")
+        raise ApptuneError(
+            recipe_path(recipe.name),
+            "source.debian",
+            f"apt-get source {spec} failed: {reason} (is deb-src enabled? "
+            f"ci/bootstrap.sh enables it)",
+        )
     for line in proc.stdout.splitlines():
         parts = line.split()
         if len(parts) >= 2 and parts[0].startswith("'") and parts[1] == recipe.source.file:
             return parts[0].strip("'")
-    raise ApptuneError(recipe_path(recipe.name), "source.file",
-                       f"{recipe.source.file} is not among the files of Debian source {spec}")
+    raise ApptuneError(
+        recipe_path(recipe.name),
+        "source.file",
+        f"{recipe.source.file} is not among the files of Debian source {spec}",
+    )
 
 
 def _download(uri: str, dest: Path) -> None:
@@ -69,12 +74,15 @@ def _download(uri: str, dest: Path) -> None:
         with urllib.request.urlopen(uri, timeout=120) as r, open(dest, "wb") as f:
             shutil.copyfileobj(r, f)
     except OSError as e:
-        raise ApptuneError(None, "source", f"download of {uri.rsplit('/', 1)[-1]} failed: {e}") from None
+        raise ApptuneError(
+            None, "source", f"download of {uri.rsplit('/', 1)[-1]} failed: {e}"
+        ) from None
 
 
 def tree_digest(directory: Path) -> str:
     """sha256 over the relative paths, modes and contents of every file, in order."""
     import hashlib
+
     h = hashlib.sha256()
     for f in sorted(p for p in directory.rglob("*") if p.is_file() and not _ignored(p, directory)):
         rel = f.relative_to(directory).as_posix()
@@ -85,14 +93,21 @@ def tree_digest(directory: Path) -> str:
 
 def _ignored(p: Path, root: Path) -> bool:
     parts = p.relative_to(root).parts
-    return any(x.startswith(".") or x == "__pycache__" for x in parts) or p.suffix in (".o", ".mod", ".pyc")
+    return any(x.startswith(".") or x == "__pycache__" for x in parts) or p.suffix in (
+        ".o",
+        ".mod",
+        ".pyc",
+    )
 
 
 def local_source(recipe: Recipe) -> Path:
     d = (paths.root() / recipe.source.path).resolve()
     if paths.root().resolve() not in d.parents:
-        raise ApptuneError(recipe_path(recipe.name), "source.path",
-                           f"{recipe.source.path} is outside the repository")
+        raise ApptuneError(
+            recipe_path(recipe.name),
+            "source.path",
+            f"{recipe.source.path} is outside the repository",
+        )
     if not d.is_dir():
         raise ApptuneError(recipe_path(recipe.name), "source.path", f"directory {d} does not exist")
     return d
@@ -110,18 +125,24 @@ def _pack_local(recipe: Recipe, target: Path) -> Path:
     """A reproducible tarball of a repository directory (sorted, owner 0, mtime 0)."""
     import gzip
     import tarfile
+
     d = local_source(recipe)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(target.parent / f".{target.name}.lock"):
+    with locked(target.parent / f".{target.name}.lock"):
         if target.is_file():
             return target
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         os.close(fd)
         try:
-            with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz, \
-                    tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            with (
+                open(tmp, "wb") as raw,
+                gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz,
+                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf,
+            ):
                 for f in sorted(p for p in d.rglob("*") if p.is_file() and not _ignored(p, d)):
-                    info = tf.gettarinfo(str(f), arcname=f"{recipe.name}/{f.relative_to(d).as_posix()}")
+                    info = tf.gettarinfo(
+                        str(f), arcname=f"{recipe.name}/{f.relative_to(d).as_posix()}"
+                    )
                     info.uid = info.gid = 0
                     info.uname = info.gname = ""
                     info.mtime = 0
@@ -143,7 +164,7 @@ def fetch(recipe: Recipe, cache: Path | None = None, mirror: Path | None = None)
     mirror = mirror if mirror is not None else paths.mirror_dir()
     name = recipe.source.file
     target = cache / "sources" / name
-    with _locked(cache / "sources" / f".{name}.lock"):
+    with locked(cache / "sources" / f".{name}.lock"):
         if mirror is not None and (mirror / name).is_file():
             _check(mirror / name, recipe, f"mirror {mirror}")
             if not target.exists() or sha256_file(target) != recipe.source.sha256:
@@ -156,15 +177,21 @@ def fetch(recipe: Recipe, cache: Path | None = None, mirror: Path | None = None)
                 return target
             # a corrupted or truncated copy in the cache: removed, then fetched again
             target.unlink()
-            print(f"apptune: cached {target} does not match the recipe's sha256 "
-                  f"(got {got[:16]}…): removed it, fetching {name} again", flush=True)
+            print(
+                f"apptune: cached {target} does not match the recipe's sha256 "
+                f"(got {got[:16]}…): removed it, fetching {name} again",
+                flush=True,
+            )
             removed = f" (a corrupted copy in the cache, {target}, was removed)"
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=target.parent)
         os.close(fd)
         try:
             try:
-                _download(debian_orig_uri(recipe) if recipe.source.debian else recipe.source.url, Path(tmp))
+                _download(
+                    debian_orig_uri(recipe) if recipe.source.debian else recipe.source.url,
+                    Path(tmp),
+                )
             except ApptuneError as e:
                 raise ApptuneError(e.file, e.field, e.message + removed) from None
             _check(Path(tmp), recipe, "download")
@@ -194,6 +221,7 @@ def unpack(tarball: Path, dest: Path, strip_components: int) -> list[str]:
     in its GUI) are left out, never followed; their names are returned (and printed).
     """
     import tarfile
+
     dest.mkdir(parents=True, exist_ok=True)
     skipped: list[str] = []
 
@@ -229,7 +257,9 @@ def unpack(tarball: Path, dest: Path, strip_components: int) -> list[str]:
 def main(argv=None) -> int:
     """``python -m apptune.sources APP``: fetch and verify an application's source."""
     import sys
+
     from .recipes import load_recipe
+
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m apptune.sources APP", file=sys.stderr)

@@ -13,6 +13,7 @@ child starts (Linux ``PR_SET_CHILD_SUBREAPER``): a job script or MPI rank left b
 even in a session of its own, becomes a child of this process and is stopped (SIGTERM,
 then SIGKILL) once the child has ended.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -53,9 +54,9 @@ def _children() -> list[tuple[int, str, str]]:
                 stat = f.read()
         except OSError:  # ended meanwhile
             continue
-        state, ppid = stat[stat.rindex(")") + 2:].split()[:2]
+        state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
         if int(ppid) == me:
-            out.append((int(d), stat[stat.index("(") + 1:stat.rindex(")")], state))
+            out.append((int(d), stat[stat.index("(") + 1 : stat.rindex(")")], state))
     return out
 
 
@@ -83,10 +84,10 @@ def _kill(pid: int, sig: int) -> None:
 class Supervisor:
     """Signal handling and process cleanup around one child::
 
-        with Supervisor() as s:
-            rc = s.run(argv, cwd=..., env=...)
-            ...                    # store what completed; signals are held back here
-        if s.signum: ...           # the first stop signal received (None when none came)
+    with Supervisor() as s:
+        rc = s.run(argv, cwd=..., env=...)
+        ...                    # store what completed; signals are held back here
+    if s.signum: ...           # the first stop signal received (None when none came)
     """
 
     def __init__(self, grace: float = GRACE_S):
@@ -106,7 +107,9 @@ class Supervisor:
             if signal.getsignal(s) is not signal.SIG_IGN:
                 self._old_handlers[s] = signal.signal(s, self._on_signal)
         flag = ctypes.c_int(0)
-        if _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) and _prctl(_PR_SET_CHILD_SUBREAPER, 1):
+        if _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) and _prctl(
+            _PR_SET_CHILD_SUBREAPER, 1
+        ):
             self._old_subreaper = flag.value
         self._others = {pid for pid, _, _ in _children()}
         return self
@@ -129,7 +132,12 @@ class Supervisor:
 
     def _forward(self):
         """The first stop signal, once, to the child's process group."""
-        if self._forwarded or self._proc is None or self.signum is None or self._proc.returncode is not None:
+        if (
+            self._forwarded
+            or self._proc is None
+            or self.signum is None
+            or self._proc.returncode is not None
+        ):
             return
         self._forwarded = True
         _kill(self._proc.pid, self.signum)
@@ -142,8 +150,13 @@ class Supervisor:
             return 128 + self.signum
         reader = None
         if follow is not None:
-            popen.update(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                         errors="replace")
+            popen.update(
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                errors="replace",
+            )
         self._proc = p = subprocess.Popen(argv, start_new_session=True, **popen)
         if follow is not None:
             reader = threading.Thread(target=follow, args=(p,), name="apptune-output", daemon=True)
@@ -156,8 +169,11 @@ class Supervisor:
             if time.monotonic() - reaped > REAP_EVERY_S:  # orphans that ended meanwhile
                 _reap_zombies(keep=self._others | {p.pid})
                 reaped = time.monotonic()
-            if (not killed and self._signalled_at is not None
-                    and time.monotonic() - self._signalled_at > self.grace):
+            if (
+                not killed
+                and self._signalled_at is not None
+                and time.monotonic() - self._signalled_at > self.grace
+            ):
                 _kill(p.pid, signal.SIGKILL)
                 killed = True
         _kill(p.pid, signal.SIGKILL)  # whatever is left in its process group
@@ -173,8 +189,11 @@ class Supervisor:
         termed: set[int] = set()
         while True:
             _reap_zombies(keep=self._others)
-            alive = [(pid, name) for pid, name, state in _children()
-                     if state != "Z" and pid not in self._others]
+            alive = [
+                (pid, name)
+                for pid, name, state in _children()
+                if state != "Z" and pid not in self._others
+            ]
             if not alive:
                 return
             late = time.monotonic() > deadline

@@ -28,6 +28,7 @@ baseline are re-run interleaved (``confirm`` times each): the report's ranking,
 speedups and targets are those same-session medians. Output: a Markdown report
 and the winner as a diff of ``site-config/recommended.yaml``.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -45,6 +46,7 @@ import yaml
 
 from . import localrun, paths, recipes
 from .errors import ApptuneError
+from .figures import finite_median, fmt_figure
 from .models import TuningSpace
 from .yamlio import atomic_write_json, atomic_write_text, load_model
 
@@ -75,48 +77,77 @@ def load_space(app: str, path: Path | None = None, tier: str | None = None) -> T
         raise ApptuneError(f, "tier", f"unknown tier '{s.tier}' (allowed: {', '.join(r.tiers)})")
     for axis, opts in s.build.axes.items():
         if axis not in r.axes:
-            raise ApptuneError(f, f"build.axes.{axis}", f"unknown axis '{axis}' "
-                               f"(the recipe has: {', '.join(r.axes) or 'none'})")
+            raise ApptuneError(
+                f,
+                f"build.axes.{axis}",
+                f"unknown axis '{axis}' (the recipe has: {', '.join(r.axes) or 'none'})",
+            )
         bad = [o for o in opts if o not in r.axes[axis]]
         if bad:
-            raise ApptuneError(f, f"build.axes.{axis}", f"unknown {axis} '{bad[0]}' "
-                               f"(allowed: {', '.join(r.axes[axis])})")
+            raise ApptuneError(
+                f,
+                f"build.axes.{axis}",
+                f"unknown {axis} '{bad[0]}' (allowed: {', '.join(r.axes[axis])})",
+            )
     ladders = recipes.load_ladders()
     known = set().union(*(set(fam) for fam in ladders.families.values()))
     for lad in s.build.ladders:
         if lad not in known:
-            raise ApptuneError(f, "build.ladders", f"unknown flag ladder '{lad}' (allowed: {', '.join(sorted(known))})")
+            raise ApptuneError(
+                f,
+                "build.ladders",
+                f"unknown flag ladder '{lad}' (allowed: {', '.join(sorted(known))})",
+            )
     recipes.Variant.parse(s.baseline.variant, r, "baseline.variant")
     conditions = set(r.axes) | {"ranks", "threads"}
-    for where, whens in ([(f"env.{n}.when", k.when) for n, k in s.env.items()] +
-                         [(f"inputs.{n}.when", k.when) for n, k in s.input_knobs().items()]):
+    for where, whens in [(f"env.{n}.when", k.when) for n, k in s.env.items()] + [
+        (f"inputs.{n}.when", k.when) for n, k in s.input_knobs().items()
+    ]:
         for axis in whens:
             if axis not in conditions:
-                raise ApptuneError(f, where, f"unknown axis '{axis}' (allowed: {', '.join(sorted(conditions))})")
+                raise ApptuneError(
+                    f, where, f"unknown axis '{axis}' (allowed: {', '.join(sorted(conditions))})"
+                )
     for i, lay in enumerate(s.runtime.layouts):
         for axis in lay.when:
             if axis not in r.axes:
-                raise ApptuneError(f, f"runtime.layouts[{i}].when", f"unknown axis '{axis}' "
-                                   f"(allowed: {', '.join(r.axes)})")
+                raise ApptuneError(
+                    f,
+                    f"runtime.layouts[{i}].when",
+                    f"unknown axis '{axis}' (allowed: {', '.join(r.axes)})",
+                )
     from .placement import BINDINGS
+
     for b in s.runtime.binding:
         if b not in ("", *BINDINGS):
-            raise ApptuneError(f, "runtime.binding", f"unknown binding '{b}' (allowed: \"\", {', '.join(BINDINGS)})")
+            raise ApptuneError(
+                f,
+                "runtime.binding",
+                f"unknown binding '{b}' (allowed: \"\", {', '.join(BINDINGS)})",
+            )
     from . import inputs
+
     _, spec = inputs.load_input(app, s.tier)
     for name, knob in s.input_knobs().items():
         for v in knob.values:
             names = list(v) if isinstance(v, dict) else [name]
             for n in names:
                 if n not in spec.parameters:
-                    raise ApptuneError(f, f"inputs.{name}", f"'{n}' is not a parameter of "
-                                       f"inputs/{app}/{s.tier}/input.yaml (it has: {', '.join(spec.parameters)})")
+                    raise ApptuneError(
+                        f,
+                        f"inputs.{name}",
+                        f"'{n}' is not a parameter of "
+                        f"inputs/{app}/{s.tier}/input.yaml (it has: {', '.join(spec.parameters)})",
+                    )
     figures = recipes.figure_specs(r)
     for obj, figs in s.objectives.items():
         for fig in figs:
             if fig not in figures:
-                raise ApptuneError(f, f"objectives.{obj}", f"unknown figure '{fig}' "
-                                   f"(allowed: {', '.join(figures)})")
+                raise ApptuneError(
+                    f,
+                    f"objectives.{obj}",
+                    f"unknown figure '{fig}' (allowed: {', '.join(figures)})",
+                )
     for i, t in enumerate(s.targets):
         for fig in (t.figure, t.per):
             if fig is not None and fig not in figures:
@@ -133,8 +164,12 @@ def objective_figures(space: TuningSpace, objective: str, recipe) -> list[str]:
         return OBJECTIVE_DEFAULTS[objective]
     if objective in recipes.figure_specs(recipe):
         return [objective]
-    raise ApptuneError(space_path(space.app), "objectives", f"unknown objective '{objective}' "
-                       f"(allowed: time, energy, edp, {', '.join(space.objectives) or 'or a figure name'})")
+    raise ApptuneError(
+        space_path(space.app),
+        "objectives",
+        f"unknown objective '{objective}' "
+        f"(allowed: time, energy, edp, {', '.join(space.objectives) or 'or a figure name'})",
+    )
 
 
 # ------------------------------------------------------------------ configurations
@@ -164,7 +199,7 @@ class Config:
         if self.extra:
             parts.append(" ".join(self.extra))
         if self.ranks is not None:
-            parts.append(f"{self.ranks}x{self.threads}")   # ranks x threads per rank
+            parts.append(f"{self.ranks}x{self.threads}")  # ranks x threads per rank
         if self.binding:
             parts.append(f"bind={self.binding}")
         parts += [f"{k}={v}" for k, v in self.env]
@@ -172,8 +207,13 @@ class Config:
         return " ".join(parts)
 
     def to_dict(self) -> dict:
-        d = {"environment": self.environment, "variant": self.variant, "extra_flags": list(self.extra),
-             "env": dict(self.env), "inputs": dict(self.inputs)}
+        d = {
+            "environment": self.environment,
+            "variant": self.variant,
+            "extra_flags": list(self.extra),
+            "env": dict(self.env),
+            "inputs": dict(self.inputs),
+        }
         if self.ranks is not None or self.binding:
             d["runtime"] = {"ranks": self.ranks, "threads": self.threads, "binding": self.binding}
         return d
@@ -212,13 +252,18 @@ def suggest(trial, space: TuningSpace, recipe, toolchains: dict | None = None) -
     variant = "+".join([ladder, *sorted(choices)])
     ranks, threads, binding = None, 1, ""
     built = {a: axes.get(a, defaults.get(a)) for a in set(axes) | set(defaults)}
-    allowed = [lay for lay in space.runtime.layouts
-               if all(str(built.get(a)) in {str(x) for x in vals} for a, vals in lay.when.items())]
+    allowed = [
+        lay
+        for lay in space.runtime.layouts
+        if all(str(built.get(a)) in {str(x) for x in vals} for a, vals in lay.when.items())
+    ]
     layouts = [f"{lay.ranks}x{lay.threads}" for lay in allowed]
     if layouts:
         # a categorical's choices must not change between trials: a build that allows
         # fewer layouts samples them under its own parameter name
-        pname = "runtime.layout" + ("" if len(allowed) == len(space.runtime.layouts) else "|" + ",".join(layouts))
+        pname = "runtime.layout" + (
+            "" if len(allowed) == len(space.runtime.layouts) else "|" + ",".join(layouts)
+        )
         lab = trial.suggest_categorical(pname, layouts) if len(layouts) > 1 else layouts[0]
         lay = allowed[layouts.index(lab)]
         ranks, threads = lay.ranks, lay.threads
@@ -227,7 +272,10 @@ def suggest(trial, space: TuningSpace, recipe, toolchains: dict | None = None) -
         binding = trial.suggest_categorical("runtime.binding", bs) if len(bs) > 1 else bs[0]
     # what a knob's `when` may name: the build's axes and the layout
     ctx = dict(built)
-    ctx |= {"ranks": ranks if ranks is not None else (recipe.tiers[space.tier].ranks), "threads": threads}
+    ctx |= {
+        "ranks": ranks if ranks is not None else (recipe.tiers[space.tier].ranks),
+        "threads": threads,
+    }
 
     def applies(when: dict) -> bool:
         return all(str(ctx.get(a)) in {str(x) for x in vals} for a, vals in when.items())
@@ -246,7 +294,9 @@ def suggest(trial, space: TuningSpace, recipe, toolchains: dict | None = None) -
         lab = trial.suggest_categorical(f"input.{name}", labels)
         v = knob.values[labels.index(lab)]
         ins += sorted(v.items()) if isinstance(v, dict) else [(name, v)]
-    return Config(env_name, variant, tuple(extra.split()), tuple(env), tuple(ins), ranks, threads, binding)
+    return Config(
+        env_name, variant, tuple(extra.split()), tuple(env), tuple(ins), ranks, threads, binding
+    )
 
 
 def fixed_build_params(config: Config, space: TuningSpace, recipe, toolchain=None) -> dict:
@@ -275,18 +325,14 @@ def score(figures: dict, base: dict, names: list[str], specs: dict) -> float | N
     return math.exp(sum(logs) / len(logs)) if logs else None
 
 
-def _median(xs):
-    xs = [x for x in xs if isinstance(x, (int, float)) and math.isfinite(x)]
-    return statistics.median(xs) if xs else None
-
-
 def medians(runs: list[dict]) -> dict:
     names = set().union(*(r["figures"] for r in runs)) if runs else set()
-    return {n: _median([r["figures"].get(n) for r in runs]) for n in sorted(names)}
+    return {n: finite_median([r["figures"].get(n) for r in runs]) for n in sorted(names)}
 
 
-def target_values(space: TuningSpace, runs: list[dict], base_medians: dict, ranks: int,
-                  specs: dict | None = None) -> list[dict]:
+def target_values(
+    space: TuningSpace, runs: list[dict], base_medians: dict, ranks: int, specs: dict | None = None
+) -> list[dict]:
     """Each target as the median over repeats of the per-run ratio (a ratio to the
     baseline is inverted for figures where lower is better: > 1 is always better).
 
@@ -309,8 +355,10 @@ def target_values(space: TuningSpace, runs: list[dict], base_medians: dict, rank
                 lower = specs is not None and specs[t.figure].better == "lower"
                 if b and v:
                     vals.append(b / v if lower else v / b)
-        m = _median(vals)
-        out.append({"name": t.name, "value": m, "goal": t.goal, "met": m is not None and m >= t.goal})
+        m = finite_median(vals)
+        out.append(
+            {"name": t.name, "value": m, "goal": t.goal, "met": m is not None and m >= t.goal}
+        )
     return out
 
 
@@ -335,7 +383,7 @@ class Tuner:
     objective: str
     work: Path
     sites: dict = field(default_factory=dict)
-    config_file: str = localrun.DEFAULT_CONFIG
+    config_file: str = paths.DEFAULT_CONFIG
     repeats: int = 2
     log: object = None
 
@@ -351,23 +399,29 @@ class Tuner:
         self.cost = Cost(**st.get("cost", {}))
         self.log = self.log or (lambda m: print(m, flush=True))
         from . import inputs
+
         _, spec = inputs.load_input(self.app, self.space.tier)
         self.tier_params = dict(spec.parameters)
 
     def site(self, env: str) -> localrun.Site:
         if env not in self.sites:
-            self.sites[env] = localrun.load_site(env, self.config_file, languages=self.recipe.build.languages)
+            self.sites[env] = localrun.load_site(
+                env, self.config_file, languages=self.recipe.build.languages
+            )
         return self.sites[env]
 
     def save(self):
         from dataclasses import asdict
+
         atomic_write_json(self.state_file, {"builds": self.builds, "cost": asdict(self.cost)})
 
     def build(self, c: Config) -> Path:
         key = c.build_id
         stage = self.work / "builds" / key
         site = self.site(c.environment)
-        plan = localrun.plan_for(self.recipe, c.variant, site, extra_cflags=c.extra, extra_fflags=c.extra)
+        plan = localrun.plan_for(
+            self.recipe, c.variant, site, extra_cflags=c.extra, extra_fflags=c.extra
+        )
         known = key in self.builds
         t0 = time.monotonic()
         try:
@@ -381,36 +435,56 @@ class Tuner:
             self.cost.builds += 1
             self.cost.build_seconds += time.monotonic() - t0
             self.cost.builds_reused += bool(prov.get("cache", {}).get("hit"))
-            self.builds[key] = {"config": list(c.build_key), "ok": True,
-                                "cache_hit": bool(prov.get("cache", {}).get("hit")),
-                                "baseline": c.build_key == self.baseline_config().build_key}
+            self.builds[key] = {
+                "config": list(c.build_key),
+                "ok": True,
+                "cache_hit": bool(prov.get("cache", {}).get("hit")),
+                "baseline": c.build_key == self.baseline_config().build_key,
+            }
             self.save()
         return stage
 
     def fresh_builds(self) -> int:
         """Builds the search made itself (not the baseline's, not restored from the cache)."""
-        return sum(1 for b in self.builds.values() if not b.get("cache_hit") and not b.get("baseline"))
+        return sum(
+            1 for b in self.builds.values() if not b.get("cache_hit") and not b.get("baseline")
+        )
 
     def run(self, c: Config, stage: Path, name: str) -> dict:
         overrides = dict(c.inputs)
         changed = {k for k, v in overrides.items() if self.tier_params.get(k) != v}
         if c.ranks is not None and c.ranks != self.ranks:
-            changed.add("ranks")   # reference fields sized per process (depends_on: [ranks])
+            changed.add("ranks")  # reference fields sized per process (depends_on: [ranks])
         # a run that other work disturbed (apptune/quality.py) is run again, at most twice: its
         # timing would rank the candidate by the load, not by its configuration
         for attempt in range(DISTURBED_RETRIES + 1):
             t0 = time.monotonic()
-            r = localrun.run_tier(self.recipe, self.space.tier, stage,
-                                  self.work / "runs" / (name if not attempt else f"{name}-again{attempt}"),
-                                  self.site(c.environment), ranks=c.ranks, overrides=overrides, env=dict(c.env),
-                                  label=c.label(), changed_inputs=changed, threads=c.threads,
-                                  binding=c.binding or None)
+            r = localrun.run_tier(
+                self.recipe,
+                self.space.tier,
+                stage,
+                self.work / "runs" / (name if not attempt else f"{name}-again{attempt}"),
+                self.site(c.environment),
+                ranks=c.ranks,
+                overrides=overrides,
+                env=dict(c.env),
+                label=c.label(),
+                changed_inputs=changed,
+                threads=c.threads,
+                binding=c.binding or None,
+            )
             self.cost.add_run(time.monotonic() - t0)
             self.save()
             if not r.ok or (getattr(r, "quality", None) or {}).get("grade") in ("clean", None):
                 break
-        return {"ok": r.ok, "summary": r.summary, "figures": r.figures, "skipped": r.verification.get("skipped", []),
-                "quality": (getattr(r, "quality", None) or {}).get("grade"), "attempts": attempt + 1}
+        return {
+            "ok": r.ok,
+            "summary": r.summary,
+            "figures": r.figures,
+            "skipped": r.verification.get("skipped", []),
+            "quality": (getattr(r, "quality", None) or {}).get("grade"),
+            "attempts": attempt + 1,
+        }
 
     def baseline_config(self) -> Config:
         b = self.space.baseline
@@ -430,32 +504,66 @@ def _optuna():
     return optuna
 
 
-def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 6, repeats: int = 2,
-         confirm: int = 3, top: int = 2, work: Path | None = None, seed: int = 1, polish: int | None = None,
-         config_file: str = localrun.DEFAULT_CONFIG, sites: dict | None = None,
-         space_file: Path | None = None, tier: str | None = None, log=None) -> dict:
+def tune(
+    app: str,
+    objective: str = "time",
+    budget: int = 24,
+    max_builds: int = 6,
+    repeats: int = 2,
+    confirm: int = 3,
+    top: int = 2,
+    work: Path | None = None,
+    seed: int = 1,
+    polish: int | None = None,
+    config_file: str = paths.DEFAULT_CONFIG,
+    sites: dict | None = None,
+    space_file: Path | None = None,
+    tier: str | None = None,
+    log=None,
+) -> dict:
     """Run (or resume) the search; return the result written to ``tune.json``."""
     optuna = _optuna()
     space = load_space(app, space_file, tier)
-    for name, value in (("budget", budget), ("max_builds", max_builds), ("repeats", repeats),
-                        ("confirm", confirm), ("top", top)):
+    for name, value in (
+        ("budget", budget),
+        ("max_builds", max_builds),
+        ("repeats", repeats),
+        ("confirm", confirm),
+        ("top", top),
+    ):
         if value < 1:
-            raise ApptuneError(None, f"--{name.replace('_', '-')}", f"must be at least 1, not {value}")
+            raise ApptuneError(
+                None, f"--{name.replace('_', '-')}", f"must be at least 1, not {value}"
+            )
     polish = budget // 3 if polish is None else polish
     if not 0 <= polish <= budget:
-        raise ApptuneError(None, "--polish", f"must be between 0 and the budget ({budget}), not {polish}")
-    work = Path(work or paths.root() / "runs" / "tune" / f"{app}-{space.tier}-{objective}").resolve()
+        raise ApptuneError(
+            None, "--polish", f"must be between 0 and the budget ({budget}), not {polish}"
+        )
+    work = Path(
+        work or paths.root() / "runs" / "tune" / f"{app}-{space.tier}-{objective}"
+    ).resolve()
     t = Tuner(app, space, objective, work, dict(sites or {}), config_file, repeats, log)
     log = t.log
     storage = f"sqlite:///{work / 'tune.db'}"
-    with warnings.catch_warnings():  # multivariate/group TPE: experimental in name only, since Optuna 2.2
+    with (
+        warnings.catch_warnings()
+    ):  # multivariate/group TPE: experimental in name only, since Optuna 2.2
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         # a trial that failed verification has constraint 1 (infeasible): TPE learns from
         # it but never prefers it; ranked_trials() never crowns it
-        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, multivariate=True, group=True)
+        sampler = optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=4, multivariate=True, group=True
+        )
     pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2)
-    study = optuna.create_study(study_name=f"{app}-{space.tier}-{objective}", storage=storage,
-                                direction="maximize", sampler=sampler, pruner=pruner, load_if_exists=True)
+    study = optuna.create_study(
+        study_name=f"{app}-{space.tier}-{objective}",
+        storage=storage,
+        direction="maximize",
+        sampler=sampler,
+        pruner=pruner,
+        load_if_exists=True,
+    )
     for tr in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         study.tell(tr.number, state=optuna.trial.TrialState.FAIL)
         log(f"apptune: tune: trial {tr.number} was interrupted: marked failed")
@@ -469,7 +577,9 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
         runs = [t.run(bc, stage, f"baseline-{i}") for i in range(repeats)]
         bad = [r for r in runs if not r["ok"]]
         if bad:
-            raise ApptuneError(space_path(app), "baseline", f"{bc.label()} fails verification: {bad[0]['summary']}")
+            raise ApptuneError(
+                space_path(app), "baseline", f"{bc.label()} fails verification: {bad[0]['summary']}"
+            )
         base = {"config": bc.to_dict(), "medians": medians(runs), "runs": len(runs)}
         study.set_user_attr("baseline", base)
     base_med = base["medians"]
@@ -486,7 +596,10 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
         if polishing and runs_used() >= budget - polish:
             step = _unseen_neighbour(study, t, t.fresh_builds() < max_builds, best_only=True)
             if step is None:
-                log("apptune: tune: polish: every neighbour of the best trial is measured: sampling again")
+                log(
+                    "apptune: tune: polish: every neighbour of the best trial is measured: "
+                    "sampling again"
+                )
                 polishing = False
             else:
                 centre = ranked_trials(study)[0]
@@ -494,17 +607,24 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
         if step is None and t.fresh_builds() >= max_builds:
             best = _best_built(study, t)
             if best is not None:
-                study.enqueue_trial(fixed_build_params(best, space, t.recipe, t.site(best.environment).toolchain),
-                                    skip_if_exists=False)
+                study.enqueue_trial(
+                    fixed_build_params(best, space, t.recipe, t.site(best.environment).toolchain),
+                    skip_if_exists=False,
+                )
         trial = study.ask()
-        c = suggest(trial, space, t.recipe, {e: t.site(e).toolchain for e in space.build.environments})
+        c = suggest(
+            trial, space, t.recipe, {e: t.site(e).toolchain for e in space.build.environments}
+        )
         trial.set_user_attr("config", c.to_dict())
         trial.set_user_attr("label", c.label())
         # (a step's fixed knob that the configuration does not use, e.g. P x Q with one
         # rank, is not among the trial's parameters)
         if step is not None and all(trial.params.get(k, v) == v for k, v in step.items()):
-            moved = ", ".join(f"{k.split('.', 1)[-1]} {centre.params.get(k) or '(unset)'} -> {v or '(unset)'}"
-                              for k, v in step.items() if centre.params.get(k) != v)
+            moved = ", ".join(
+                f"{k.split('.', 1)[-1]} {centre.params.get(k) or '(unset)'} -> {v or '(unset)'}"
+                for k, v in step.items()
+                if centre.params.get(k) != v
+            )
             trial.set_user_attr("note", f"polish: trial {centre.number} with {moved}")
         key = c.build_id
         if key not in t.builds and t.fresh_builds() >= max_builds:
@@ -585,9 +705,11 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         else:
             study.tell(trial, value)
-        log(f"apptune: tune: trial {trial.number}: {c.label()}: score {value:.3f} "
+        log(
+            f"apptune: tune: trial {trial.number}: {c.label()}: score {value:.3f} "
             f"({state or 'verified'}, {n} run{'s' if n > 1 else ''}; {runs_used()}/{budget} runs, "
-            f"{t.cost.builds} builds)")
+            f"{t.cost.builds} builds)"
+        )
     search_seconds = time.monotonic() - t0
     # 3. confirmation: the best verified candidates and the baseline, interleaved
     chosen = []
@@ -601,55 +723,90 @@ def tune(app: str, objective: str = "time", budget: int = 24, max_builds: int = 
     stages = {lab: t.build(c) for lab, c in configs.items()}
     for i in range(confirm):
         for lab, c in configs.items():
-            confirm_runs[lab].append(t.run(c, stages[lab], f"confirm-{_slug(lab)}-{i}"))
+            confirm_runs[lab].append(t.run(c, stages[lab], f"confirm-{paths.slug(lab)}-{i}"))
     base_conf = medians(confirm_runs[bc.label()])
     rows = []
     for lab, runs in confirm_runs.items():
         med = medians(runs)
-        rows.append({"label": lab, "config": configs[lab].to_dict(), "verified": all(r["ok"] for r in runs),
-                     "failures": [r["summary"] for r in runs if not r["ok"]], "medians": med,
-                     "score": score(med, base_conf, t.figures, t.specs),
-                     "targets": target_values(space, runs, base_conf, configs[lab].ranks or t.ranks, t.specs),
-                     "skipped": sorted(set().union(*(set(r["skipped"]) for r in runs)))})
+        rows.append(
+            {
+                "label": lab,
+                "config": configs[lab].to_dict(),
+                "verified": all(r["ok"] for r in runs),
+                "failures": [r["summary"] for r in runs if not r["ok"]],
+                "medians": med,
+                "score": score(med, base_conf, t.figures, t.specs),
+                "targets": target_values(
+                    space, runs, base_conf, configs[lab].ranks or t.ranks, t.specs
+                ),
+                "skipped": sorted(set().union(*(set(r["skipped"]) for r in runs))),
+            }
+        )
     rows.sort(key=lambda r: (r["verified"], r["score"] or 0), reverse=True)
     winner = next((r for r in rows if r["verified"] and r["label"] != bc.label()), None)
     result = {
-        "app": app, "tier": space.tier, "objective": objective, "objective_figures": t.figures,
-        "date": datetime.date.today().isoformat(), "budget": budget, "max_builds": max_builds,
-        "repeats": repeats, "confirm": confirm, "polish": polish, "work": str(work),
+        "app": app,
+        "tier": space.tier,
+        "objective": objective,
+        "objective_figures": t.figures,
+        "date": datetime.date.today().isoformat(),
+        "budget": budget,
+        "max_builds": max_builds,
+        "repeats": repeats,
+        "confirm": confirm,
+        "polish": polish,
+        "work": str(work),
         "trials": [_trial_row(tr) for tr in study.get_trials(deepcopy=False)],
-        "baseline": base, "confirmation": rows, "winner": winner,
-        "cost": {"builds": t.cost.builds, "builds_from_cache": t.cost.builds_reused,
-                 "build_seconds": round(t.cost.build_seconds, 1), "runs": t.cost.runs,
-                 "run_seconds": round(t.cost.run_seconds, 1), "search_runs": runs_used(),
-                 "this_session_seconds": round(time.monotonic() - t0, 1),
-                 "search_seconds_this_session": round(search_seconds, 1),
-                 "trials": len(study.get_trials(deepcopy=False))},
+        "baseline": base,
+        "confirmation": rows,
+        "winner": winner,
+        "cost": {
+            "builds": t.cost.builds,
+            "builds_from_cache": t.cost.builds_reused,
+            "build_seconds": round(t.cost.build_seconds, 1),
+            "runs": t.cost.runs,
+            "run_seconds": round(t.cost.run_seconds, 1),
+            "search_runs": runs_used(),
+            "this_session_seconds": round(time.monotonic() - t0, 1),
+            "search_seconds_this_session": round(search_seconds, 1),
+            "trials": len(study.get_trials(deepcopy=False)),
+        },
     }
-    result["diff"], result["recommended_text"] = recommended_diff(app, winner, result) if winner else ("", "")
+    result["diff"], result["recommended_text"] = (
+        recommended_diff(app, winner, result) if winner else ("", "")
+    )
     atomic_write_json(work / "tune.json", result)
     atomic_write_text(work / "tune-report.md", report_md(result))
     return result
 
 
-def _slug(s: str) -> str:
-    return hashlib.sha256(s.encode()).hexdigest()[:10]
-
-
 def _cfg_args(d: dict) -> dict:
     rt = d.get("runtime") or {}
-    return {"environment": d["environment"], "variant": d["variant"], "extra": tuple(d["extra_flags"]),
-            "env": tuple(sorted(d["env"].items())), "inputs": tuple(sorted(d["inputs"].items())),
-            "ranks": rt.get("ranks"), "threads": rt.get("threads", 1), "binding": rt.get("binding", "")}
+    return {
+        "environment": d["environment"],
+        "variant": d["variant"],
+        "extra": tuple(d["extra_flags"]),
+        "env": tuple(sorted(d["env"].items())),
+        "inputs": tuple(sorted(d["inputs"].items())),
+        "ranks": rt.get("ranks"),
+        "threads": rt.get("threads", 1),
+        "binding": rt.get("binding", ""),
+    }
 
 
 def _same_config(study, c: Config, number: int):
     """An earlier finished trial with exactly this configuration, if any."""
     import optuna
+
     want = c.to_dict()
-    for tr in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
-                                                       optuna.trial.TrialState.PRUNED)):
-        if tr.number != number and tr.user_attrs.get("config") == want and tr.user_attrs.get("runs"):
+    for tr in study.get_trials(
+        deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    ):
+        if (
+            tr.number != number
+            and tr.user_attrs.get("config") == want
+            and tr.user_attrs.get("runs")
+        ):
             return tr
     return None
 
@@ -672,7 +829,9 @@ def _enqueue_neighbour(study, t: Tuner, max_builds: int) -> bool:
     return nb is not None
 
 
-def _unseen_neighbour(study, t: Tuner, fresh_builds_left: bool, best_only: bool = False) -> dict | None:
+def _unseen_neighbour(
+    study, t: Tuner, fresh_builds_left: bool, best_only: bool = False
+) -> dict | None:
     """Parameters one categorical step away from a measured trial, never asked before.
 
     Neighbours of the best verified trials come first, run-knob steps before
@@ -686,8 +845,11 @@ def _unseen_neighbour(study, t: Tuner, fresh_builds_left: bool, best_only: bool 
     asked = {tuple(sorted(tr.params.items())) for tr in trials}
     # an enqueued trial keeps the parameters it was enqueued with, even those its
     # configuration did not use: counting them too means no neighbour is offered twice
-    asked |= {tuple(sorted(tr.system_attrs["fixed_params"].items())) for tr in trials
-              if "fixed_params" in tr.system_attrs}
+    asked |= {
+        tuple(sorted(tr.system_attrs["fixed_params"].items()))
+        for tr in trials
+        if "fixed_params" in tr.system_attrs
+    }
     built = set()
     for tr in trials:
         cfg = tr.user_attrs.get("config")
@@ -696,8 +858,11 @@ def _unseen_neighbour(study, t: Tuner, fresh_builds_left: bool, best_only: bool 
             if t.builds.get(key, {}).get("ok"):
                 built.add(tuple(sorted((k, v) for k, v in tr.params.items() if _is_build_param(k))))
     ranked = ranked_trials(study)
-    seeds = ranked[:1] if best_only else \
-        ranked + [tr for tr in trials if tr.user_attrs.get("runs") and tr not in ranked]
+    seeds = (
+        ranked[:1]
+        if best_only
+        else ranked + [tr for tr in trials if tr.user_attrs.get("runs") and tr not in ranked]
+    )
     for run_first in (True, False):
         for tr in seeds:
             for name, dist in tr.distributions.items():
@@ -731,48 +896,67 @@ def _best_built(study, t: Tuner) -> Config | None:
 def ranked_trials(study) -> list:
     """Verified, completed trials, best first (pruned ones are not ranked)."""
     import optuna
-    done = [tr for tr in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if tr.user_attrs.get("verified") and tr.value is not None]
+
+    done = [
+        tr
+        for tr in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if tr.user_attrs.get("verified") and tr.value is not None
+    ]
     return sorted(done, key=lambda tr: tr.value, reverse=True)
 
 
 def _trial_row(tr) -> dict:
-    return {"number": tr.number, "state": tr.state.name, "value": tr.value, "label": tr.user_attrs.get("label"),
-            "verified": tr.user_attrs.get("verified"), "runs": tr.user_attrs.get("runs", 0),
-            "summary": tr.user_attrs.get("summary") or tr.user_attrs.get("note", "")}
+    return {
+        "number": tr.number,
+        "state": tr.state.name,
+        "value": tr.value,
+        "label": tr.user_attrs.get("label"),
+        "verified": tr.user_attrs.get("verified"),
+        "runs": tr.user_attrs.get("runs", 0),
+        "summary": tr.user_attrs.get("summary") or tr.user_attrs.get("note", ""),
+    }
 
 
 # --------------------------------------------------------------------------- output
 def recommended_diff(app: str, winner: dict, result: dict) -> tuple[str, str]:
     """The winner as a diff of site-config/recommended.yaml (one entry per application)."""
     f = recommended_path()
-    old = f.read_text() if f.is_file() else ("# Recommended configuration per application on this site, written by\n"
-                                             "# `apptune tune APP --write` (docs/tuning.md). Review it as a diff.\n")
+    old = (
+        f.read_text()
+        if f.is_file()
+        else (
+            "# Recommended configuration per application on this site, written by\n"
+            "# `apptune tune APP --write` (docs/tuning.md). Review it as a diff.\n"
+        )
+    )
     data = yaml.safe_load(old) or {}
     entry = dict(winner["config"])
     entry["tier"] = result["tier"]
     entry["evidence"] = {
-        "date": result["date"], "objective": f"{result['objective']} ({', '.join(result['objective_figures'])})",
+        "date": result["date"],
+        "objective": f"{result['objective']} ({', '.join(result['objective_figures'])})",
         "score_vs_baseline": round(winner["score"], 3) if winner["score"] else None,
         "medians": {k: _round(winner["medians"].get(k)) for k in result["objective_figures"]},
         "targets": {t["name"]: _round(t["value"]) for t in winner["targets"]},
         "verified": f"{result['confirm']} confirmation runs",
         "search": f"{result['cost']['trials']} trials, {result['cost']['builds']} builds, "
-                  f"{result['cost']['runs']} runs",
+        f"{result['cost']['runs']} runs",
     }
     data[app] = entry
     new = _header(old) + yaml.safe_dump(data, sort_keys=True, width=100, allow_unicode=True)
     rel = str(f.relative_to(paths.root()))
-    diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
+    diff = "".join(
+        difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}")
+    )
     return diff, new
 
 
 def _header(text: str) -> str:
     lines = []
-    for l in text.splitlines(keepends=True):
-        if not l.startswith("#"):
+    for line in text.splitlines(keepends=True):
+        if not line.startswith("#"):
             break
-        lines.append(l)
+        lines.append(line)
     return "".join(lines)
 
 
@@ -780,44 +964,77 @@ def _round(v):
     return round(v, 4) if isinstance(v, float) else v
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "n/a"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
 def report_md(res: dict) -> str:
     c = res["cost"]
-    L = [f"# apptune tune: {res['app']}, tier {res['tier']}, objective {res['objective']} "
-         f"({', '.join(res['objective_figures'])})", "",
-         f"Search: {c['trials']} trials ({c['search_runs']} runs within a budget of {res['budget']}), "
-         f"{c['builds']} builds ({c['builds_from_cache']} from the build cache, {c['build_seconds']} s), "
-         f"{c['runs']} runs in all ({c['run_seconds']} s, baseline and confirmation included); "
-         f"this session {c['this_session_seconds']} s. Method: Optuna TPE with successive-halving pruning "
-         f"over repeats ({res['repeats']} per candidate), the last {res.get('polish', 0)} runs of the budget "
-         f"a one-knob polish around the best trial; every run verified against reference/"
-         f"{res['app']}/{res['tier']}.yaml.", ""]
+    L = [
+        f"# apptune tune: {res['app']}, tier {res['tier']}, objective {res['objective']} "
+        f"({', '.join(res['objective_figures'])})",
+        "",
+        f"Search: {c['trials']} trials ({c['search_runs']} runs within a budget of "
+        f"{res['budget']}), {c['builds']} builds ({c['builds_from_cache']} from the build cache, "
+        f"{c['build_seconds']} s), {c['runs']} runs in all ({c['run_seconds']} s, baseline and "
+        f"confirmation included); this session {c['this_session_seconds']} s. Method: Optuna TPE "
+        f"with successive-halving pruning over repeats ({res['repeats']} per candidate), the last "
+        f"{res.get('polish', 0)} runs of the budget a one-knob polish around the best trial; every "
+        f"run verified against reference/{res['app']}/{res['tier']}.yaml.",
+        "",
+    ]
     if res["winner"] is None:
         L.append("**No verified candidate beat the baseline in the confirmation runs.**\n")
     L += [f"## Confirmation (same session, medians of {res['confirm']} interleaved runs each)", ""]
     figs = res["objective_figures"]
     tnames = [t["name"] for t in (res["confirmation"][0]["targets"] if res["confirmation"] else [])]
-    L.append("| rank | configuration | verified | score | " + " | ".join(figs) + " | " +
-             " | ".join(f"{n}" for n in tnames) + " |")
+    L.append(
+        "| rank | configuration | verified | score | "
+        + " | ".join(figs)
+        + " | "
+        + " | ".join(f"{n}" for n in tnames)
+        + " |"
+    )
     L.append("|---" * (4 + len(figs) + len(tnames)) + "|")
     for i, r in enumerate(res["confirmation"], 1):
-        tv = [f"{_fmt(t['value'])} {'✓' if t['met'] else '✗'} (goal {t['goal']})" for t in r["targets"]]
-        L.append(f"| {i} | {r['label']} | {'✓' if r['verified'] else '✗ ' + '; '.join(r['failures'])[:80]} | "
-                 f"{_fmt(r['score'])} | " + " | ".join(_fmt(r["medians"].get(f)) for f in figs) + " | "
-                 + " | ".join(tv) + " |")
-    skipped = sorted(set().union(*(set(r["skipped"]) for r in res["confirmation"]))) if res["confirmation"] else []
+        tv = [
+            f"{fmt_figure(t['value'])} {'✓' if t['met'] else '✗'} (goal {t['goal']})"
+            for t in r["targets"]
+        ]
+        L.append(
+            f"| {i} | {r['label']} | "
+            f"{'✓' if r['verified'] else '✗ ' + '; '.join(r['failures'])[:80]} | "
+            f"{fmt_figure(r['score'])} | "
+            + " | ".join(fmt_figure(r["medians"].get(f)) for f in figs)
+            + " | "
+            + " | ".join(tv)
+            + " |"
+        )
+    skipped = (
+        sorted(set().union(*(set(r["skipped"]) for r in res["confirmation"])))
+        if res["confirmation"]
+        else []
+    )
     if skipped:
-        L.append(f"\nNot compared where an input knob changed them (reference `depends_on`): {', '.join(skipped)}.")
-    L += ["", "## Trials (search order; score = geometric mean of speedups over the baseline)", "",
-          "| # | state | configuration | runs | score | note |", "|---|---|---|---|---|---|"]
+        L.append(
+            "\nNot compared where an input knob changed them (reference `depends_on`): "
+            f"{', '.join(skipped)}."
+        )
+    L += [
+        "",
+        "## Trials (search order; score = geometric mean of speedups over the baseline)",
+        "",
+        "| # | state | configuration | runs | score | note |",
+        "|---|---|---|---|---|---|",
+    ]
     for tr in res["trials"]:
-        L.append(f"| {tr['number']} | {tr['state'].lower()} | {tr['label'] or ''} | {tr['runs']} | "
-                 f"{_fmt(tr['value'])} | {(tr['summary'] or '')[:90].replace('|', '/')} |")
+        L.append(
+            f"| {tr['number']} | {tr['state'].lower()} | {tr['label'] or ''} | {tr['runs']} | "
+            f"{fmt_figure(tr['value'])} | {(tr['summary'] or '')[:90].replace('|', '/')} |"
+        )
     if res["diff"]:
-        L += ["", "## Winner as a diff (`--write` applies it)", "", "```diff", res["diff"].rstrip(), "```"]
+        L += [
+            "",
+            "## Winner as a diff (`--write` applies it)",
+            "",
+            "```diff",
+            res["diff"].rstrip(),
+            "```",
+        ]
     return "\n".join(L) + "\n"

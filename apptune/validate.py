@@ -19,6 +19,7 @@ the names they use, ``stands_for``), reference (schema, finite tolerances, ``min
 stored tree of a ``newick_rf`` output) and baselines; then the site config (flag ladders,
 libraries, environments' ``extras``) and the tuning spaces.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,12 +41,13 @@ TOOLCHAIN_EXTRAS = ("family", "mpi", "mpi_standard", "blas")
 @dataclasses.dataclass
 class Site:
     """What the recipes are checked against."""
+
     #: environment name -> compiler family (None where ``extras.family`` is missing);
     #: None when the site config could not be read (environments are then not checked).
     environments: dict[str, str | None] | None
     ladders: FlagLadders | None
     libraries: Libraries | None
-    config: str = "site-config/settings.py"
+    config: str = paths.DEFAULT_CONFIG
 
 
 @dataclasses.dataclass
@@ -83,8 +85,9 @@ def check(config: str | Path | None = None) -> Findings:
 
 
 # --------------------------------------------------------------------------- site
-def load_site(config: str | Path | None = None,
-              environments: list[dict] | None = None) -> tuple[Site, list[ApptuneError]]:
+def load_site(
+    config: str | Path | None = None, environments: list[dict] | None = None
+) -> tuple[Site, list[ApptuneError]]:
     """The flag ladders, libraries and environments' compiler families, and their problems.
 
     The environments are ``environments`` (ReFrame's configuration, inside a ReFrame
@@ -108,17 +111,31 @@ def load_site(config: str | Path | None = None,
                 continue  # ReFrame's own environment, never named by a recipe
             missing = [k for k in TOOLCHAIN_EXTRAS if k not in extras]
             if missing and "target_systems" not in e:
-                found.append(ApptuneError(cfg, f"environments.{name}.extras",
-                                          f"missing {', '.join(missing)} (the toolchain facts "
-                                          f"apptune builds with: {', '.join(TOOLCHAIN_EXTRAS)})"))
+                found.append(
+                    ApptuneError(
+                        cfg,
+                        f"environments.{name}.extras",
+                        f"missing {', '.join(missing)} (the toolchain facts "
+                        f"apptune builds with: {', '.join(TOOLCHAIN_EXTRAS)})",
+                    )
+                )
             fam = extras.get("family")
             if families.get(name) is None:
                 families[name] = fam
-            if fam and ladders is not None and fam not in ladders.families \
-                    and not any(p.field == f"families.{fam}" for p in found):
-                found.append(ApptuneError(ladders_file, f"families.{fam}",
-                                          f"no flag ladders for compiler family '{fam}' of environment "
-                                          f"'{name}' (families: {', '.join(sorted(ladders.families))})"))
+            if (
+                fam
+                and ladders is not None
+                and fam not in ladders.families
+                and not any(p.field == f"families.{fam}" for p in found)
+            ):
+                found.append(
+                    ApptuneError(
+                        ladders_file,
+                        f"families.{fam}",
+                        f"no flag ladders for compiler family '{fam}' of environment "
+                        f"'{name}' (families: {', '.join(sorted(ladders.families))})",
+                    )
+                )
     return Site(families, ladders, libraries, str(cfg)), found
 
 
@@ -138,7 +155,9 @@ def site_configuration(cfg: Path) -> dict:
         return runpy.run_path(str(cfg))["site_configuration"]
     except SystemExit as e:  # the config's own one-line error (e.g. a bad cluster file)
         msg = str(e.code).removeprefix("apptune: error: ")
-        raise ApptuneError(None, None, msg) if ": " in msg else ApptuneError(cfg, None, msg) from None
+        raise (
+            ApptuneError(None, None, msg) if ": " in msg else ApptuneError(cfg, None, msg)
+        ) from None
     except KeyError:
         raise ApptuneError(cfg, "site_configuration", "not defined by the file") from None
     except Exception as e:  # the file is Python: any error in it is reported, in one line
@@ -171,13 +190,18 @@ def app_problems(app: str, site: Site) -> list[ApptuneError]:
             for key in ("field", "per"):
                 v = getattr(fig, key)
                 if v is not None and v not in produced:
-                    found.append(ApptuneError(rfile, f"run.figures.{name}.{key}",
-                                              f"'{v}': no output produces this field "
-                                              f"(run.output gives: {given})"))
+                    found.append(
+                        ApptuneError(
+                            rfile,
+                            f"run.figures.{name}.{key}",
+                            f"'{v}': no output produces this field (run.output gives: {given})",
+                        )
+                    )
     _check_build_templates(r, rfile, found)
     tiers = list(r.tiers)
-    run_words = [("run.args", w) for w in r.run.args] + \
-        [(f"run.prerun[{i}].command", w) for i, s in enumerate(r.run.prerun) for w in s.command]
+    run_words = [("run.args", w) for w in r.run.args] + [
+        (f"run.prerun[{i}].command", w) for i, s in enumerate(r.run.prerun) for w in s.command
+    ]
     for tier in tiers:
         loaded = _collect(found, inputs.load_input, app, tier)
         params = None
@@ -185,19 +209,37 @@ def app_problems(app: str, site: Site) -> list[ApptuneError]:
             d, spec = loaded
             params = set(spec.parameters) | {"ranks"}
             _collect(found, inputs.check_stands_for, app, tier, tiers)
-            for dest, tmpl in spec.files.items():
-                _check_names(found, (d / tmpl).read_text(errors="replace"), params, d / tmpl, "template",
-                             f"parameters of {_rel(d / 'input.yaml')}")
+            for tmpl in spec.files.values():
+                _check_names(
+                    found,
+                    (d / tmpl).read_text(errors="replace"),
+                    params,
+                    d / tmpl,
+                    "template",
+                    f"parameters of {_rel(d / 'input.yaml')}",
+                )
             for field, word in run_words:
-                _check_names(found, word, params, rfile, field,
-                             f"parameters of {_rel(d / 'input.yaml')} for tier {tier}", word)
+                _check_names(
+                    found,
+                    word,
+                    params,
+                    rfile,
+                    field,
+                    f"parameters of {_rel(d / 'input.yaml')} for tier {tier}",
+                    word,
+                )
         _check_reference(app, tier, params, produced, found)
         for o in r.run.outputs:
             if o.format == "newick_rf":
                 tree = outputs.reference_tree(o, tier)
                 if not tree.is_file():
-                    found.append(ApptuneError(rfile, "run.output.reference",
-                                              f"reference tree {_rel(tree)} for tier '{tier}' is missing"))
+                    found.append(
+                        ApptuneError(
+                            rfile,
+                            "run.output.reference",
+                            f"reference tree {_rel(tree)} for tier '{tier}' is missing",
+                        )
+                    )
     for bdir in sorted((paths.root() / "reference" / "baselines").glob("*")):
         if bdir.is_dir():
             _collect(found, baselines.load, bdir.name, app)
@@ -231,8 +273,14 @@ def _check_variants(r: Recipe, rfile: Path, site: Site, found: list) -> set[str]
             fam = None
             if site.environments is not None:
                 if env not in site.environments:
-                    found.append(ApptuneError(rfile, where, f"unknown environment '{env}' (site config "
-                                              f"{_rel(site.config)} has: {', '.join(sorted(site.environments))})"))
+                    found.append(
+                        ApptuneError(
+                            rfile,
+                            where,
+                            f"unknown environment '{env}' (site config "
+                            f"{_rel(site.config)} has: {', '.join(sorted(site.environments))})",
+                        )
+                    )
                 else:
                     fam = site.environments[env]
             if fam:
@@ -247,11 +295,23 @@ def _check_variants(r: Recipe, rfile: Path, site: Site, found: list) -> set[str]
                     continue
                 ladders = site.ladders.families.get(fam) if fam else None
                 if ladders is not None and v.ladder not in ladders:
-                    found.append(ApptuneError(rfile, where, f"'{spec}': unknown flag ladder '{v.ladder}' "
-                                              f"for compiler family {fam} (allowed: {', '.join(sorted(ladders))})"))
+                    found.append(
+                        ApptuneError(
+                            rfile,
+                            where,
+                            f"'{spec}': unknown flag ladder '{v.ladder}' "
+                            f"for compiler family {fam} (allowed: {', '.join(sorted(ladders))})",
+                        )
+                    )
                 elif ladders is None and v.ladder not in all_ladders:
-                    found.append(ApptuneError(rfile, where, f"'{spec}': unknown flag ladder '{v.ladder}' "
-                                              f"(allowed: {', '.join(sorted(all_ladders))})"))
+                    found.append(
+                        ApptuneError(
+                            rfile,
+                            where,
+                            f"'{spec}': unknown flag ladder '{v.ladder}' "
+                            f"(allowed: {', '.join(sorted(all_ladders))})",
+                        )
+                    )
     return used
 
 
@@ -260,26 +320,43 @@ def _check_recipe_refs(r: Recipe, rfile: Path, site: Site, families: set[str], f
     if site.ladders is not None:
         fams = sorted(families & set(site.ladders.families)) or sorted(site.ladders.families)
         for i, o in enumerate(r.per_file):
-            missing = [f for f in fams if o.flags is not None and o.flags not in site.ladders.families[f]]
+            missing = [
+                f for f in fams if o.flags is not None and o.flags not in site.ladders.families[f]
+            ]
             if missing:
                 allowed = sorted(set.intersection(*(set(site.ladders.families[f]) for f in fams)))
-                found.append(ApptuneError(rfile, f"per_file[{i}].flags",
-                                          f"unknown flag ladder '{o.flags}' for compiler family "
-                                          f"{', '.join(missing)} (allowed: {', '.join(allowed)})"))
+                found.append(
+                    ApptuneError(
+                        rfile,
+                        f"per_file[{i}].flags",
+                        f"unknown flag ladder '{o.flags}' for compiler family "
+                        f"{', '.join(missing)} (allowed: {', '.join(allowed)})",
+                    )
+                )
     if site.libraries is not None:
         for axis, options in r.axes.items():
             for name, opt in options.items():
                 if opt.library and opt.library not in site.libraries.libraries:
-                    found.append(ApptuneError(rfile, f"axes.{axis}.{name}.library",
-                                              f"'{opt.library}' is not in site-config/libraries.yaml "
-                                              f"(libraries: {', '.join(sorted(site.libraries.libraries))})"))
+                    found.append(
+                        ApptuneError(
+                            rfile,
+                            f"axes.{axis}.{name}.library",
+                            f"'{opt.library}' is not in site-config/libraries.yaml "
+                            f"(libraries: {', '.join(sorted(site.libraries.libraries))})",
+                        )
+                    )
     if site.environments is not None:
         for i, x in enumerate(r.build.expected_failures):
             for env in x.environments:
                 if env not in site.environments:
-                    found.append(ApptuneError(rfile, f"build.expected_failures[{i}].environments",
-                                              f"unknown environment '{env}' (site config has: "
-                                              f"{', '.join(sorted(site.environments))})"))
+                    found.append(
+                        ApptuneError(
+                            rfile,
+                            f"build.expected_failures[{i}].environments",
+                            f"unknown environment '{env}' (site config has: "
+                            f"{', '.join(sorted(site.environments))})",
+                        )
+                    )
 
 
 def _check_build_templates(r: Recipe, rfile: Path, found: list) -> None:
@@ -290,10 +367,13 @@ def _check_build_templates(r: Recipe, rfile: Path, found: list) -> None:
     b = r.build
     words = [("build.args", w) for w in b.args] + [("build.targets", w) for w in b.targets]
     for i, st in enumerate(b.steps):
-        words += [(f"build.steps[{i}]", w) for w in (st.make if st.make is not None else st.command)]
+        words += [
+            (f"build.steps[{i}]", w) for w in (st.make if st.make is not None else st.command)
+        ]
     for i, p in enumerate(b.products):
         words.append((f"build.products[{i}]", p if isinstance(p, str) else p.src))
     from .build import _jinja  # the build's environment (its filters: makeflags)
+
     env = _jinja()
     for field, w in words:
         _check_names(found, w, known, rfile, field, what, w, env)
@@ -303,8 +383,16 @@ def _check_build_templates(r: Recipe, rfile: Path, found: list) -> None:
             _check_names(found, f.read_text(errors="replace"), known, f, "template", what, env=env)
 
 
-def _check_names(found: list, text: str, known: set[str], file, field: str, what: str,
-                 word: str | None = None, env: jinja2.Environment | None = None) -> None:
+def _check_names(
+    found: list,
+    text: str,
+    known: set[str],
+    file,
+    field: str,
+    what: str,
+    word: str | None = None,
+    env: jinja2.Environment | None = None,
+) -> None:
     """A jinja2 template uses only ``known`` names (besides jinja2's own)."""
     env = env or jinja2.Environment()
     head = f"{word!r}: " if word is not None else ""
@@ -312,20 +400,29 @@ def _check_names(found: list, text: str, known: set[str], file, field: str, what
         ast = env.parse(text)
         used = jinja2.meta.find_undeclared_variables(ast) - set(env.globals) - _defaulted(ast)
     except jinja2.TemplateSyntaxError as e:
-        found.append(ApptuneError(file, field if word is not None else f"line {e.lineno}",
-                                  f"{head}template syntax error: {e.message}"))
+        found.append(
+            ApptuneError(
+                file,
+                field if word is not None else f"line {e.lineno}",
+                f"{head}template syntax error: {e.message}",
+            )
+        )
         return
     bad = sorted(used - known)
     if bad:
         names = ", ".join(f"'{n}'" for n in bad)
-        found.append(ApptuneError(file, field, f"{head}undefined name {names} "
-                                  f"({what}: {', '.join(sorted(known))})"))
+        found.append(
+            ApptuneError(
+                file, field, f"{head}undefined name {names} ({what}: {', '.join(sorted(known))})"
+            )
+        )
 
 
 def _defaulted(ast) -> set[str]:
     """Names a template only ever uses with a fallback (``{{ pause | default(0) }}``): a tier
     that does not define them is fine."""
     from jinja2 import nodes
+
     uses: dict[str, int] = {}
     for n in ast.find_all(nodes.Name):
         if n.ctx == "load":
@@ -337,12 +434,18 @@ def _defaulted(ast) -> set[str]:
     return {n for n, k in guarded.items() if uses.get(n) == k}
 
 
-def _check_reference(app: str, tier: str, params: set[str] | None, produced: set[str] | None,
-                     found: list) -> None:
+def _check_reference(
+    app: str, tier: str, params: set[str] | None, produced: set[str] | None, found: list
+) -> None:
     ref_file = paths.reference_file(app, tier)
     if not ref_file.exists():
-        found.append(ApptuneError(ref_file, None, f"no stored reference for {app} tier '{tier}': "
-                                  "every tier's numbers are verified"))
+        found.append(
+            ApptuneError(
+                ref_file,
+                None,
+                f"no stored reference for {app} tier '{tier}': every tier's numbers are verified",
+            )
+        )
         return
     loaded = _collect(found, verify.load_reference, app, tier)
     if loaded is None:
@@ -352,14 +455,24 @@ def _check_reference(app: str, tier: str, params: set[str] | None, produced: set
         if params is not None:
             for dep in tol.depends_on:
                 if dep not in params:
-                    found.append(ApptuneError(ref_file, f"fields.{name}.depends_on",
-                                              f"'{dep}' is not a parameter of "
-                                              f"{_rel(paths.inputs_dir(app, tier) / 'input.yaml')} "
-                                              f"(parameters: {', '.join(sorted(params))})"))
+                    found.append(
+                        ApptuneError(
+                            ref_file,
+                            f"fields.{name}.depends_on",
+                            f"'{dep}' is not a parameter of "
+                            f"{_rel(paths.inputs_dir(app, tier) / 'input.yaml')} "
+                            f"(parameters: {', '.join(sorted(params))})",
+                        )
+                    )
         if produced is not None and name not in produced:
-            found.append(ApptuneError(ref_file, f"fields.{name}",
-                                      f"no output of {_rel(recipes.recipe_path(app))} produces this field "
-                                      f"(run.output gives: {', '.join(sorted(produced)) or 'nothing'})"))
+            found.append(
+                ApptuneError(
+                    ref_file,
+                    f"fields.{name}",
+                    f"no output of {_rel(recipes.recipe_path(app))} produces this field "
+                    f"(run.output gives: {', '.join(sorted(produced)) or 'nothing'})",
+                )
+            )
 
 
 # --------------------------------------------------------------------------- others
@@ -371,11 +484,15 @@ def tuning_problems(apps: dict[str, list] | None = None) -> list[ApptuneError]:
     if not spaces:
         return found
     from . import tune
+
     known = recipes.list_recipes()
     for f in spaces:
         if f.stem not in known:
-            found.append(ApptuneError(f, None, f"no recipe {_rel(recipes.recipe_path(f.stem))} "
-                                      "for this tuning space"))
+            found.append(
+                ApptuneError(
+                    f, None, f"no recipe {_rel(recipes.recipe_path(f.stem))} for this tuning space"
+                )
+            )
         elif not (apps or {}).get(f.stem):
             _collect(found, tune.load_space, f.stem, f)
     return found

@@ -4,6 +4,7 @@ Each comparison says how much of its tolerance it used (0 = exact, 1 = at the
 limit, >1 = failed), so a variant that drifts towards a limit is visible
 before it fails.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,13 +44,17 @@ class Verification:
 
     @property
     def failures(self) -> list[str]:
-        return ([self.no_reference] if self.no_reference else []) + \
-               [f.message for f in self.fields if not f.ok] + \
-               [c["message"] for c in self.own_checks if not c["ok"]]
+        return (
+            ([self.no_reference] if self.no_reference else [])
+            + [f.message for f in self.fields if not f.ok]
+            + [c["message"] for c in self.own_checks if not c["ok"]]
+        )
 
     def summary(self) -> str:
         if self.ok:
-            worst = max((f for f in self.fields if f.used is not None), key=lambda f: f.used, default=None)
+            worst = max(
+                (f for f in self.fields if f.used is not None), key=lambda f: f.used, default=None
+            )
             w = f"; most tolerance used: {worst.field} {worst.used:.0%}" if worst else ""
             s = f"; {len(self.skipped)} not compared (inputs changed)" if self.skipped else ""
             return f"verified {len(self.fields)} fields against {self.reference}{w}{s}"
@@ -71,7 +76,7 @@ def load_reference(app: str, tier: str) -> tuple[Path, ReferenceFile]:
 
 def _fmt(x, digits: int = 6) -> str:
     if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
-        return str(int(x))       # an exact count reads 1000000, not 1e+06
+        return str(int(x))  # an exact count reads 1000000, not 1e+06
     return f"{x:.{digits}g}" if isinstance(x, float) else str(x)
 
 
@@ -81,8 +86,12 @@ def _digits(value, refs) -> int:
     1.5`` for a value that is off."""
     n = 6
     for ref in refs:
-        while ref is not None and value != ref and n < 17 and \
-                float(_fmt(value, n)) == float(_fmt(ref, n)):
+        while (
+            ref is not None
+            and value != ref
+            and n < 17
+            and float(_fmt(value, n)) == float(_fmt(ref, n))
+        ):
             n += 1
     return n
 
@@ -102,9 +111,13 @@ def compare_field(name: str, tol, value) -> FieldResult:
     if value is None:
         return FieldResult(name, None, "present", None, False, f"{name}: missing from the output")
     if isinstance(value, str):
-        return FieldResult(name, value, "a number", None, False, f"{name}: '{value}' is not a number")
+        return FieldResult(
+            name, value, "a number", None, False, f"{name}: '{value}' is not a number"
+        )
     if is_bad_number(value):
-        return FieldResult(name, value, "finite", None, False, f"{name}: value is {value} (not finite)")
+        return FieldResult(
+            name, value, "finite", None, False, f"{name}: value is {value} (not finite)"
+        )
     used, parts, ok = 0.0, [], True
     n = _digits(value, (tol.value, tol.max, tol.min))
     if tol.value is not None:
@@ -132,12 +145,18 @@ def compare_field(name: str, tol, value) -> FieldResult:
         ok &= value >= tol.min
     expected = " and ".join(parts)
     msg = f"{name} = {_fmt(value, n)}, expected {expected}"
-    notes = [f"difference {_difference(value, tol.value)}"] if tol.value is not None and value != tol.value else []
+    notes = (
+        [f"difference {_difference(value, tol.value)}"]
+        if tol.value is not None and value != tol.value
+        else []
+    )
     if not ok and math.isfinite(used):
         notes.append(f"used {_percent(used)} of tolerance")
     if notes:
         msg += f" ({', '.join(notes)})"
-    return FieldResult(name, value, expected, round(used, 4) if math.isfinite(used) else None, ok, msg)
+    return FieldResult(
+        name, value, expected, round(used, 4) if math.isfinite(used) else None, ok, msg
+    )
 
 
 def run_own_checks(checks: list[OwnCheck], text: str | dict, default_file: str = "") -> list[dict]:
@@ -147,8 +166,14 @@ def run_own_checks(checks: list[OwnCheck], text: str | dict, default_file: str =
         t = text if isinstance(text, str) else text.get(c.file or default_file, "")
         n = len(re.findall(c.pattern, t, flags=re.M))
         ok = (n == 0) if c.forbid else (n >= c.min_count)
-        out.append({"pattern": c.pattern, "matches": n, "ok": ok,
-                    "message": c.message if not ok else f"{c.message}: ok ({n} matches)"})
+        out.append(
+            {
+                "pattern": c.pattern,
+                "matches": n,
+                "ok": ok,
+                "message": c.message if not ok else f"{c.message}: ok ({n} matches)",
+            }
+        )
     return out
 
 
@@ -159,23 +184,48 @@ def xfail_reason(ref: ReferenceFile, environment: str | None, variant: str | Non
     return ref.xfail.get(f"{environment}/{variant}") or ref.xfail.get(variant)
 
 
-def verify(app: str, tier: str, values: dict, own_checks: list[OwnCheck] = (),
-           output_text: str | dict = "", environment: str | None = None,
-           variant: str | None = None, default_file: str = "",
-           changed_inputs: set[str] = frozenset()) -> Verification:
+def verify(
+    app: str,
+    tier: str,
+    values: dict,
+    own_checks: list[OwnCheck] = (),
+    output_text: str | dict = "",
+    environment: str | None = None,
+    variant: str | None = None,
+    default_file: str = "",
+    changed_inputs: set[str] = frozenset(),
+) -> Verification:
     """``changed_inputs``: input parameters the run changed from the tier's; fields whose
     ``depends_on`` names one of them are listed as skipped instead of compared."""
     f, ref = load_reference(app, tier)
-    skipped = [name for name, tol in ref.fields.items() if set(tol.depends_on) & set(changed_inputs)]
-    fields = [compare_field(name, tol, values.get(name)) for name, tol in ref.fields.items()
-              if name not in skipped]
+    skipped = [
+        name for name, tol in ref.fields.items() if set(tol.depends_on) & set(changed_inputs)
+    ]
+    fields = [
+        compare_field(name, tol, values.get(name))
+        for name, tol in ref.fields.items()
+        if name not in skipped
+    ]
     own = run_own_checks(list(own_checks), output_text, default_file)
     rel = str(f.relative_to(paths.root()))
-    none = None if ref.fields else (f"{rel} has no fields yet: `apptune bless --new RUN_DIR` writes "
-                                    f"the first reference from this run's values")
+    none = (
+        None
+        if ref.fields
+        else (
+            f"{rel} has no fields yet: `apptune bless --new RUN_DIR` writes "
+            f"the first reference from this run's values"
+        )
+    )
     ok = none is None and all(x.ok for x in fields) and all(c["ok"] for c in own)
-    return Verification(reference=rel, ok=ok, fields=fields, own_checks=own,
-                        xfail=xfail_reason(ref, environment, variant), skipped=skipped, no_reference=none)
+    return Verification(
+        reference=rel,
+        ok=ok,
+        fields=fields,
+        own_checks=own,
+        xfail=xfail_reason(ref, environment, variant),
+        skipped=skipped,
+        no_reference=none,
+    )
 
 
 def check_figures(v: Verification, figures: dict) -> Verification:
@@ -184,6 +234,12 @@ def check_figures(v: Verification, figures: dict) -> Verification:
     for name, val in figures.items():
         if isinstance(val, float) and not math.isfinite(val):
             v.ok = False
-            v.own_checks.append({"pattern": f"figure {name}", "matches": 0, "ok": False,
-                                 "message": f"figure {name} is {val} (not a finite number)"})
+            v.own_checks.append(
+                {
+                    "pattern": f"figure {name}",
+                    "matches": 0,
+                    "ok": False,
+                    "message": f"figure {name} is {val} (not a finite number)",
+                }
+            )
     return v

@@ -1,11 +1,12 @@
 """YAML loading with one-line errors, and atomic writes for everything stored."""
+
 from __future__ import annotations
 
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Type, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -35,8 +36,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 except TypeError:  # an unhashable key: the constructor below reports it
                     continue
                 if first is not None:
-                    raise _DuplicateKey(None, None, f"duplicate key {key!r} (first given at line {first})",
-                                        key_node.start_mark)
+                    raise _DuplicateKey(
+                        None,
+                        None,
+                        f"duplicate key {key!r} (first given at line {first})",
+                        key_node.start_mark,
+                    )
                 seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
 
@@ -70,13 +75,19 @@ def placeholders(data, where: tuple = ()) -> list[tuple[str, str]]:
     """(field, what to write there) of every ``FILL IN: ...`` value in ``data``."""
     if isinstance(data, str):
         if data.startswith(PLACEHOLDER):
-            return [(_field(list(where)) or "(top level)", data[len(PLACEHOLDER):].lstrip(" :"))]
+            return [(_field(list(where)) or "(top level)", data[len(PLACEHOLDER) :].lstrip(" :"))]
         return []
-    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    items = (
+        data.items()
+        if isinstance(data, dict)
+        else enumerate(data)
+        if isinstance(data, list)
+        else ()
+    )
     return [h for k, v in items for h in placeholders(v, (*where, k))]
 
 
-def load_model(path: str | os.PathLike, model: Type[M], **context) -> M:
+def load_model(path: str | os.PathLike, model: type[M], **context) -> M:
     """Load a YAML file and validate it against a pydantic model."""
     data = load_yaml(path)
     if data is None:

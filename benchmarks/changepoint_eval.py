@@ -12,9 +12,12 @@ as ``apptune check-regressions`` (apptune.regressions.analyse).
 * miss: a series with a step does not get a regression verdict whose first bad
   run is within 2 runs of the true one.
 
-    .venv/bin/python benchmarks/changepoint_eval.py                      # the tables in docs/regressions.md
-    .venv/bin/python benchmarks/changepoint_eval.py --record /tmp/bl/run*  # re-measure the noise from runs
+    # the tables in docs/regressions.md
+    .venv/bin/python benchmarks/changepoint_eval.py
+    # re-measure the noise from runs
+    .venv/bin/python benchmarks/changepoint_eval.py --record /tmp/bl/run*
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,6 +40,7 @@ def record(run_dirs: list[str], out: Path, all_runs: bool = False) -> None:
     """Every verified figure value of the runs' clean results (``all_runs``: disturbed ones
     too), per (app, tier, environment, variant, figure)."""
     from apptune import history
+
     series: dict[tuple, dict] = {}
     sources = []
     for d in run_dirs:
@@ -45,20 +49,32 @@ def record(run_dirs: list[str], out: Path, all_runs: bool = False) -> None:
         except Exception as e:  # an unfinished run directory: say so and go on
             print(f"skipped {d}: {e}", file=sys.stderr)
             continue
-        sources.append({"run_dir": str(run.run_dir), "session": run.uuid, "started": run.started,
-                        "mode": run.mode})
+        sources.append(
+            {
+                "run_dir": str(run.run_dir),
+                "session": run.uuid,
+                "started": run.started,
+                "mode": run.mode,
+            }
+        )
         for r in run.results:
             if not r.verified or (not all_runs and (r.quality or {}).get("grade") != "clean"):
                 continue
             for f in r.figures:
-                s = series.setdefault((r.app, r.tier, r.environment, r.variant, f.name),
-                                      {"better": f.better, "unit": f.unit, "values": [], "sessions": []})
+                s = series.setdefault(
+                    (r.app, r.tier, r.environment, r.variant, f.name),
+                    {"better": f.better, "unit": f.unit, "values": [], "sessions": []},
+                )
                 s["values"].append(f.value)
                 s["sessions"].append(run.uuid[:8])
-    data = {"how": "apptune benchmarks/changepoint_eval.py --record " + " ".join(run_dirs),
-            "sources": sources,
-            "series": [{"app": k[0], "tier": k[1], "environment": k[2], "variant": k[3], "figure": k[4], **v}
-                       for k, v in sorted(series.items())]}
+    data = {
+        "how": "apptune benchmarks/changepoint_eval.py --record " + " ".join(run_dirs),
+        "sources": sources,
+        "series": [
+            {"app": k[0], "tier": k[1], "environment": k[2], "variant": k[3], "figure": k[4], **v}
+            for k, v in sorted(series.items())
+        ],
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1) + "\n")
     print(f"{out}: {len(data['series'])} series from {len(sources)} runs")
@@ -72,7 +88,9 @@ def residual_pools(data: dict, min_values: int) -> dict[str, dict]:
         med = float(np.median(v))
         if len(v) < min_values or med == 0:
             continue
-        p = pools.setdefault(f"{s['app']}/{s['tier']} {s['figure']}", {"better": s["better"], "r": [], "series": 0})
+        p = pools.setdefault(
+            f"{s['app']}/{s['tier']} {s['figure']}", {"better": s["better"], "r": [], "series": 0}
+        )
         p["r"] += list(v / med - 1)
         p["series"] += 1
     for p in pools.values():
@@ -82,31 +100,50 @@ def residual_pools(data: dict, min_values: int) -> dict[str, dict]:
     return pools
 
 
-def series_points(rng, r: np.ndarray, n_before: int, n_after: int, repeats: int, step: float,
-                  better: str) -> list[Point]:
+def series_points(
+    rng, r: np.ndarray, n_before: int, n_after: int, repeats: int, step: float, better: str
+) -> list[Point]:
     n = n_before + n_after
     draws = 1.0 + rng.choice(r, size=(n, repeats))
     factor = np.ones(n)
     factor[n_before:] = (1 - step) if better == "higher" else (1 + step)
     values = np.median(draws, axis=1) * factor
-    return [Point(f"run{i}", None, None, float(x), None, repeats, None) for i, x in enumerate(values)]
+    return [
+        Point(f"run{i}", None, None, float(x), None, repeats, None) for i, x in enumerate(values)
+    ]
 
 
-def oracle_detects(values: np.ndarray, n_before: int, better: str, rng, alpha: float = 0.01,
-                   permutations: int = 499) -> bool:
+def oracle_detects(
+    values: np.ndarray,
+    n_before: int,
+    better: str,
+    rng,
+    alpha: float = 0.01,
+    permutations: int = 499,
+) -> bool:
     """A detector that is told where the step is: a one-sided permutation test of the
     difference of means at that split, at the same significance as check-regressions.
     Its misses are what the noise alone costs; no detector that must also find the
     run can do better."""
     sign = -1.0 if better == "higher" else 1.0
-    diff = lambda x: sign * (x[n_before:].mean() - x[:n_before].mean())
+
+    def diff(x):
+        return sign * (x[n_before:].mean() - x[:n_before].mean())
+
     d0 = diff(values)
     hits = sum(diff(rng.permutation(values)) >= d0 for _ in range(permutations))
     return (hits + 1) / (permutations + 1) < alpha
 
 
-def evaluate(pool: dict, n_before: int, n_after: int, repeats: int, trials: int, seed: int,
-             oracle: bool = False) -> dict:
+def evaluate(
+    pool: dict,
+    n_before: int,
+    n_after: int,
+    repeats: int,
+    trials: int,
+    seed: int,
+    oracle: bool = False,
+) -> dict:
     rng = np.random.default_rng(seed)
     out = {}
     for step in (0.0, *STEPS):
@@ -114,8 +151,12 @@ def evaluate(pool: dict, n_before: int, n_after: int, repeats: int, trials: int,
         for _ in range(trials):
             pts = series_points(rng, pool["r"], n_before, n_after, repeats, step, pool["better"])
             if oracle and step:
-                oracle_miss += not oracle_detects(np.array([p.value for p in pts]), n_before, pool["better"], rng)
-            v = regressions.analyse(Verdict("s", "a", "t", "e", "v", "f", None, pool["better"], pts))
+                oracle_miss += not oracle_detects(
+                    np.array([p.value for p in pts]), n_before, pool["better"], rng
+                )
+            v = regressions.analyse(
+                Verdict("s", "a", "t", "e", "v", "f", None, pool["better"], pts)
+            )
             if step == 0.0:
                 wrong += v.verdict in ("regression", "improvement")
             else:
@@ -124,8 +165,11 @@ def evaluate(pool: dict, n_before: int, n_after: int, repeats: int, trials: int,
                 wrong += not hit
                 if hit:
                     loc.append(abs(idx - n_before))
-        out[step] = {"rate": wrong / trials, "location_error": statistics.mean(loc) if loc else None,
-                     "oracle_misses": oracle_miss / trials if oracle and step else None}
+        out[step] = {
+            "rate": wrong / trials,
+            "location_error": statistics.mean(loc) if loc else None,
+            "oracle_misses": oracle_miss / trials if oracle and step else None,
+        }
     return out
 
 
@@ -137,15 +181,19 @@ def o1_series(out: Path, pools: dict, cv: float = 0.015, seed: int = 6) -> None:
     rng = np.random.default_rng(seed)
     shape = pools["hpcc/ci wall_time"]
     r = shape["r"] * (cv / shape["cv"])
-    prov = json.loads((Path(__file__).with_name("data") / "hpcc-gnu-baseline-provenance.json").read_text())
+    prov = json.loads(
+        (Path(__file__).with_name("data") / "hpcc-gnu-baseline-provenance.json").read_text()
+    )
     o1 = json.loads(json.dumps(prov))
     o1["flags"]["cflags"] = ["-O1"]
     o1["flags"]["fflags"] = ["-O1"]
     tuned = json.loads(json.dumps(prov))
     tuned["variant"] = "tuned"
     tuned["flags"]["cflags"] = tuned["flags"]["fflags"] = ["-O3", "-march=native", "-funroll-loops"]
-    base = {"baseline": {"HPL": 16.9, "StarFFT": 2.85, "wall_time": 95.0},
-            "tuned": {"HPL": 17.1, "StarFFT": 2.94, "wall_time": 93.0}}
+    base = {
+        "baseline": {"HPL": 16.9, "StarFFT": 2.85, "wall_time": 95.0},
+        "tuned": {"HPL": 17.1, "StarFFT": 2.94, "wall_time": 93.0},
+    }
     better = {"HPL": "higher", "StarFFT": "higher", "wall_time": "lower"}
     change_at, n = 10, 16
     runs = []
@@ -156,42 +204,89 @@ def o1_series(out: Path, pools: dict, cv: float = 0.015, seed: int = 6) -> None:
             for rep in range(3):
                 figs = {}
                 for f, v in base[variant].items():
-                    step = 0.05 if slipped and f != "HPL" else 0.0   # HPL is OpenBLAS: flags do not matter
-                    figs[f] = round(v * (1 + rng.choice(r)) * ((1 - step) if better[f] == "higher" else (1 + step)), 4)
-                results.append({"app": "hpcc", "tier": "nightly", "environment": "gnu", "variant": variant,
-                                "repeat": rep, "figures": figs,
-                                "provenance": "tuned" if variant == "tuned" else "O1" if slipped else "O2"})
-        runs.append({"uuid": f"5e55{i:04d}-0000-4000-8000-{i:012d}", "start": 1795300000 + 86400 * i,
-                     "results": results})
+                    step = (
+                        0.05 if slipped and f != "HPL" else 0.0
+                    )  # HPL is OpenBLAS: flags do not matter
+                    figs[f] = round(
+                        v
+                        * (1 + rng.choice(r))
+                        * ((1 - step) if better[f] == "higher" else (1 + step)),
+                        4,
+                    )
+                results.append(
+                    {
+                        "app": "hpcc",
+                        "tier": "nightly",
+                        "environment": "gnu",
+                        "variant": variant,
+                        "repeat": rep,
+                        "figures": figs,
+                        "provenance": "tuned" if variant == "tuned" else "O1" if slipped else "O2",
+                    }
+                )
+        runs.append(
+            {
+                "uuid": f"5e55{i:04d}-0000-4000-8000-{i:012d}",
+                "start": 1795300000 + 86400 * i,
+                "results": results,
+            }
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
-        "description": " ".join(o1_series.__doc__.split()).replace("``cv``", f"{cv:.1%}"),
-        "made_by": f"benchmarks/changepoint_eval.py --o1-series {out} (seed {seed})",
-        "change_at": change_at, "provenance": {"O2": prov, "O1": o1, "tuned": tuned}, "runs": runs},
-        indent=1) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "description": " ".join(o1_series.__doc__.split()).replace("``cv``", f"{cv:.1%}"),
+                "made_by": f"benchmarks/changepoint_eval.py --o1-series {out} (seed {seed})",
+                "change_at": change_at,
+                "provenance": {"O2": prov, "O1": o1, "tuned": tuned},
+                "runs": runs,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"{out}: {n} runs, -O1 from run {change_at}")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--record", nargs="+", metavar="RUN_DIR", help="re-measure the noise from these runs")
-    ap.add_argument("--all-runs", action="store_true",
-                    help="with --record: disturbed runs too (default: the runs graded clean only)")
+    ap.add_argument(
+        "--record", nargs="+", metavar="RUN_DIR", help="re-measure the noise from these runs"
+    )
+    ap.add_argument(
+        "--all-runs",
+        action="store_true",
+        help="with --record: disturbed runs too (default: the runs graded clean only)",
+    )
     ap.add_argument("--noise", type=Path, default=NOISE)
-    ap.add_argument("--o1-series", type=Path, metavar="OUT", help="write the -O1 test series (test data)")
-    ap.add_argument("--figures", default="all",
-                    help="comma-separated 'app/tier figure' pools (default all with enough values)")
-    ap.add_argument("--min-values", type=int, default=8, help="values a series needs to enter a pool")
+    ap.add_argument(
+        "--o1-series", type=Path, metavar="OUT", help="write the -O1 test series (test data)"
+    )
+    ap.add_argument(
+        "--figures",
+        default="all",
+        help="comma-separated 'app/tier figure' pools (default all with enough values)",
+    )
+    ap.add_argument(
+        "--min-values", type=int, default=8, help="values a series needs to enter a pool"
+    )
     ap.add_argument("--before", type=int, default=20)
     ap.add_argument("--after", type=int, default=5)
     ap.add_argument("--repeats", default="1,3,5")
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--oracle", action="store_true",
-                    help="also give the misses of a test that is told where the step is (the noise's own limit)")
-    ap.add_argument("--scale-cv", metavar="CV,...",
-                    help="rescale each pool's measured residuals to these robust CVs (e.g. 0.01,0.02): "
-                         "the noise's shape from here, the size of a quieter machine")
+    ap.add_argument(
+        "--oracle",
+        action="store_true",
+        help="also give the misses of a test that is told where the step is "
+        "(the noise's own limit)",
+    )
+    ap.add_argument(
+        "--scale-cv",
+        metavar="CV,...",
+        help="rescale each pool's measured residuals to these robust CVs (e.g. 0.01,0.02): "
+        "the noise's shape from here, the size of a quieter machine",
+    )
     a = ap.parse_args(argv)
     if a.record:
         record(a.record, a.noise, a.all_runs)
@@ -207,25 +302,37 @@ def main(argv=None) -> int:
         scaled = {}
         for name, pool in pools.items():
             for cv in (float(x) for x in a.scale_cv.split(",")):
-                scaled[f"{name} shape scaled to CV {cv:.1%}"] = dict(pool, r=pool["r"] * (cv / pool["cv"]), cv=cv)
+                scaled[f"{name} shape scaled to CV {cv:.1%}"] = dict(
+                    pool, r=pool["r"] * (cv / pool["cv"]), cv=cv
+                )
         pools = scaled
     t0 = time.monotonic()
-    print(f"{len(data['sources'])} measured runs ({a.noise}); {a.before} runs before the step, "
-          f"{a.after} after, {a.trials} series per cell; false alarms on series without a step, "
-          f"misses on series with one\n")
-    print("| figure (pooled residuals) | noise per value (robust CV) | repeats per run | false alarms | "
-          + " | ".join(f"misses, {s:.0%} step" for s in STEPS)
-          + "".join(f" | told where: misses, {s:.0%}" for s in STEPS if a.oracle) + " |")
+    print(
+        f"{len(data['sources'])} measured runs ({a.noise}); {a.before} runs before the step, "
+        f"{a.after} after, {a.trials} series per cell; false alarms on series without a step, "
+        f"misses on series with one\n"
+    )
+    print(
+        "| figure (pooled residuals) | noise per value (robust CV) | repeats per run | false "
+        "alarms | "
+        + " | ".join(f"misses, {s:.0%} step" for s in STEPS)
+        + "".join(f" | told where: misses, {s:.0%}" for s in STEPS if a.oracle)
+        + " |"
+    )
     print("|---|---|---|---|" + "---|" * len(STEPS) * (2 if a.oracle else 1))
     summary = {}
     for name, pool in sorted(pools.items(), key=lambda kv: kv[1]["cv"]):
         for rep in (int(x) for x in a.repeats.split(",")):
             res = evaluate(pool, a.before, a.after, rep, a.trials, a.seed, a.oracle)
             summary[(name, rep)] = res
-            print(f"| {name} ({len(pool['r'])} values, {pool['series']} variants) | {pool['cv']:.1%} | {rep} | "
-                  f"{res[0.0]['rate']:.1%} | " + " | ".join(f"{res[s]['rate']:.1%}" for s in STEPS)
-                  + "".join(f" | {res[s]['oracle_misses']:.1%}" for s in STEPS if a.oracle) + " |",
-                  flush=True)
+            print(
+                f"| {name} ({len(pool['r'])} values, {pool['series']} variants) | {pool['cv']:.1%} "
+                f"| {rep} | {res[0.0]['rate']:.1%} | "
+                + " | ".join(f"{res[s]['rate']:.1%}" for s in STEPS)
+                + "".join(f" | {res[s]['oracle_misses']:.1%}" for s in STEPS if a.oracle)
+                + " |",
+                flush=True,
+            )
     print(f"\n({time.monotonic() - t0:.0f} s)")
     return 0
 

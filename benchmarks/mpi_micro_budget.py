@@ -8,6 +8,7 @@ Not a pass/fail test (timings here are noisy): run it on a quiet node after
 
 Prints each benchmark's time per run found in RUN and exits 1 if any exceeds the budget.
 """
+
 import argparse
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ def main(argv=None) -> int:
         return 2
     over = 0
     for f in files:
-        kv = dict(l.split("=", 1) for l in f.read_text().splitlines() if "=" in l)
+        kv = dict(ln.split("=", 1) for ln in f.read_text().splitlines() if "=" in ln)
         row = []
         for b in BENCHMARKS:
             t = float(kv.get(f"{b}_seconds", "nan"))

@@ -7,6 +7,7 @@ job's wall time in both runs (noisy; for information only).
 
     .venv/bin/python benchmarks/sampler_overhead.py --seconds 10 --hz 10
 """
+
 import argparse
 import os
 import subprocess
@@ -21,7 +22,7 @@ BUSY = "import time\nt=time.time()\nwhile time.time()-t<{s}: pass\n"
 
 def job(seconds: float, procs: int):
     """Start a job script (like ReFrame's local job) with `procs` busy children."""
-    script = "\n".join([f"{sys.executable} -c \"{BUSY.format(s=seconds)}\" &"] * procs + ["wait"])
+    script = "\n".join([f'{sys.executable} -c "{BUSY.format(s=seconds)}" &'] * procs + ["wait"])
     return subprocess.Popen(["/bin/sh", "-c", script])
 
 
@@ -37,8 +38,17 @@ def run(seconds: float, hz: float, procs: int, sample: bool):
         p = job(seconds, procs)
         s = None
         if sample:
-            s = Sampler(["model"], "bench", d, hz=hz, context={
-                "power_model": {"idle_W": 20, "load_W": 60}, "pid": p.pid, "ncpus": os.cpu_count()})
+            s = Sampler(
+                ["model"],
+                "bench",
+                d,
+                hz=hz,
+                context={
+                    "power_model": {"idle_W": 20, "load_W": 60},
+                    "pid": p.pid,
+                    "ncpus": os.cpu_count(),
+                },
+            )
             s.start()
         p.wait()
         rec = s.stop() if s else None
@@ -54,11 +64,18 @@ def main():
     wall0, cpu0, _ = run(a.seconds, a.hz, a.procs, sample=False)
     wall1, cpu1, rec = run(a.seconds, a.hz, a.procs, sample=True)
     frac = rec.sampler_cpu_s / cpu1
-    print(f"job: {a.procs} busy processes x {a.seconds} s; sampler: model meter at {a.hz} Hz, "
-          f"{rec.samples} samples")
-    print(f"sampler CPU {rec.sampler_cpu_s:.3f} s / job CPU {cpu1:.2f} s = {frac:.2%} "
-          f"(goal < 1 %): {'OK' if frac < 0.01 else 'OVER'}")
-    print(f"job wall time without / with sampler: {wall0:.2f} s / {wall1:.2f} s (noisy, information only)")
+    print(
+        f"job: {a.procs} busy processes x {a.seconds} s; sampler: model meter at {a.hz} Hz, "
+        f"{rec.samples} samples"
+    )
+    print(
+        f"sampler CPU {rec.sampler_cpu_s:.3f} s / job CPU {cpu1:.2f} s = {frac:.2%} "
+        f"(goal < 1 %): {'OK' if frac < 0.01 else 'OVER'}"
+    )
+    print(
+        f"job wall time without / with sampler: {wall0:.2f} s / {wall1:.2f} s (noisy, information "
+        "only)"
+    )
     print(f"modelled energy {rec.energy_J:.1f} J, average power {rec.avg_power_W:.1f} W")
 
 

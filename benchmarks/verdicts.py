@@ -15,6 +15,7 @@ throw-away copy of the tree, with its own history, and measures:
 
 Nothing here is a pass/fail test; it prints Markdown tables and writes ``results.json``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,6 +42,7 @@ def sh(args, env, cwd, check=True) -> subprocess.CompletedProcess:
 def results(run_dir: Path) -> list[dict]:
     sys.path.insert(0, str(REPO))
     from apptune import records
+
     return [c.record for c in records.cases(run_dir) if c.record]
 
 
@@ -53,8 +55,25 @@ def rcv(values: list[float]) -> float | None:
 
 def run(tree: Path, env: dict, name: str, *extra, variant="tuned") -> Path:
     d = tree / "runs" / name
-    sh(["run", "--mode", "ci", "--run-dir", str(d), *extra, "-c", "reframe-checks/hpcc", "--",
-        "-n", f"HPCCCheck.*build.variant={variant}$", "-S", "valid_prog_environs=gnu"], env, tree)
+    sh(
+        [
+            "run",
+            "--mode",
+            "ci",
+            "--run-dir",
+            str(d),
+            *extra,
+            "-c",
+            "reframe-checks/hpcc",
+            "--",
+            "-n",
+            f"HPCCCheck.*build.variant={variant}$",
+            "-S",
+            "valid_prog_environs=gnu",
+        ],
+        env,
+        tree,
+    )
     return d
 
 
@@ -63,10 +82,15 @@ def main() -> int:
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--sessions", type=int, default=10)
-    ap.add_argument("--slip", type=int, default=6, help="sessions before and after the -O1 slip (0: skip)")
+    ap.add_argument(
+        "--slip", type=int, default=6, help="sessions before and after the -O1 slip (0: skip)"
+    )
     ap.add_argument("--quiet-wait", type=float, default=120)
-    ap.add_argument("--rules-only", action="store_true",
-                    help="only compare the rules on the sessions already in --work")
+    ap.add_argument(
+        "--rules-only",
+        action="store_true",
+        help="only compare the rules on the sessions already in --work",
+    )
     a = ap.parse_args()
     if a.rules_only:
         for r in compare_rules(a.work / "tree", [f"same-{i}" for i in range(a.sessions)]):
@@ -75,19 +99,34 @@ def main() -> int:
     tree = a.work / "tree"
     if tree.exists():
         shutil.rmtree(tree)
-    for d in ("build-recipes", "patches", "inputs", "reference", "site-config", "reframe-checks", "src"):
+    for d in (
+        "build-recipes",
+        "patches",
+        "inputs",
+        "reference",
+        "site-config",
+        "reframe-checks",
+        "src",
+    ):
         shutil.copytree(REPO / d, tree / d, symlinks=True)
     shutil.rmtree(tree / "reference/baselines", ignore_errors=True)
-    env = dict(os.environ, APPTUNE_ROOT=str(tree), APPTUNE_HISTORY=str(a.work / "history"),
-               APPTUNE_RUNS=str(tree / "runs"))
+    env = dict(
+        os.environ,
+        APPTUNE_ROOT=str(tree),
+        APPTUNE_HISTORY=str(a.work / "history"),
+        APPTUNE_RUNS=str(tree / "runs"),
+    )
     shutil.rmtree(a.work / "history", ignore_errors=True)
     out: dict = {"machine": None, "started": time.strftime("%Y-%m-%d %H:%M")}
     from apptune import machine
+
     fp = machine.fingerprint()
     out["machine"] = {"id": machine.machine_id(fp), "describe": machine.describe(fp)}
 
     # 1. noise, quiet and loaded
-    quiet = run(tree, env, "quiet", "--repeats", str(a.repeats), "--wait-for-quiet", str(a.quiet_wait))
+    quiet = run(
+        tree, env, "quiet", "--repeats", str(a.repeats), "--wait-for-quiet", str(a.quiet_wait)
+    )
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         loaded = run(tree, env, "loaded", "--repeats", str(a.repeats))
@@ -99,9 +138,13 @@ def main() -> int:
         grades = [r["quality"]["grade"] for r in rs]
         use = [r for r in rs if r["quality"]["grade"] == "clean"] if label == "quiet" else rs
         figs = sorted({n for r in use for n in r["figures"]})
-        noise[label] = {"grades": {g: grades.count(g) for g in set(grades)},
-                        "cv": {n: rcv([r["figures"][n] for r in use if isinstance(r["figures"].get(n), float)])
-                               for n in figs}}
+        noise[label] = {
+            "grades": {g: grades.count(g) for g in set(grades)},
+            "cv": {
+                n: rcv([r["figures"][n] for r in use if isinstance(r["figures"].get(n), float)])
+                for n in figs
+            },
+        }
     out["noise"] = noise
 
     # 2. false alarms: baseline from the quiet session, then unchanged single-run sessions
@@ -127,7 +170,14 @@ def main() -> int:
         env3 = dict(env, APPTUNE_HISTORY=str(a.work / "history-slip"))
         shutil.rmtree(a.work / "history-slip", ignore_errors=True)
         for i in range(a.slip):
-            run(tree, env3, f"slip-before-{i}", "--wait-for-quiet", str(a.quiet_wait), variant="baseline")
+            run(
+                tree,
+                env3,
+                f"slip-before-{i}",
+                "--wait-for-quiet",
+                str(a.quiet_wait),
+                variant="baseline",
+            )
         ladders = tree / "site-config/flag-ladders.yaml"
         text = ladders.read_text()
         gnu = text.index("  gnu:")
@@ -135,14 +185,34 @@ def main() -> int:
         end = text.index("\n    ", text.index("fflags", base))
         ladders.write_text(text[:base] + text[base:end].replace("-O2", "-O1") + text[end:])
         for i in range(a.slip):
-            run(tree, env3, f"slip-after-{i}", "--wait-for-quiet", str(a.quiet_wait), variant="baseline")
+            run(
+                tree,
+                env3,
+                f"slip-after-{i}",
+                "--wait-for-quiet",
+                str(a.quiet_wait),
+                variant="baseline",
+            )
         ladders.write_text(text)
-        p = sh(["check-regressions", "--history", str(a.work / "history-slip"), "--json",
-                str(a.work / "slip-verdicts.json")], env3, tree)
-        out["slip"] = {"summary": p.stdout.strip().splitlines()[-1],
-                       "verdicts": [{k: v[k] for k in ("figure", "verdict", "change", "reason")}
-                                    for v in json.loads((a.work / "slip-verdicts.json").read_text())
-                                    if v["verdict"] in ("regression", "improvement")]}
+        p = sh(
+            [
+                "check-regressions",
+                "--history",
+                str(a.work / "history-slip"),
+                "--json",
+                str(a.work / "slip-verdicts.json"),
+            ],
+            env3,
+            tree,
+        )
+        out["slip"] = {
+            "summary": p.stdout.strip().splitlines()[-1],
+            "verdicts": [
+                {k: v[k] for k in ("figure", "verdict", "change", "reason")}
+                for v in json.loads((a.work / "slip-verdicts.json").read_text())
+                if v["verdict"] in ("regression", "improvement")
+            ],
+        }
     out["rules"] = compare_rules(tree, [f"same-{i}" for i in range(a.sessions)])
     (a.work / "results.json").write_text(json.dumps(out, indent=1))
 
@@ -169,20 +239,29 @@ def compare_rules(tree: Path, sessions: list[str]) -> list[dict]:
     """False alarms of unchanged sessions against a baseline of the other half of them (in
     time order, and interleaved), under the rule apptune uses and simpler ones."""
     import yaml
+
     from apptune import baselines, recipes
+
     specs = recipes.figure_specs(recipes.load_recipe("hpcc"))
     recs = {n: results(tree / "runs" / n) for n in sessions}
     h = len(sessions) // 2
-    splits = [(sessions[:h], sessions[h:]), (sessions[h:], sessions[:h]),
-              (sessions[0::2], sessions[1::2]), (sessions[1::2], sessions[0::2])]
+    splits = [
+        (sessions[:h], sessions[h:]),
+        (sessions[h:], sessions[:h]),
+        (sessions[0::2], sessions[1::2]),
+        (sessions[1::2], sessions[0::2]),
+    ]
     now = (baselines.SIGMAS, baselines.FLOOR, baselines.run_noise)
 
     def robust(values):
         return rcv(values)
-    rules = [("max(3 %, 3 sd), noise = robust CV", 3.0, 0.03, robust),
-             ("max(3 %, 3 sd), noise = sd at its upper 80 % bound", 3.0, 0.03, now[2]),
-             ("max(5 %, 3 sd), the same noise", 3.0, 0.05, now[2]),
-             ("max(5 %, 4 sd), the same noise (apptune's rule)", *now)]
+
+    rules = [
+        ("max(3 %, 3 sd), noise = robust CV", 3.0, 0.03, robust),
+        ("max(3 %, 3 sd), noise = sd at its upper 80 % bound", 3.0, 0.03, now[2]),
+        ("max(5 %, 3 sd), the same noise", 3.0, 0.05, now[2]),
+        ("max(5 %, 4 sd), the same noise (apptune's rule)", *now),
+    ]
     out = []
     try:
         for label, sig, floor, noise in rules:
@@ -193,9 +272,12 @@ def compare_rules(tree: Path, sessions: list[str]) -> list[dict]:
                 b = baselines.BaselineFile.model_validate(yaml.safe_load(text))
                 for r in (r for n in test for r in recs[n] if r["quality"]["grade"] == "clean"):
                     runs += 1
-                    e = baselines.lookup(b, r["machine_id"], r["environment"], r["variant"], r["tier"])
-                    for j in baselines.compare(b, e, specs, r["figures"],
-                                               energy_trust=r["energy"]["trust"]).values():
+                    e = baselines.lookup(
+                        b, r["machine_id"], r["environment"], r["variant"], r["tier"]
+                    )
+                    for j in baselines.compare(
+                        b, e, specs, r["figures"], energy_trust=r["energy"]["trust"]
+                    ).values():
                         judged += j["verdict"] != "no verdict"
                         alarms += j["verdict"] in ("regression", "improvement")
             out.append({"rule": label, "runs": runs, "judged": judged, "alarms": alarms})

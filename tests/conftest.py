@@ -1,4 +1,5 @@
 """Shared fixtures: a throw-away apptune tree with a tiny C application ("toy")."""
+
 import hashlib
 import io
 import shutil
@@ -10,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-TOY_MAIN = r'''
+TOY_MAIN = r"""
 #include <stdio.h>
 double accumulate(int n);
 int main(void) {
@@ -20,18 +21,27 @@ int main(void) {
     fclose(f);
     return 0;
 }
-'''
-TOY_ACC = r'''
+"""
+TOY_ACC = r"""
 double accumulate(int n) {
     double s = 0.0;
     for (int i = 1; i <= n; i++) s += 1.0 / ((double)i * (double)i);
     return s;
 }
-'''
-TOY_MAKEFILE = "include config.mk\n" \
-    "toy: main.o acc.o\n\t$(CC) $(CFLAGS) -o toy main.o acc.o\n" \
-    "main.o: main.c\n\t$(CC) $(CFLAGS) -c main.c\n" \
+"""
+TOY_MAKEFILE = (
+    "include config.mk\n"
+    "toy: main.o acc.o\n\t$(CC) $(CFLAGS) -o toy main.o acc.o\n"
+    "main.o: main.c\n\t$(CC) $(CFLAGS) -c main.c\n"
     "acc.o: acc.c\n\t$(CC) $(CFLAGS) -c acc.c\n"
+)
+
+
+def pytest_collection_modifyitems(items):
+    """Every test that is neither ``integration`` nor ``slow`` is ``unit`` (make unit)."""
+    for item in items:
+        if not any(item.get_closest_marker(m) for m in ("integration", "slow")):
+            item.add_marker(pytest.mark.unit)
 
 
 def make_tarball(files: dict, top: str = "toy-1.0") -> bytes:
@@ -87,22 +97,33 @@ def toy_recipe(sha: str, **over) -> str:
     return textwrap.dedent(text)
 
 
-PATCH = """--- a/main.c
-+++ b/main.c
-@@ -1,3 +1,4 @@
-+/* patched by apptune's test */
- 
- #include <stdio.h>
- double accumulate(int n);
-"""
+# one line a list item: the context line of main.c's empty first line is a lone space
+PATCH = "\n".join(
+    [
+        "--- a/main.c",
+        "+++ b/main.c",
+        "@@ -1,3 +1,4 @@",
+        "+/* patched by apptune's test */",
+        " ",
+        " #include <stdio.h>",
+        " double accumulate(int n);",
+        "",
+    ]
+)
 
 
 @pytest.fixture
 def toy_root(tmp_path, monkeypatch):
     """An apptune tree with the toy app; APPTUNE_ROOT, cache and mirror point into tmp."""
     root = tmp_path / "tree"
-    for d in ("build-recipes/templates/toy", "patches/toy", "inputs/toy/ci", "reference/toy",
-              "reference/baselines/local", "site-config"):
+    for d in (
+        "build-recipes/templates/toy",
+        "patches/toy",
+        "inputs/toy/ci",
+        "reference/toy",
+        "reference/baselines/local",
+        "site-config",
+    ):
         (root / d).mkdir(parents=True)
     for f in ("flag-ladders.yaml", "libraries.yaml"):
         shutil.copy(REPO / "site-config" / f, root / "site-config" / f)
@@ -113,19 +134,23 @@ def toy_root(tmp_path, monkeypatch):
     sha = hashlib.sha256(tarball).hexdigest()
     (root / "build-recipes/toy.yaml").write_text(toy_recipe(sha))
     (root / "build-recipes/templates/toy/config.mk.j2").write_text(
-        "CC = {{ cc }}\nCFLAGS = {{ (app_cflags + cflags) | makeflags }}\n")
+        "CC = {{ cc }}\nCFLAGS = {{ (app_cflags + cflags) | makeflags }}\n"
+    )
     (root / "patches/toy/0001-comment.patch").write_text(PATCH)
     (root / "inputs/toy/ci/input.yaml").write_text(
-        "description: toy\nfiles: {params.txt: params.txt.j2}\nparameters: {n: 1000000}\n")
+        "description: toy\nfiles: {params.txt: params.txt.j2}\nparameters: {n: 1000000}\n"
+    )
     (root / "inputs/toy/ci/params.txt.j2").write_text("n={{ n }}\n")
-    (root / "reference/toy/ci.yaml").write_text(textwrap.dedent("""
+    (root / "reference/toy/ci.yaml").write_text(
+        textwrap.dedent("""
         app: toy
         tier: ci
         recorded: test
         fields:
           sum: {value: 1.6449330668, rel: 1.0e-9}
           n: {value: 1000000, abs: 0}
-        """))
+        """)
+    )
     monkeypatch.setenv("APPTUNE_ROOT", str(root))
     monkeypatch.setenv("APPTUNE_CACHE", str(tmp_path / "cache"))
     # the build cache under that download cache, whatever the user's environment says
@@ -138,8 +163,18 @@ def toy_root(tmp_path, monkeypatch):
 @pytest.fixture
 def gnu_toolchain():
     from apptune.recipes import Toolchain
-    return Toolchain(environment="gnu", family="gnu", cc="gcc", cxx="g++", ftn="gfortran",
-                     mpi="none", mpi_standard="3.1", blas="openblas", requires={"all": ["gcc"]})
+
+    return Toolchain(
+        environment="gnu",
+        family="gnu",
+        cc="gcc",
+        cxx="g++",
+        ftn="gfortran",
+        mpi="none",
+        mpi_standard="3.1",
+        blas="openblas",
+        requires={"all": ["gcc"]},
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -152,6 +187,7 @@ def _private_history(tmp_path_factory, monkeypatch):
 def this_machine() -> tuple[str, dict]:
     """(machine id, fingerprint) of the machine the tests run on."""
     from apptune import machine
+
     fp = machine.fingerprint()
     return machine.machine_id(fp), fp
 
@@ -159,39 +195,95 @@ def this_machine() -> tuple[str, dict]:
 CLEAN = {"grade": "clean", "reasons": [], "steal_fraction": 0.0, "outside_cpu_fraction": 0.01}
 
 
-def write_run(run_dir: Path, uuid: str, start: float, results: list[dict], mode: str = "nightly",
-              system: str = "local") -> Path:
+def write_run(
+    run_dir: Path,
+    uuid: str,
+    start: float,
+    results: list[dict],
+    mode: str = "nightly",
+    system: str = "local",
+) -> Path:
     """A run directory as ``apptune run`` leaves it: ReFrame's report.json and one
     apptune-result.json per test, in output/ for a passed test and, as ReFrame leaves
     them, in stage/ for a failed one.  ``results``: dicts with app, tier,
     environment, variant, figures and optionally ok, provenance, repeat, result,
     quality (default clean), machine (default this machine's (id, fingerprint))."""
     import json
+
     cases = []
     for i, r in enumerate(results):
         rep = r.get("repeat")
-        name = f"{r['app'].upper()}Check %tier={r['tier']}" + (f" %.repeat_no={rep}" if rep is not None else "") \
+        name = (
+            f"{r['app'].upper()}Check %tier={r['tier']}"
+            + (f" %.repeat_no={rep}" if rep is not None else "")
             + f" %build.variant={r['variant']}"
+        )
         ok = r.get("ok", True)
         result = r.get("result", "pass" if ok else "fail")
-        out = run_dir / ("output" if result == "pass" else "stage") / system / "default" / r["environment"] / f"T{i}"
+        out = (
+            run_dir
+            / ("output" if result == "pass" else "stage")
+            / system
+            / "default"
+            / r["environment"]
+            / f"T{i}"
+        )
         out.mkdir(parents=True)
-        (out / "apptune-result.json").write_text(json.dumps({
-            "app": r["app"], "tier": r["tier"], "variant": r["variant"], "environment": r["environment"],
-            "system": system, "partition": "default", "test": f"T{i}", "figures": r["figures"],
-            "verification": {"ok": ok, "summary": "verified 2 fields" if ok else "sum = nan, expected 1.64 ± 1e-9",
-                             "fields": r.get("fields", [])},
-            "energy": r.get("energy", {"trust": "none"}), "provenance": r.get("provenance", {}), "baseline": {},
-            "quality": r.get("quality", CLEAN), "machine_id": (r.get("machine") or this_machine())[0],
-            "machine": (r.get("machine") or this_machine())[1]}))
-        cases.append({"display_name": name, "unique_name": f"T{i}", "environ": r["environment"],
-                      "system": system, "partition": "default",
-                      "result": result, "fail_phase": r.get("fail_phase", None if ok else "sanity"),
-                      "fail_reason": None if ok else "sanity", "fixture": False,
-                      "outputdir": str(out) if result == "pass" else None, "stagedir": str(out)})
-    (run_dir / "report.json").write_text(json.dumps({
-        "session_info": {"uuid": uuid, "time_start_unix": start, "time_start": "x", "hostname": "vm",
-                         "version": "4.10.4", "num_cases": len(cases), "num_failures": 0,
-                         "cmdline": f"reframe -C site-config/settings.py --mode {mode} -r"},
-        "runs": [{"testcases": cases}]}))
+        (out / "apptune-result.json").write_text(
+            json.dumps(
+                {
+                    "app": r["app"],
+                    "tier": r["tier"],
+                    "variant": r["variant"],
+                    "environment": r["environment"],
+                    "system": system,
+                    "partition": "default",
+                    "test": f"T{i}",
+                    "figures": r["figures"],
+                    "verification": {
+                        "ok": ok,
+                        "summary": "verified 2 fields" if ok else "sum = nan, expected 1.64 ± 1e-9",
+                        "fields": r.get("fields", []),
+                    },
+                    "energy": r.get("energy", {"trust": "none"}),
+                    "provenance": r.get("provenance", {}),
+                    "baseline": {},
+                    "quality": r.get("quality", CLEAN),
+                    "machine_id": (r.get("machine") or this_machine())[0],
+                    "machine": (r.get("machine") or this_machine())[1],
+                }
+            )
+        )
+        cases.append(
+            {
+                "display_name": name,
+                "unique_name": f"T{i}",
+                "environ": r["environment"],
+                "system": system,
+                "partition": "default",
+                "result": result,
+                "fail_phase": r.get("fail_phase", None if ok else "sanity"),
+                "fail_reason": None if ok else "sanity",
+                "fixture": False,
+                "outputdir": str(out) if result == "pass" else None,
+                "stagedir": str(out),
+            }
+        )
+    (run_dir / "report.json").write_text(
+        json.dumps(
+            {
+                "session_info": {
+                    "uuid": uuid,
+                    "time_start_unix": start,
+                    "time_start": "x",
+                    "hostname": "vm",
+                    "version": "4.10.4",
+                    "num_cases": len(cases),
+                    "num_failures": 0,
+                    "cmdline": f"reframe -C site-config/settings.py --mode {mode} -r",
+                },
+                "runs": [{"testcases": cases}],
+            }
+        )
+    )
     return run_dir

@@ -3,11 +3,13 @@
 ``lib/missing.c`` counts missing values (NaN markers) with ``x != x``, which GCC folds
 to false under -ffinite-math-only (part of -Ofast): the aggressive build reports 0
 missing values. Its other function, ``count_above``, gives the same count under any
-flags: function-level bisection must name ``count_missing`` alone. Every other file does arithmetic that is exact in any order (sums
-of small integers), so its result does not depend on the flags. Two Fortran modules
+flags: function-level bisection must name ``count_missing`` alone. Every other file
+does arithmetic that is exact in any order (sums of small integers), so its result
+does not depend on the flags. Two Fortran modules
 (``stats`` used by ``kernels``, both used by ``main``) make the build order matter
 at compile time; the C helpers go into a static archive, as HPL's objects do.
 """
+
 import textwrap
 from pathlib import Path
 
@@ -263,13 +265,21 @@ def write_tree(root: Path, cmake: bool = False) -> None:
     if cmake:
         (root / "src/synth/CMakeLists.txt").write_text(CMAKELISTS)
         head, rest = recipe.split("build:\n", 1)
-        recipe = head + "build:\n" + CMAKE_BUILD + rest[rest.index("run:"):]
+        recipe = head + "build:\n" + CMAKE_BUILD + rest[rest.index("run:") :]
     (root / "build-recipes/synth.yaml").write_text(recipe)
     (root / "build-recipes/templates/synth/config.mk.j2").write_text(CONFIG_MK)
     for tier in ("ci", "nightly"):
         (root / f"inputs/synth/{tier}").mkdir(parents=True, exist_ok=True)
         (root / f"inputs/synth/{tier}/input.yaml").write_text(
-            "description: no input\n" + ("stands_for: nightly (the same program, which has no input)\n"
-                                          if tier == "ci" else "") + "parameters: {}\n")
+            "description: no input\n"
+            + (
+                "stands_for: nightly (the same program, which has no input)\n"
+                if tier == "ci"
+                else ""
+            )
+            + "parameters: {}\n"
+        )
         (root / "reference/synth").mkdir(parents=True, exist_ok=True)
-        (root / f"reference/synth/{tier}.yaml").write_text(reference().replace("tier: ci", f"tier: {tier}"))
+        (root / f"reference/synth/{tier}.yaml").write_text(
+            reference().replace("tier: ci", f"tier: {tier}")
+        )

@@ -1,33 +1,61 @@
 """Baselines bound to a machine fingerprint, thresholds from their own noise, verdicts
 only where they can be trusted, and one-line errors for bad baseline files."""
+
 import math
 import statistics
 import textwrap
 
 import pytest
+from conftest import CLEAN, this_machine
 
 from apptune import baselines, machine
 from apptune.errors import ApptuneError
 from apptune.models import BaselineFile, Figure
-from conftest import CLEAN, this_machine
 
-FIGS = {"HPL": Figure(field="HPL_Tflops", unit="Gflop/s", better="higher", scale=1000),
-        "lat": Figure(field="lat", unit="us", better="lower"),
-        "energy_J": Figure(field="", unit="J", better="lower")}
+FIGS = {
+    "HPL": Figure(field="HPL_Tflops", unit="Gflop/s", better="higher", scale=1000),
+    "lat": Figure(field="lat", unit="us", better="lower"),
+    "energy_J": Figure(field="", unit="J", better="lower"),
+}
 
-OTHER = {"cpu_vendor": "AuthenticAMD", "cpu_model": "AMD EPYC 7B13", "cpu_id": "25/1/0",
-         "isa": ["avx", "avx2", "fma", "sse4_2"], "sockets": 1, "cores_per_socket": 2,
-         "threads_per_core": 1, "cpus": 2, "memory_gib": 24, "hypervisor": "KVM", "kernel": "6.1.0"}
+OTHER = {
+    "cpu_vendor": "AuthenticAMD",
+    "cpu_model": "AMD EPYC 7B13",
+    "cpu_id": "25/1/0",
+    "isa": ["avx", "avx2", "fma", "sse4_2"],
+    "sockets": 1,
+    "cores_per_socket": 2,
+    "threads_per_core": 1,
+    "cpus": 2,
+    "memory_gib": 24,
+    "hypervisor": "KVM",
+    "kernel": "6.1.0",
+}
 
 
 def bfile(fp=None, noise=0.01, runs=5, **figs):
     fp = fp or this_machine()[1]
     mid = machine.machine_id(fp)
     figs = figs or {"HPL": 40.0, "lat": 1.0, "energy_J": 500.0}
-    return BaselineFile.model_validate({
-        "app": "hpcc", "system": "local", "machines": {mid: fp},
-        "entries": [{"machine": mid, "environment": "gnu", "variant": "tuned", "tier": "ci", "recorded": "t",
-                     "figures": {n: {"value": v, "noise": noise, "runs": runs} for n, v in figs.items()}}]})
+    return BaselineFile.model_validate(
+        {
+            "app": "hpcc",
+            "system": "local",
+            "machines": {mid: fp},
+            "entries": [
+                {
+                    "machine": mid,
+                    "environment": "gnu",
+                    "variant": "tuned",
+                    "tier": "ci",
+                    "recorded": "t",
+                    "figures": {
+                        n: {"value": v, "noise": noise, "runs": runs} for n, v in figs.items()
+                    },
+                }
+            ],
+        }
+    )
 
 
 def judged(b, values, **kw):
@@ -42,7 +70,7 @@ def test_the_threshold_rule_and_its_cap():
     t, sd, ok = baselines.threshold(0.015, 5, 1)
     assert sd == pytest.approx(0.015 * math.sqrt(1 + math.pi / 10))
     assert t == pytest.approx(baselines.SIGMAS * sd) and ok
-    assert baselines.threshold(0.002, 5, 1)[0] == baselines.FLOOR          # never below the floor
+    assert baselines.threshold(0.002, 5, 1)[0] == baselines.FLOOR  # never below the floor
     # 2 % noise: one run against 5 would miss a 10 % change too often, so no threshold ...
     assert baselines.threshold(0.02, 5, 1)[2] is False
     # ... but the medians of 5 repeats against 5 runs see it
@@ -78,7 +106,9 @@ def test_a_baseline_of_another_machine_gives_no_verdict_and_says_how_to_record_o
     b = bfile(fp=OTHER)
     mid, _ = this_machine()
     why = baselines.not_applicable(b, tmp_path / "hpcc.yaml", mid, "local", "hpcc")
-    assert why.startswith("no baseline for this machine (baselines recorded on AMD EPYC 7B13 (25/1/0, avx2)")
+    assert why.startswith(
+        "no baseline for this machine (baselines recorded on AMD EPYC 7B13 (25/1/0, avx2)"
+    )
     assert "apptune baseline update" in why
     c = judged(b, {"HPL": 1.0}, blocked=why)
     assert c["HPL"]["verdict"] == "no verdict" and c["HPL"]["why"] == why
@@ -87,38 +117,66 @@ def test_a_baseline_of_another_machine_gives_no_verdict_and_says_how_to_record_o
 
 def test_noisy_figures_and_short_baselines_are_not_judged():
     c = judged(bfile(noise=0.06), {"HPL": 20.0})
-    assert c["HPL"]["verdict"] == "no verdict" and c["HPL"]["why"].startswith("not judged here: noise 6.0% per run")
+    assert c["HPL"]["verdict"] == "no verdict" and c["HPL"]["why"].startswith(
+        "not judged here: noise 6.0% per run"
+    )
     c = judged(bfile(noise=None, runs=1), {"HPL": 20.0})
     assert c["HPL"]["verdict"] == "no verdict" and "1 clean run(s)" in c["HPL"]["why"]
 
 
 def result(value, run, quality=CLEAN, ok=True, energy="measured", mach=None, **figs):
     mid, fp = mach or this_machine()
-    return {"app": "hpcc", "environment": "gnu", "variant": "tuned", "tier": "ci", "run_id": run,
-            "verification": {"ok": ok}, "quality": quality, "machine_id": mid, "machine": fp,
-            "energy": {"trust": energy}, "figures": {"HPL": value, "energy_J": 500.0, **figs}}
+    return {
+        "app": "hpcc",
+        "environment": "gnu",
+        "variant": "tuned",
+        "tier": "ci",
+        "run_id": run,
+        "verification": {"ok": ok},
+        "quality": quality,
+        "machine_id": mid,
+        "machine": fp,
+        "energy": {"trust": energy},
+        "figures": {"HPL": value, "energy_J": 500.0, **figs},
+    }
 
 
 def test_merge_takes_clean_verified_runs_their_median_and_noise(toy_root):
     disturbed = {"grade": "disturbed", "reasons": ["other processes used 40 % of the 2 CPUs"]}
-    rs = [result(40.0, "a"), result(41.0, "b"), result(39.0, "c"), result(42.0, "d"), result(40.5, "e"),
-          result(10.0, "f", quality=disturbed), result(99.0, "g", ok=False)]
+    rs = [
+        result(40.0, "a"),
+        result(41.0, "b"),
+        result(39.0, "c"),
+        result(42.0, "d"),
+        result(40.5, "e"),
+        result(10.0, "f", quality=disturbed),
+        result(99.0, "g", ok=False),
+    ]
     f, text, notes = baselines.merge("local", "hpcc", rs)
     b = BaselineFile.model_validate(__import__("yaml").safe_load(text))
     (e,) = b.entries
-    assert e.machine == this_machine()[0] and e.figures["HPL"].value == 40.5 and e.figures["HPL"].runs == 5
+    assert (
+        e.machine == this_machine()[0]
+        and e.figures["HPL"].value == 40.5
+        and e.figures["HPL"].runs == 5
+    )
     vals = [40.0, 41.0, 39.0, 42.0, 40.5]
     # the standard deviation at its upper 80 % confidence bound (4 degrees of freedom)
     chi2 = 4 * (1 - 2 / 36 - 0.8416 * math.sqrt(2 / 36)) ** 3
-    assert e.figures["HPL"].noise == pytest.approx(statistics.stdev(vals) / 40.5 * math.sqrt(4 / chi2), abs=1e-4)
-    assert "energy_J" in e.figures                            # measured energy is recorded
+    assert e.figures["HPL"].noise == pytest.approx(
+        statistics.stdev(vals) / 40.5 * math.sqrt(4 / chi2), abs=1e-4
+    )
+    assert "energy_J" in e.figures  # measured energy is recorded
     assert any("(f): left out: run quality disturbed" in n for n in notes)
     assert any("(g): left out: not verified" in n for n in notes)
     assert "median of 5 clean run(s)" in e.recorded
 
 
 def test_merge_leaves_out_modelled_energy_and_non_finite_values(toy_root):
-    rs = [result(40.0, r, energy="modelled", lat=v) for r, v in (("a", 1.0), ("b", float("nan")), ("c", 1.1))]
+    rs = [
+        result(40.0, r, energy="modelled", lat=v)
+        for r, v in (("a", 1.0), ("b", float("nan")), ("c", 1.1))
+    ]
     _, text, notes = baselines.merge("local", "hpcc", rs)
     b = BaselineFile.model_validate(__import__("yaml").safe_load(text))
     assert set(b.entries[0].figures) == {"HPL"}
@@ -136,8 +194,11 @@ def test_merge_keeps_other_machines_entries(toy_root):
 
 
 BAD = [
-    ("old format", "app: hpcc\nsystem: local\nthresholds: {default: {regression: 0.3}}\nentries: []\n",
-     "machines: baseline file has no machine fingerprint"),
+    (
+        "old format",
+        "app: hpcc\nsystem: local\nthresholds: {default: {regression: 0.3}}\nentries: []\n",
+        "machines: baseline file has no machine fingerprint",
+    ),
     ("edited fingerprint", None, "the id does not match its fingerprint"),
     ("unknown machine", None, "entries[0].machine: 'm-0000000000' is not one of machines"),
     ("nan value", None, "value must be a finite number, not nan"),
@@ -149,6 +210,7 @@ BAD = [
 @pytest.mark.parametrize("case,text,message", BAD, ids=[b[0] for b in BAD])
 def test_bad_baseline_files_give_one_line_naming_file_and_field(toy_root, case, text, message):
     import yaml
+
     f = toy_root / "reference/baselines/local/hpcc.yaml"
     if text is None:
         data = bfile().model_dump(mode="json")
@@ -168,4 +230,6 @@ def test_bad_baseline_files_give_one_line_naming_file_and_field(toy_root, case, 
     with pytest.raises(ApptuneError) as e:
         baselines.load("local", "hpcc")
     line = str(e.value)
-    assert "\n" not in line and "reference/baselines/local/hpcc.yaml" in line and message in line, line
+    assert "\n" not in line and "reference/baselines/local/hpcc.yaml" in line and message in line, (
+        line
+    )

@@ -1,4 +1,5 @@
 """Inputs, malformed data files and atomic writes (baselines: tests/test_baselines.py)."""
+
 import os
 
 import pytest
@@ -13,6 +14,7 @@ def test_atomic_write_keeps_old_content_on_failure(tmp_path, monkeypatch):
 
     def boom(*a, **k):
         raise OSError("disk full")
+
     monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(OSError):
         yamlio.atomic_write_text(f, "new\n")
@@ -38,13 +40,16 @@ def test_missing_input_tier():
 
 def test_malformed_baseline_and_ladder_files(toy_root):
     from apptune import recipes
-    (toy_root / "reference/baselines/local/toy.yaml").write_text("app: toy\nsystem: local\nthresholds:\n\t- x\n")
+
+    (toy_root / "reference/baselines/local/toy.yaml").write_text(
+        "app: toy\nsystem: local\nthresholds:\n\t- x\n"
+    )
     with pytest.raises(ApptuneError) as e:
         baselines.load("local", "toy")
     assert "baselines/local/toy.yaml" in str(e.value) and "malformed YAML" in str(e.value)
-    (toy_root / "site-config/flag-ladders.yaml").write_text("families:\n  gnu:\n    tuned: {cflags: -O3}\n")
+    (toy_root / "site-config/flag-ladders.yaml").write_text(
+        "families:\n  gnu:\n    tuned: {cflags: -O3}\n"
+    )
     with pytest.raises(ApptuneError) as e:
         recipes.load_ladders()
     assert "flag-ladders.yaml" in str(e.value) and "families.gnu.tuned.cflags" in str(e.value)
-
-

@@ -1,16 +1,16 @@
 """apptune bisect: archives, object mixing, the search, the recipe diff, bad inputs,
 and the synthetic Fortran + C case built and bisected for real (integration)."""
+
 import json
 import subprocess
 
 import pytest
+import synth_app
 import yaml
+from conftest import REPO
 
 from apptune import bisect, cli, localrun, recipes
 from apptune.errors import ApptuneError
-
-from conftest import REPO
-import synth_app
 
 
 # ----------------------------------------------------------------------- archives
@@ -19,7 +19,9 @@ def test_read_archive_gives_members_with_long_names(tmp_path):
     for i, n in enumerate(names):
         (tmp_path / n).write_bytes(b"x" * (i + 1))
     subprocess.run(["ar", "rcs", "lib.a", *names], cwd=tmp_path, check=True)
-    assert bisect.read_archive(tmp_path / "lib.a") == [(n, b"x" * (i + 1)) for i, n in enumerate(names)]
+    assert bisect.read_archive(tmp_path / "lib.a") == [
+        (n, b"x" * (i + 1)) for i, n in enumerate(names)
+    ]
 
 
 def test_read_archive_refuses_other_files(tmp_path):
@@ -29,7 +31,11 @@ def test_read_archive_refuses_other_files(tmp_path):
 
 
 def test_object_of_reads_o_or_derives_it():
-    e = {"cwd": "/s/b", "argv": ["cc", "-O2", "-c", "../x/y.c", "-o", "../x/y.o"], "sources": ["x/y.c"]}
+    e = {
+        "cwd": "/s/b",
+        "argv": ["cc", "-O2", "-c", "../x/y.c", "-o", "../x/y.o"],
+        "sources": ["x/y.c"],
+    }
     assert bisect.object_of(e) == "/s/b/../x/y.o"
     e = {"cwd": "/s/b", "argv": ["cc", "-c", "../x/y.c"], "sources": ["x/y.c"]}
     assert bisect.object_of(e) == "/s/b/y.o"
@@ -43,6 +49,7 @@ def _oracle(culprits, needs_all=False):
         calls.append(frozenset(bad))
         hit = [c for c in culprits if c in bad]
         return len(hit) == len(culprits) if needs_all else bool(hit)
+
     return fails, calls
 
 
@@ -86,21 +93,31 @@ def test_add_per_file_appends_to_an_existing_block_and_keeps_comments(toy_root):
 
 
 def test_add_per_file_creates_the_section(toy_root):
-    text = "\n".join(l for l in (toy_root / "build-recipes/toy.yaml").read_text().splitlines()
-                     if "per_file" not in l and "acc.c" not in l and "flags: baseline" not in l
-                     and "IEEE order" not in l) + "\n"
+    text = (
+        "\n".join(
+            ln
+            for ln in (toy_root / "build-recipes/toy.yaml").read_text().splitlines()
+            if "per_file" not in ln
+            and "acc.c" not in ln
+            and "flags: baseline" not in ln
+            and "IEEE order" not in ln
+        )
+        + "\n"
+    )
     assert "per_file" not in text
     new = bisect.add_per_file(text, [{"files": ["a.c"], "cflags": ["-O1"], "reason": "r"}])
     assert yaml.safe_load(new)["per_file"] == [{"files": ["a.c"], "cflags": ["-O1"], "reason": "r"}]
-    new = bisect.add_per_file(text.replace("run:", "per_file: []\nrun:"), [{"files": ["a.c"], "flags": "none",
-                                                                          "reason": "r"}])
+    new = bisect.add_per_file(
+        text.replace("run:", "per_file: []\nrun:"),
+        [{"files": ["a.c"], "flags": "none", "reason": "r"}],
+    )
     assert yaml.safe_load(new)["per_file"] == [{"files": ["a.c"], "flags": "none", "reason": "r"}]
 
 
 def test_good_flags_are_the_rule_the_good_build_applied(toy_root, gnu_toolchain):
     r = recipes.load_recipe("toy")
     plan = recipes.resolve(r, "tuned", gnu_toolchain).to_dict()
-    assert bisect.good_flags(plan, "acc.c") == {"flags": "baseline"}   # the recipe's rule
+    assert bisect.good_flags(plan, "acc.c") == {"flags": "baseline"}  # the recipe's rule
     assert bisect.good_flags(plan, "main.c") == {"flags": "tuned"}
 
 
@@ -110,11 +127,14 @@ def toy_site(gnu_toolchain):
     return localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
 
 
-@pytest.mark.parametrize("good,bad,match", [
-    ("tuned", "nosuch", "toy.yaml: variant: 'nosuch': unknown flag ladder 'nosuch'"),
-    ("tuned", "tuned+blas=mkl", "toy.yaml: variant: 'tuned\\+blas=mkl': unknown blas 'mkl'"),
-    ("tuned", "tuned", "toy.yaml: variant: --good tuned and --bad tuned are the same build"),
-])
+@pytest.mark.parametrize(
+    "good,bad,match",
+    [
+        ("tuned", "nosuch", "toy.yaml: variant: 'nosuch': unknown flag ladder 'nosuch'"),
+        ("tuned", "tuned+blas=mkl", "toy.yaml: variant: 'tuned\\+blas=mkl': unknown blas 'mkl'"),
+        ("tuned", "tuned", "toy.yaml: variant: --good tuned and --bad tuned are the same build"),
+    ],
+)
 def test_bad_variants_are_one_clear_error(toy_root, toy_site, tmp_path, good, bad, match):
     with pytest.raises(ApptuneError, match=match):
         bisect.bisect("toy", good, bad, toy_site, work=tmp_path / "w")
@@ -129,8 +149,12 @@ def test_unknown_tier_and_unknown_app(toy_root, toy_site, tmp_path):
 
 def test_variants_differing_in_library_axes_are_refused(toy_root, toy_site, tmp_path):
     f = toy_root / "build-recipes/toy.yaml"
-    f.write_text(f.read_text().replace("openblas: {library: openblas}",
-                                       "openblas: {library: openblas}\n    blis: {library: blis}"))
+    f.write_text(
+        f.read_text().replace(
+            "openblas: {library: openblas}",
+            "openblas: {library: openblas}\n    blis: {library: blis}",
+        )
+    )
     with pytest.raises(ApptuneError, match="differ in more than flags"):
         bisect.bisect("toy", "tuned", "tuned+blas=blis", toy_site, work=tmp_path / "w")
 
@@ -138,8 +162,12 @@ def test_variants_differing_in_library_axes_are_refused(toy_root, toy_site, tmp_
 def test_cli_unknown_environment_names_the_site_config(capsys):
     rc = cli.main(["bisect", "hpcc", "--good", "tuned", "--bad", "aggressive", "-e", "nosuch"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and err.startswith("apptune: error: ") and "settings.py: environments: unknown " \
-        "environment 'nosuch'" in err and len(err.splitlines()) == 1
+    assert (
+        rc == 2
+        and err.startswith("apptune: error: ")
+        and "settings.py: environments: unknown environment 'nosuch'" in err
+        and len(err.splitlines()) == 1
+    )
 
 
 def test_load_site_takes_launcher_and_variables_from_the_site_config():
@@ -149,9 +177,12 @@ def test_load_site_takes_launcher_and_variables_from_the_site_config():
     assert s.toolchain.family == "gnu" and s.launch(2) == ["mpirun", "-np", "2"]
 
 
+@pytest.mark.slow
 def test_a_passing_bad_variant_is_refused(toy_root, toy_site, tmp_path):
     # both builds of the toy verify: nothing to bisect
-    with pytest.raises(ApptuneError, match="--bad: tuned passes verification on tier ci: nothing to bisect"):
+    with pytest.raises(
+        ApptuneError, match="--bad: tuned passes verification on tier ci: nothing to bisect"
+    ):
         bisect.bisect("toy", "baseline", "tuned", toy_site, work=tmp_path / "w")
 
 
@@ -170,25 +201,37 @@ int main(void) { printf("%d %d %d\\n", f1(1), f2(1), g_scale); return 0; }
 """
 
 
-@pytest.mark.parametrize("good_funcs,expected", [
-    (set(), "8 108 7"),           # all bad (f2 inlines bad f1: 7 + 1 + 100)
-    ({"f1"}, "4 108 7"),          # f1 good; the bad f2 keeps its inlined copy of the bad f1
-    ({"f2"}, "8 104 7"),          # f2 good (with its own inlined good f1)
-    ({"f1", "f2"}, "4 104 7"),    # all good functions; variables always the bad build's
-])
+@pytest.mark.parametrize(
+    "good_funcs,expected",
+    [
+        (set(), "8 108 7"),  # all bad (f2 inlines bad f1: 7 + 1 + 100)
+        ({"f1"}, "4 108 7"),  # f1 good; the bad f2 keeps its inlined copy of the bad f1
+        ({"f2"}, "8 104 7"),  # f2 good (with its own inlined good f1)
+        ({"f1", "f2"}, "4 104 7"),  # all good functions; variables always the bad build's
+    ],
+)
+@pytest.mark.slow
 def test_symbol_mix_takes_each_function_from_its_side(tmp_path, good_funcs, expected):
     for name, scale in (("good", 3), ("bad", 7)):
         (tmp_path / f"{name}.c").write_text(LIB.replace("SCALE", str(scale)))
-        subprocess.run(["gcc", "-O2", "-c", f"{name}.c", "-o", f"{name}.o"], cwd=tmp_path, check=True)
+        subprocess.run(
+            ["gcc", "-O2", "-c", f"{name}.c", "-o", f"{name}.o"], cwd=tmp_path, check=True
+        )
     (tmp_path / "main.c").write_text(MAIN)
     assert bisect.defined_globals(tmp_path / "bad.o") == (["f1", "f2"], ["g_scale"])
-    mixed = bisect.symbol_mix(tmp_path / "good.o", tmp_path / "bad.o", good_funcs, ["f1", "f2"],
-                              tmp_path / "mix" / "lib.o")
+    mixed = bisect.symbol_mix(
+        tmp_path / "good.o",
+        tmp_path / "bad.o",
+        good_funcs,
+        ["f1", "f2"],
+        tmp_path / "mix" / "lib.o",
+    )
     subprocess.run(["gcc", "main.c", str(mixed), "-o", "t"], cwd=tmp_path, check=True)
     out = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True).stdout
     assert out.strip() == expected
 
 
+@pytest.mark.slow
 def test_symbol_mix_errors_name_the_object(tmp_path):
     (tmp_path / "x.o").write_text("not an object")
     with pytest.raises(ApptuneError, match=r"x\.o: nm: cannot list the symbols"):
@@ -216,8 +259,16 @@ def test_synthetic_fortran_c_case_names_the_fast_math_file(synth_root, tmp_path,
     """Builds the synthetic program (8 objects: 5 C in an archive, 3 Fortran with two
     modules) at baseline and aggressive, and bisects: exactly lib/missing.c, in at
     most 15 build+run cycles, verified; the recipe is only written with --write."""
-    tc = recipes.Toolchain(environment="gnu", family="gnu", cc="gcc", cxx="g++", ftn="gfortran",
-                           mpi="none", mpi_standard="3.1", blas="openblas")
+    tc = recipes.Toolchain(
+        environment="gnu",
+        family="gnu",
+        cc="gcc",
+        cxx="g++",
+        ftn="gfortran",
+        mpi="none",
+        mpi_standard="3.1",
+        blas="openblas",
+    )
     site = localrun.Site("gnu", tc, {}, "local", "test:local", {})
     recipe_file = synth_root / "build-recipes/synth.yaml"
     before = recipe_file.read_text()
@@ -239,8 +290,12 @@ def test_synthetic_fortran_c_case_names_the_fast_math_file(synth_root, tmp_path,
     # the recipe with the rule: aggressive now passes as built by the checks' build step
     recipe_file.write_text(bisect.add_per_file(before, res.entries))
     plan = localrun.plan_for(recipes.load_recipe("synth"), "aggressive", site)
-    localrun.build_variant(recipes.load_recipe("synth"), plan, site, tmp_path / "fixed", use_cache=False)
-    r = localrun.run_tier(recipes.load_recipe("synth"), "ci", tmp_path / "fixed", tmp_path / "fixed-run", site)
+    localrun.build_variant(
+        recipes.load_recipe("synth"), plan, site, tmp_path / "fixed", use_cache=False
+    )
+    r = localrun.run_tier(
+        recipes.load_recipe("synth"), "ci", tmp_path / "fixed", tmp_path / "fixed-run", site
+    )
     assert r.ok, r.summary
 
 
@@ -251,8 +306,16 @@ def test_a_cmake_build_is_bisected_like_a_make_build(toy_root, tmp_path):
     and are not the product; the objects under _build/ are mixed and relinked with
     CMake's recorded link lines; the culprit is found the same way."""
     synth_app.write_tree(toy_root, cmake=True)
-    tc = recipes.Toolchain(environment="gnu", family="gnu", cc="gcc", cxx="g++", ftn="gfortran",
-                           mpi="none", mpi_standard="3.1", blas="openblas")
+    tc = recipes.Toolchain(
+        environment="gnu",
+        family="gnu",
+        cc="gcc",
+        cxx="g++",
+        ftn="gfortran",
+        mpi="none",
+        mpi_standard="3.1",
+        blas="openblas",
+    )
     site = localrun.Site("gnu", tc, {}, "local", "test:local", {})
     res = bisect.bisect("synth", "baseline", "aggressive", site, work=tmp_path / "w", repeats=1)
     assert [c["source"] for c in res.culprits] == ["lib/missing.c"]
@@ -263,13 +326,23 @@ def test_a_cmake_build_is_bisected_like_a_make_build(toy_root, tmp_path):
 
 def test_build_system_probes_are_not_the_product():
     from apptune.build import is_probe
+
     assert is_probe({"cwd": "/s/src", "argv": ["cc", "conftest.c"], "sources": ["conftest.c"]})
-    assert is_probe({"cwd": "/s/src/_build/CMakeFiles/3.25.1/CompilerIdC", "argv": ["cc", "CMakeCCompilerId.c"]})
-    assert is_probe({"cwd": "/s/src/_build/CMakeFiles/CMakeScratch/TryCompile-x", "argv": ["cc", "-c", "a.c"]})
-    assert is_probe({"cwd": "/s/src", "argv": ["cc", "-E", "/usr/share/cmake-3.25/Modules/CMakeTestGNU.c"]})
-    assert not is_probe({"cwd": "/s/src/_build", "argv": ["cc", "-O2", "-c", "lib/a.c"], "sources": ["lib/a.c"]})
+    assert is_probe(
+        {"cwd": "/s/src/_build/CMakeFiles/3.25.1/CompilerIdC", "argv": ["cc", "CMakeCCompilerId.c"]}
+    )
+    assert is_probe(
+        {"cwd": "/s/src/_build/CMakeFiles/CMakeScratch/TryCompile-x", "argv": ["cc", "-c", "a.c"]}
+    )
+    assert is_probe(
+        {"cwd": "/s/src", "argv": ["cc", "-E", "/usr/share/cmake-3.25/Modules/CMakeTestGNU.c"]}
+    )
+    assert not is_probe(
+        {"cwd": "/s/src/_build", "argv": ["cc", "-O2", "-c", "lib/a.c"], "sources": ["lib/a.c"]}
+    )
 
 
+@pytest.mark.slow
 def test_lto_objects_are_refused_at_function_level(tmp_path):
     (tmp_path / "a.c").write_text("int f(void) { return 1; }\n")
     subprocess.run(["gcc", "-O2", "-flto", "-c", "a.c"], cwd=tmp_path, check=True)

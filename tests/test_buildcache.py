@@ -1,4 +1,5 @@
 """Content-addressed build cache: keyed by everything that decides the binary."""
+
 import json
 import multiprocessing
 import os
@@ -6,6 +7,9 @@ import os
 import pytest
 
 from apptune import build, buildcache, cli, recipes, sources
+
+# every test here builds the toy with gcc (one of them in a pool of processes)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -17,6 +21,7 @@ def toy(toy_root, tmp_path, gnu_toolchain):
         stage.mkdir(exist_ok=True)
         plan = recipes.resolve(recipes.load_recipe("toy"), variant, tc).to_dict()
         return build.build(plan, tarball, stage, use_cache=use_cache), stage
+
     return do
 
 
@@ -77,17 +82,24 @@ def _build_in_process(args):
     root, cache, mirror, stage = args
     os.environ.update(APPTUNE_ROOT=root, APPTUNE_CACHE=cache, APPTUNE_SOURCE_MIRROR=mirror)
     from apptune.recipes import Toolchain
+
     tc = Toolchain("gnu", "gnu", "gcc", "g++", "gfortran", "none", "3.1", "openblas", ["gcc"])
     r = recipes.load_recipe("toy")
     os.makedirs(stage, exist_ok=True)
-    prov = build.build(recipes.resolve(r, "tuned", tc).to_dict(), sources.fetch(r), __import__("pathlib").Path(stage))
+    prov = build.build(
+        recipes.resolve(r, "tuned", tc).to_dict(),
+        sources.fetch(r),
+        __import__("pathlib").Path(stage),
+    )
     return prov["cache"]["hit"]
 
 
 def test_concurrent_builders_build_once(toy_root, tmp_path):
     sources.fetch(recipes.load_recipe("toy"))
-    args = [(str(toy_root), str(tmp_path / "cache"), str(tmp_path / "mirror"), str(tmp_path / f"s{i}"))
-            for i in range(3)]
+    args = [
+        (str(toy_root), str(tmp_path / "cache"), str(tmp_path / "mirror"), str(tmp_path / f"s{i}"))
+        for i in range(3)
+    ]
     with multiprocessing.get_context("spawn").Pool(3) as pool:
         hits = pool.map(_build_in_process, args)
     assert sorted(hits) == [False, True, True]

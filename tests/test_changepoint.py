@@ -1,4 +1,5 @@
 """E-divisive means with a permutation test, on deterministic synthetic series."""
+
 import numpy as np
 
 from apptune import changepoint
@@ -28,7 +29,11 @@ def test_two_steps_and_segment_medians():
     x = np.r_[np.full(8, 10.0), np.full(8, 12.0), np.full(8, 9.0)] + _noise(24, 3, 0.05)
     cps = changepoint.detect(x)
     assert [c.index for c in cps] == [8, 16]
-    assert abs(cps[0].before - 10) < 0.1 and abs(cps[0].after - 12) < 0.1 and abs(cps[1].after - 9) < 0.1
+    assert (
+        abs(cps[0].before - 10) < 0.1
+        and abs(cps[0].after - 12) < 0.1
+        and abs(cps[1].after - 9) < 0.1
+    )
 
 
 def test_short_or_flat_series_and_outliers():

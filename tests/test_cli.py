@@ -1,4 +1,5 @@
 """The CLI: validate names bad data in one line; run composes a plain reframe command."""
+
 import shutil
 from pathlib import Path
 
@@ -21,7 +22,11 @@ def test_validate_unknown_environment(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("APPTUNE_ROOT", str(root))
     assert cli.main(["validate"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[0].startswith("apptune: error: ") and "tiers.ci.variants.lvm" in err[0] and "llvm" in err[0]
+    assert (
+        err[0].startswith("apptune: error: ")
+        and "tiers.ci.variants.lvm" in err[0]
+        and "llvm" in err[0]
+    )
     assert len(err) == 2 and "1 problem(s)" in err[1]
 
 
@@ -43,5 +48,5 @@ def test_run_command_is_plain_reframe(tmp_path):
     cmd = cli.reframe_command(REPO, "ci", [], tmp_path, "site-config/settings.py", ["-p", "gnu"])
     assert Path(cmd[0]).name == "reframe"
     assert cmd[1:3] == ["-C", str(REPO / "site-config/settings.py")]
-    assert ["--mode", "ci"] == cmd[cmd.index("--mode"):cmd.index("--mode") + 2]
+    assert ["--mode", "ci"] == cmd[cmd.index("--mode") : cmd.index("--mode") + 2]
     assert str(tmp_path / "report.json") in cmd and cmd[-2:] == ["-p", "gnu"]

@@ -1,23 +1,38 @@
 """The history store: ingest of run directories, idempotence, atomicity, concurrent
 writers, schema migrations, plain ReFrame reports and ReFrame's results database."""
+
 import json
 import sqlite3
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
+from conftest import write_run
 
 from apptune import cli, history
 from apptune.errors import ApptuneError
-from conftest import write_run
 
-PROV = {"compilers": {"cc": {"version": "gcc 12.2.0"}}, "flags": {"cflags": ["-O2"]},
-        "patches": [{"file": "0001-a.patch", "sha256": "ab" * 32}], "build_seconds": 3.1}
+PROV = {
+    "compilers": {"cc": {"version": "gcc 12.2.0"}},
+    "flags": {"cflags": ["-O2"]},
+    "patches": [{"file": "0001-a.patch", "sha256": "ab" * 32}],
+    "build_seconds": 3.1,
+}
 
 
 def _run(tmp_path, i, variant="baseline", value=10.0, ok=True, repeats=None):
-    results = [{"app": "hpcc", "tier": "ci", "environment": "gnu", "variant": variant,
-                "figures": {"HPL": value + (rep or 0) * 0.1, "wall_time": 5.0}, "ok": ok,
-                "provenance": PROV, "repeat": rep} for rep in (repeats or [None])]
+    results = [
+        {
+            "app": "hpcc",
+            "tier": "ci",
+            "environment": "gnu",
+            "variant": variant,
+            "figures": {"HPL": value + (rep or 0) * 0.1, "wall_time": 5.0},
+            "ok": ok,
+            "provenance": PROV,
+            "repeat": rep,
+        }
+        for rep in (repeats or [None])
+    ]
     return write_run(tmp_path / f"run{i}", f"uuid-{i:04d}", 1_800_000_000 + 3600 * i, results)
 
 
@@ -28,13 +43,17 @@ def test_ingest_is_whole_and_idempotent(tmp_path):
     assert h.ingest(run) == ("uuid-0001", 3, False)
     assert h.db.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
     rows = h.db.execute("SELECT test, repeat FROM results ORDER BY repeat").fetchall()
-    assert [tuple(r) for r in rows] == [("HPCCCheck %tier=ci %build.variant=baseline", i) for i in range(3)]
+    assert [tuple(r) for r in rows] == [
+        ("HPCCCheck %tier=ci %build.variant=baseline", i) for i in range(3)
+    ]
     # the three repeats share one build: one provenance row
     assert h.db.execute("SELECT count(*) FROM provenance").fetchone()[0] == 1
     s = h.samples(system="local", mode="nightly")
     hpl = [r for r in s if r["figure"] == "HPL"]
     assert [r["value"] for r in hpl] == [10.0, 10.1, 10.2] and hpl[0]["better"] == "higher"
-    assert hpl[0]["unit"] == "Gflop/s" and json.loads(hpl[0]["provenance"])["flags"]["cflags"] == ["-O2"]
+    assert hpl[0]["unit"] == "Gflop/s" and json.loads(hpl[0]["provenance"])["flags"]["cflags"] == [
+        "-O2"
+    ]
     assert h.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert h.version() == history.SCHEMA_VERSION
 
@@ -49,9 +68,22 @@ def test_unverified_results_are_stored_but_not_in_series(tmp_path):
 
 def test_a_failed_ingest_leaves_nothing(tmp_path, monkeypatch):
     h = history.History(tmp_path / "h")
-    run = write_run(tmp_path / "r", "uuid-x", 1.0, [
-        {"app": "hpcc", "tier": "ci", "environment": "gnu", "variant": v, "figures": {"HPL": 1.0},
-         "provenance": {"v": v}} for v in ("baseline", "tuned")])
+    run = write_run(
+        tmp_path / "r",
+        "uuid-x",
+        1.0,
+        [
+            {
+                "app": "hpcc",
+                "tier": "ci",
+                "environment": "gnu",
+                "variant": v,
+                "figures": {"HPL": 1.0},
+                "provenance": {"v": v},
+            }
+            for v in ("baseline", "tuned")
+        ],
+    )
     calls = []
 
     def crash(db, prov):
@@ -59,6 +91,7 @@ def test_a_failed_ingest_leaves_nothing(tmp_path, monkeypatch):
         if len(calls) == 2:
             raise OSError("killed half-way")
         return real(db, prov)
+
     real = history.History._provenance_id
     monkeypatch.setattr(history.History, "_provenance_id", staticmethod(crash))
     with pytest.raises(OSError):
@@ -75,6 +108,7 @@ def _ingest_many(args):
         return [h.ingest(r)[2] for r in runs]
 
 
+@pytest.mark.slow
 def test_concurrent_writers(tmp_path):
     runs = [str(_run(tmp_path, i)) for i in range(12)]
     hdir = str(tmp_path / "h")
@@ -93,6 +127,7 @@ def _open_only(hdir):
         return h.version()
 
 
+@pytest.mark.slow
 def test_first_openers_racing_on_a_new_database_all_succeed(tmp_path):
     # switching a fresh database to WAL takes an exclusive lock SQLite does not wait
     # for; before opening was serialised, one of several first openers could fail
@@ -104,6 +139,7 @@ def test_first_openers_racing_on_a_new_database_all_succeed(tmp_path):
 
 def test_an_error_in_a_worker_process_reaches_the_parent_whole():
     import pickle
+
     e = pickle.loads(pickle.dumps(ApptuneError("h/history.sqlite", "schema_version", "too new")))
     assert (e.file, e.field, e.message) == ("h/history.sqlite", "schema_version", "too new")
     assert str(e) == "h/history.sqlite: schema_version: too new"
@@ -114,12 +150,19 @@ def test_migrations_are_applied_in_order_and_a_newer_schema_is_refused(tmp_path,
     with history.History(hdir) as h:
         h.ingest(_run(tmp_path, 1))
     nxt = history.SCHEMA_VERSION + 1
-    monkeypatch.setattr(history, "MIGRATIONS", history.MIGRATIONS + [
-        (nxt, ["ALTER TABLE runs ADD COLUMN label TEXT", "UPDATE runs SET label = 'migrated'"])])
+    monkeypatch.setattr(
+        history,
+        "MIGRATIONS",
+        history.MIGRATIONS
+        + [(nxt, ["ALTER TABLE runs ADD COLUMN label TEXT", "UPDATE runs SET label = 'migrated'"])],
+    )
     monkeypatch.setattr(history, "SCHEMA_VERSION", nxt)
     with history.History(hdir) as h:
         assert h.version() == nxt
-        assert h.db.execute("SELECT label, session_uuid FROM runs").fetchone()[:] == ("migrated", "uuid-0001")
+        assert h.db.execute("SELECT label, session_uuid FROM runs").fetchone()[:] == (
+            "migrated",
+            "uuid-0001",
+        )
     monkeypatch.undo()
     with pytest.raises(ApptuneError) as e:
         history.History(hdir)
@@ -129,17 +172,43 @@ def test_migrations_are_applied_in_order_and_a_newer_schema_is_refused(tmp_path,
 def test_plain_reframe_check_keeps_its_performance_values(tmp_path):
     run = tmp_path / "plain"
     run.mkdir()
-    (run / "report.json").write_text(json.dumps({
-        "session_info": {"uuid": "plain-1", "time_start_unix": 5.0, "cmdline": "reframe -r"},
-        "runs": [{"testcases": [{
-            "display_name": "StreamTest", "unique_name": "StreamTest", "environ": "gnu",
-            "system": "local", "partition": "default", "result": "pass", "fixture": False,
-            "outputdir": str(run / "nowhere"), "stagedir": str(run / "nowhere"),
-            "perfvalues": {"local:default:triad": [21.5, 20, -0.1, None, "GB/s", "pass"],
-                           "local:default:elapsed": [3.2, 0, None, None, "s", "pass"]}}]}]}))
+    (run / "report.json").write_text(
+        json.dumps(
+            {
+                "session_info": {
+                    "uuid": "plain-1",
+                    "time_start_unix": 5.0,
+                    "cmdline": "reframe -r",
+                },
+                "runs": [
+                    {
+                        "testcases": [
+                            {
+                                "display_name": "StreamTest",
+                                "unique_name": "StreamTest",
+                                "environ": "gnu",
+                                "system": "local",
+                                "partition": "default",
+                                "result": "pass",
+                                "fixture": False,
+                                "outputdir": str(run / "nowhere"),
+                                "stagedir": str(run / "nowhere"),
+                                "perfvalues": {
+                                    "local:default:triad": [21.5, 20, -0.1, None, "GB/s", "pass"],
+                                    "local:default:elapsed": [3.2, 0, None, None, "s", "pass"],
+                                },
+                            }
+                        ]
+                    }
+                ],
+            }
+        )
+    )
     with history.History(tmp_path / "h") as h:
         h.ingest(run)
-        got = {r["figure"]: (r["value"], r["better"]) for r in h.db.execute("SELECT * FROM figures")}
+        got = {
+            r["figure"]: (r["value"], r["better"]) for r in h.db.execute("SELECT * FROM figures")
+        }
         # stored, but no run quality was measured: not part of any change-point series
         assert h.samples() == []
     assert got == {"triad": (21.5, "higher"), "elapsed": (3.2, "lower")}
@@ -150,13 +219,22 @@ def test_ingest_from_reframe_results_database(tmp_path, capsys):
     db = tmp_path / "reframe-results.db"
     con = sqlite3.connect(db)
     # the table ReFrame 4.10 creates (reframe/frontend/reporting/storage.py)
-    con.execute("CREATE TABLE sessions(uuid TEXT PRIMARY KEY, session_start_unix REAL, "
-                "session_end_unix REAL, json_blob TEXT, report_file TEXT)")
+    con.execute(
+        "CREATE TABLE sessions(uuid TEXT PRIMARY KEY, session_start_unix REAL, "
+        "session_end_unix REAL, json_blob TEXT, report_file TEXT)"
+    )
     for r in runs:
         rep = json.loads((r / "report.json").read_text())
-        con.execute("INSERT INTO sessions VALUES (?,?,?,?,?)",
-                    (rep["session_info"]["uuid"], rep["session_info"]["time_start_unix"], 0,
-                     json.dumps(rep), str(r / "report.json")))
+        con.execute(
+            "INSERT INTO sessions VALUES (?,?,?,?,?)",
+            (
+                rep["session_info"]["uuid"],
+                rep["session_info"]["time_start_unix"],
+                0,
+                json.dumps(rep),
+                str(r / "report.json"),
+            ),
+        )
     con.commit()
     con.close()
     hdir = tmp_path / "h"
@@ -179,7 +257,9 @@ def test_default_directory_follows_the_environment(monkeypatch, tmp_path):
 def test_run_sets_reframe_results_storage_next_to_the_history(monkeypatch, tmp_path):
     monkeypatch.setenv("APPTUNE_HISTORY", str(tmp_path / "h"))
     env = cli.reframe_storage_env({})
-    assert env == {"RFM_ENABLE_RESULTS_STORAGE": "1",
-                   "RFM_SQLITE_DB_FILE": str(tmp_path / "h" / "reframe-results.db")}
+    assert env == {
+        "RFM_ENABLE_RESULTS_STORAGE": "1",
+        "RFM_SQLITE_DB_FILE": str(tmp_path / "h" / "reframe-results.db"),
+    }
     # a caller's own setting wins
     assert cli.reframe_storage_env({"RFM_ENABLE_RESULTS_STORAGE": "0"}) == {}

@@ -3,6 +3,7 @@
 These take about a minute each on 2 cores.  They assert on correctness,
 provenance and reporting, never on timings.
 """
+
 import json
 import os
 import shutil
@@ -34,8 +35,19 @@ def results(run_dir: Path) -> dict:
 
 
 def test_plain_reframe_lists_the_ci_tier():
-    rc, out = run([str(Path(sys.executable).with_name("reframe")), "-C", "site-config/settings.py",
-                   "-c", "reframe-checks/hpcc", "--mode", "ci", "-l"], cwd=REPO)
+    rc, out = run(
+        [
+            str(Path(sys.executable).with_name("reframe")),
+            "-C",
+            "site-config/settings.py",
+            "-c",
+            "reframe-checks/hpcc",
+            "--mode",
+            "ci",
+            "-l",
+        ],
+        cwd=REPO,
+    )
     assert rc == 0, out
     assert "HPCCCheck %tier=ci %build.variant=tuned+fft=fftw3" in out
     assert "^HPCCBuild %variant=tuned ~local:default+gnu-mkl" in out
@@ -45,8 +57,24 @@ def test_plain_reframe_lists_the_ci_tier():
 def test_hpcc_ci_gnu_tuned_end_to_end(tmp_path):
     run_dir = tmp_path / "run"
     # dev mode: no pass/fail on timings here (the main job, `make run`, judges them)
-    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir), "-c", "reframe-checks/hpcc", "--",
-                             "-n", "build.variant=tuned$", "-S", "valid_prog_environs=gnu"], cwd=REPO)
+    rc, out = run(
+        APPTUNE
+        + [
+            "run",
+            "--mode",
+            "dev",
+            "--run-dir",
+            str(run_dir),
+            "-c",
+            "reframe-checks/hpcc",
+            "--",
+            "-n",
+            "build.variant=tuned$",
+            "-S",
+            "valid_prog_environs=gnu",
+        ],
+        cwd=REPO,
+    )
     assert rc == 0, out[-3000:]
     r = results(run_dir)[("gnu", "tuned")]
     assert r["verification"]["ok"], r["verification"]
@@ -67,15 +95,33 @@ def test_hpcc_ci_gnu_tuned_end_to_end(tmp_path):
         c = r["baseline"]["figures"][fig]
         assert c["verdict"] == "no verdict" and c["why"].startswith("modelled energy"), (fig, c)
     if not r["baseline"]["found"]:
-        assert r["baseline"]["why"].startswith(("no baseline file", "no baseline for this machine")), r["baseline"]
+        assert r["baseline"]["why"].startswith(
+            ("no baseline file", "no baseline for this machine")
+        ), r["baseline"]
     assert r["quality"]["grade"] in ("clean", "disturbed") and r["machine_id"].startswith("m-")
     md = (run_dir / "report.md").read_text()
     assert "## hpcc — tier ci" in md and "| figure | gnu/tuned |" in md and "| verified | ✓ |" in md
     html = (run_dir / "report.html").read_text()
     assert "provenance.json" in html
     # a second session rebuilds nothing: the build comes from the build cache
-    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(tmp_path / "again"), "-c", "reframe-checks/hpcc", "--",
-                             "-n", "build.variant=tuned$", "-S", "valid_prog_environs=gnu"], cwd=REPO)
+    rc, out = run(
+        APPTUNE
+        + [
+            "run",
+            "--mode",
+            "dev",
+            "--run-dir",
+            str(tmp_path / "again"),
+            "-c",
+            "reframe-checks/hpcc",
+            "--",
+            "-n",
+            "build.variant=tuned$",
+            "-S",
+            "valid_prog_environs=gnu",
+        ],
+        cwd=REPO,
+    )
     assert rc == 0, out[-3000:]
     again = results(tmp_path / "again")[("gnu", "tuned")]
     assert again["provenance"]["cache"]["hit"] is True
@@ -93,34 +139,76 @@ def test_broken_patch_and_perf_regression_fail_with_clear_reasons(tmp_path):
     patch = root / "patches/hpcc/0002-fftw3-interface.patch"
     patch.write_text(patch.read_text().replace("#include <fftw.h>", "#include <fftw2.h>"))
     from apptune import machine
+
     fp = machine.fingerprint()
     mid = machine.machine_id(fp)
     (root / "reference/baselines/local").mkdir(parents=True, exist_ok=True)
-    (root / "reference/baselines/local/hpcc.yaml").write_text(yaml.safe_dump({
-        "app": "hpcc", "system": "local", "machines": {mid: fp},
-        "entries": [{"machine": mid, "environment": "gnu", "variant": "tuned", "tier": "ci", "recorded": "test",
-                     "figures": {"HPL": {"value": 1.0e6, "noise": 0.01, "runs": 5}}}]}))
+    (root / "reference/baselines/local/hpcc.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "app": "hpcc",
+                "system": "local",
+                "machines": {mid: fp},
+                "entries": [
+                    {
+                        "machine": mid,
+                        "environment": "gnu",
+                        "variant": "tuned",
+                        "tier": "ci",
+                        "recorded": "test",
+                        "figures": {"HPL": {"value": 1.0e6, "noise": 0.01, "runs": 5}},
+                    }
+                ],
+            }
+        )
+    )
     before = {p: p.read_bytes() for p in (root / "reference").rglob("*.yaml")}
     env = dict(os.environ, APPTUNE_ROOT=str(root))
     run_dir = tmp_path / "run"
     # the performance verdict needs a clean run: wait for a quiet node first
-    rc, out = run(APPTUNE + ["run", "--mode", "ci", "--wait-for-quiet", "60", "--run-dir", str(run_dir),
-                             "-c", "reframe-checks/hpcc", "--",
-                             "-n", "build.variant=tuned", "-S", "valid_prog_environs=gnu"], env=env, cwd=root)
+    rc, out = run(
+        APPTUNE
+        + [
+            "run",
+            "--mode",
+            "ci",
+            "--wait-for-quiet",
+            "60",
+            "--run-dir",
+            str(run_dir),
+            "-c",
+            "reframe-checks/hpcc",
+            "--",
+            "-n",
+            "build.variant=tuned",
+            "-S",
+            "valid_prog_environs=gnu",
+        ],
+        env=env,
+        cwd=root,
+    )
     assert rc != 0
     summary = json.loads((run_dir / "summary.json").read_text())
     fails = summary["failures"]
     assert fails, out[-2000:]
-    assert any("0002-fftw3-interface.patch" in f["reason"] and "does not apply" in f["reason"]
-               for f in fails), fails
+    assert any(
+        "0002-fftw3-interface.patch" in f["reason"] and "does not apply" in f["reason"]
+        for f in fails
+    ), fails
     tuned = [r for r in summary["results"] if (r["environment"], r["variant"]) == ("gnu", "tuned")]
     assert len(tuned) == 1 and tuned[0]["verified"], summary["results"]
     assert tuned[0]["fail_phase"] == "performance"
     assert tuned[0]["baseline_verdicts"]["HPL"] == "regression"
-    assert [f["test"] for f in summary["baseline_verdicts"]["performance_failures"]] == [tuned[0]["test"]]
+    assert [f["test"] for f in summary["baseline_verdicts"]["performance_failures"]] == [
+        tuned[0]["test"]
+    ]
     assert any(f["phase"] == "performance" and "HPL" in f["reason"] for f in fails), fails
     md = (run_dir / "report.md").read_text()
-    assert md.index("## Failures") < md.index("## Against the committed baseline") < md.index("## hpcc")
+    assert (
+        md.index("## Failures")
+        < md.index("## Against the committed baseline")
+        < md.index("## hpcc")
+    )
     assert "decides `apptune run`'s exit code: **1** test case(s) failed it" in md
     assert {p: p.read_bytes() for p in (root / "reference").rglob("*.yaml")} == before
 
@@ -129,10 +217,26 @@ def test_examl_and_netpipe_ci_build_run_verify_and_plot(tmp_path):
     """ExaML (two-step build, per-file -O1, parser pre-run, lnL + RF verification) and
     NetPIPE (Open MPI and MPICH, two placements, integrity pass, curve) end to end."""
     run_dir = tmp_path / "run"
-    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir),
-                             "-c", "reframe-checks/examl", "-c", "reframe-checks/netpipe", "--",
-                             "-n", "build.variant=tuned$", "-S", "valid_prog_environs=gnu,gnu-mpich"],
-                  cwd=REPO)
+    rc, out = run(
+        APPTUNE
+        + [
+            "run",
+            "--mode",
+            "dev",
+            "--run-dir",
+            str(run_dir),
+            "-c",
+            "reframe-checks/examl",
+            "-c",
+            "reframe-checks/netpipe",
+            "--",
+            "-n",
+            "build.variant=tuned$",
+            "-S",
+            "valid_prog_environs=gnu,gnu-mpich",
+        ],
+        cwd=REPO,
+    )
     assert rc == 0, out[-3000:]
     res = {}
     for base in ("output", "stage"):
@@ -163,13 +267,30 @@ def test_examl_and_netpipe_ci_build_run_verify_and_plot(tmp_path):
         shutil.copytree(REPO / d, root / d)
     ref = root / "reference/examl/ci.yaml"
     ref.write_text(ref.read_text().replace("value: -16221.368990\n", "value: -16200.0\n", 1))
-    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(tmp_path / "bad"),
-                             "-c", "reframe-checks/examl", "--",
-                             "-n", "build.variant=tuned$", "-S", "valid_prog_environs=gnu"],
-                  env=dict(os.environ, APPTUNE_ROOT=str(root)), cwd=root)
+    rc, out = run(
+        APPTUNE
+        + [
+            "run",
+            "--mode",
+            "dev",
+            "--run-dir",
+            str(tmp_path / "bad"),
+            "-c",
+            "reframe-checks/examl",
+            "--",
+            "-n",
+            "build.variant=tuned$",
+            "-S",
+            "valid_prog_environs=gnu",
+        ],
+        env=dict(os.environ, APPTUNE_ROOT=str(root)),
+        cwd=root,
+    )
     assert rc != 0
     fails = json.loads((tmp_path / "bad" / "summary.json").read_text())["failures"]
-    assert any("final_lnL = -16221.4" in f["reason"] and "expected -16200" in f["reason"] for f in fails), fails
+    assert any(
+        "final_lnL = -16221.4" in f["reason"] and "expected -16200" in f["reason"] for f in fails
+    ), fails
 
 
 def test_qe_ci_builds_runs_verifies_and_flang_is_an_expected_failure(tmp_path):
@@ -177,9 +298,24 @@ def test_qe_ci_builds_runs_verifies_and_flang_is_an_expected_failure(tmp_path):
     pseudopotential taken from the build, QE's own tolerances; flang-new 16 stops in the
     bundled FoX, reported as an expected failure with the compiler's message."""
     run_dir = tmp_path / "run"
-    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir), "-c", "reframe-checks/qe", "--",
-                             "-n", "QECheck%tier=ci%build.variant=baseline", "-S", "valid_prog_environs=gnu"],
-                  cwd=REPO)
+    rc, out = run(
+        APPTUNE
+        + [
+            "run",
+            "--mode",
+            "dev",
+            "--run-dir",
+            str(run_dir),
+            "-c",
+            "reframe-checks/qe",
+            "--",
+            "-n",
+            "QECheck%tier=ci%build.variant=baseline",
+            "-S",
+            "valid_prog_environs=gnu",
+        ],
+        cwd=REPO,
+    )
     assert rc == 0, out[-3000:]
     r = results(run_dir)[("gnu", "baseline")]
     assert r["verification"]["ok"], r["verification"]
@@ -192,8 +328,24 @@ def test_qe_ci_builds_runs_verifies_and_flang_is_an_expected_failure(tmp_path):
     assert prov["compile_lines"]["overridden"] == ["dft-d3/pars.f90"]
     assert {p["file"] for p in prov["products"]} == {"pw.x", "Si.pz-vbc.UPF"}
 
-    rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(tmp_path / "llvm"), "-c", "reframe-checks/qe",
-                             "--", "-n", "QECheck%tier=ci", "-S", "valid_prog_environs=llvm"], cwd=REPO)
+    rc, out = run(
+        APPTUNE
+        + [
+            "run",
+            "--mode",
+            "dev",
+            "--run-dir",
+            str(tmp_path / "llvm"),
+            "-c",
+            "reframe-checks/qe",
+            "--",
+            "-n",
+            "QECheck%tier=ci",
+            "-S",
+            "valid_prog_environs=llvm",
+        ],
+        cwd=REPO,
+    )
     assert rc == 0, out[-3000:]
     summary = json.loads((tmp_path / "llvm" / "summary.json").read_text())
     assert summary["failures"] == [], summary["failures"]

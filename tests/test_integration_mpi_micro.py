@@ -7,6 +7,7 @@ build of the Fortran kernel is reported as the expected failure the recipe state
 Asserts correctness, provenance and reporting, never timings; the issue's
 "each benchmark <= 20 s on 2 ranks" (a speed goal: benchmarks/mpi_micro_budget.py).
 """
+
 import json
 import subprocess
 import sys
@@ -24,11 +25,27 @@ BENCHMARKS = ["imb", "noise", "overlap", "contention", "placement", "rma"]
 
 def test_mpi_micro_ci_gnu_builds_runs_verifies_and_plots(tmp_path):
     run_dir = tmp_path / "run"
-    p = subprocess.run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir),
-                                  "-c", "reframe-checks/mpi-micro", "--",
-                                  "-n", "placement=bound.*build.variant=tuned$",
-                                  "-S", "valid_prog_environs=gnu,llvm"],
-                       capture_output=True, text=True, cwd=REPO, timeout=900)
+    p = subprocess.run(
+        APPTUNE
+        + [
+            "run",
+            "--mode",
+            "dev",
+            "--run-dir",
+            str(run_dir),
+            "-c",
+            "reframe-checks/mpi-micro",
+            "--",
+            "-n",
+            "placement=bound.*build.variant=tuned$",
+            "-S",
+            "valid_prog_environs=gnu,llvm",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+    )
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-3000:]
     results = {}
@@ -44,16 +61,25 @@ def test_mpi_micro_ci_gnu_builds_runs_verifies_and_plots(tmp_path):
     prov = r["provenance"]
     assert prov["source"]["file"].startswith("mpi-micro-")
     assert "Open MPI" in prov["compilers"]["ftn"]["mpi"]
-    assert prov["compile_lines"]["compiles"] == 9   # 8 C files + the Fortran kernel
-    summary = dict(l.split("=", 1) for l in (outdir / "mpi-micro.summary").read_text().splitlines())
+    assert prov["compile_lines"]["compiles"] == 9  # 8 C files + the Fortran kernel
+    summary = dict(
+        ln.split("=", 1) for ln in (outdir / "mpi-micro.summary").read_text().splitlines()
+    )
     assert summary["noise_kernel_fortran"] == "1" and summary["bound"] == "1"
     # every benchmark ran to its end (its time budget, <= 20 s on 2 ranks, is a speed goal
     # checked by benchmarks/mpi_micro_budget.py, not asserted here: timings are noisy)
     for b in BENCHMARKS:
         assert 0 < float(summary[f"{b}_seconds"]) < 900, (b, summary[f"{b}_seconds"])
-    for name in ("pingpong-t_us", "allreduce-t_avg_us", "noise-hist-count", "overlap-t_16KiB_us",
-                 "contention-wicon_us", "placement-same_socket_us", "rma-put-bw_mbytes_per_s",
-                 "rma-amo-mops_per_s"):
+    for name in (
+        "pingpong-t_us",
+        "allreduce-t_avg_us",
+        "noise-hist-count",
+        "overlap-t_16KiB_us",
+        "contention-wicon_us",
+        "placement-same_socket_us",
+        "rma-put-bw_mbytes_per_s",
+        "rma-amo-mops_per_s",
+    ):
         assert (run_dir / "plots" / f"curve-mpi-micro-ci-{name}.png").is_file(), name
     md = (run_dir / "report.md").read_text()
     assert "## mpi-micro — tier ci" in md

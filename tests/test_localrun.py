@@ -1,14 +1,14 @@
 """Building and running a variant outside ReFrame (apptune/localrun.py): inputs with
 overridden parameters, verification that skips fields of changed inputs, a real
 build and run of the toy app, and bad inputs."""
+
 import textwrap
 
 import pytest
+from conftest import REPO
 
 from apptune import inputs, localrun, recipes, verify
 from apptune.errors import ApptuneError
-
-from conftest import REPO
 
 
 def test_time_limits_in_reframe_words():
@@ -27,14 +27,16 @@ def test_input_overrides_replace_parameters_and_unknown_ones_are_refused(toy_roo
 
 
 def test_fields_depending_on_a_changed_input_are_skipped_not_compared(toy_root):
-    (toy_root / "reference/toy/ci.yaml").write_text(textwrap.dedent("""
+    (toy_root / "reference/toy/ci.yaml").write_text(
+        textwrap.dedent("""
         app: toy
         tier: ci
         recorded: test
         fields:
           sum: {value: 1.6449330668, rel: 1.0e-9}
           n: {value: 1000000, abs: 0, depends_on: [n]}
-        """))
+        """)
+    )
     values = {"sum": 1.6449330668, "n": 5}
     assert not verify.verify("toy", "ci", values).ok
     v = verify.verify("toy", "ci", values, changed_inputs={"n"})
@@ -53,13 +55,18 @@ def test_load_site_bad_inputs(tmp_path):
     with pytest.raises(ApptuneError, match="settings.py: systems: unknown system 'mars'"):
         localrun.load_site("gnu", cfg, system="mars")
     bad = tmp_path / "settings.py"
-    bad.write_text("site_configuration = {'systems': [{'name': 'local', 'partitions': [{'name': 'p', "
-                   "'environs': ['e'], 'launcher': 'srun'}]}], 'environments': [{'name': 'e', "
-                   "'extras': {'family': 'gnu', 'mpi': 'x', 'mpi_standard': '3', 'blas': 'openblas'}}]}\n")
-    with pytest.raises(ApptuneError, match="launcher: 'srun': candidates run on this node with mpirun or local"):
+    bad.write_text(
+        "site_configuration = {'systems': [{'name': 'local', 'partitions': [{'name': 'p', "
+        "'environs': ['e'], 'launcher': 'srun'}]}], 'environments': [{'name': 'e', "
+        "'extras': {'family': 'gnu', 'mpi': 'x', 'mpi_standard': '3', 'blas': 'openblas'}}]}\n"
+    )
+    with pytest.raises(
+        ApptuneError, match="launcher: 'srun': candidates run on this node with mpirun or local"
+    ):
         localrun.load_site("e", bad)
 
 
+@pytest.mark.slow
 def test_toy_builds_runs_and_verifies_like_a_check(toy_root, tmp_path, gnu_toolchain):
     site = localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
     r = recipes.load_recipe("toy")
@@ -88,9 +95,12 @@ def test_ladder_everywhere_gives_rule_files_the_variants_flags(toy_root, gnu_too
 
 def test_a_failed_build_is_one_line_naming_its_log(toy_root, tmp_path, gnu_toolchain):
     (toy_root / "build-recipes/templates/toy/config.mk.j2").write_text(
-        "CC = {{ cc }}\nCFLAGS = {{ cflags | makeflags }} -Werror=this-is-not-a-flag\n")
+        "CC = {{ cc }}\nCFLAGS = {{ cflags | makeflags }} -Werror=this-is-not-a-flag\n"
+    )
     site = localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
     r = recipes.load_recipe("toy")
     with pytest.raises(ApptuneError) as e:
-        localrun.build_variant(r, localrun.plan_for(r, "baseline", site), site, tmp_path / "b", use_cache=False)
+        localrun.build_variant(
+            r, localrun.plan_for(r, "baseline", site), site, tmp_path / "b", use_cache=False
+        )
     assert "build.log: baseline: build failed: " in str(e.value) and "make exited" in str(e.value)

@@ -11,13 +11,13 @@ Open MPI, 2 ranks bound to cores):
 
 ``rfm_job.out`` is the program's standard output (the job's stdout in a ReFrame stage).
 """
+
 import shutil
 
 import pytest
+from conftest import REPO
 
 from apptune import build, outputs, recipes, verify
-
-from conftest import REPO
 
 DATA = REPO / "tests/data/mpi-micro"
 RECIPE = recipes.load_recipe(REPO / "build-recipes/mpi-micro.yaml")
@@ -39,8 +39,16 @@ def _verify(stage, tier="ci"):
     for c in RECIPE.run.own_checks:
         f = c.file or RECIPE.run.outputs[0].file
         texts[f] = outputs.output_path(f, stage, "rfm_job.out").read_text()
-    v = verify.verify("mpi-micro", tier, values, RECIPE.run.own_checks, texts, "gnu", "tuned@bound",
-                      RECIPE.run.outputs[0].file)
+    v = verify.verify(
+        "mpi-micro",
+        tier,
+        values,
+        RECIPE.run.own_checks,
+        texts,
+        "gnu",
+        "tuned@bound",
+        RECIPE.run.outputs[0].file,
+    )
     return v, values, curves
 
 
@@ -75,7 +83,9 @@ def test_corrupted_data_fails_that_benchmarks_verification(tmp_path, bench):
     for sub in BENCHMARKS[bench]:
         # the program's own count of mismatched bytes, and the checksum of what arrived
         assert values[f"{sub}_errors"] > 0, sub
-        assert f"{sub}_errors" in failed and f"{sub}_checksum" in failed or sub == "placement", failed
+        assert f"{sub}_errors" in failed and f"{sub}_checksum" in failed or sub == "placement", (
+            failed
+        )
         assert any(m.startswith(f"{sub}_errors = ") and "expected 0" in m for m in v.failures)
     if bench == "placement":
         # which placement classes exist depends on the nodes: no stored checksum
@@ -97,11 +107,11 @@ def test_changed_checksum_alone_fails_naming_the_field(tmp_path, bench):
     text = summary.read_text()
     if sub is None:
         # placement has no checksum (machine dependent): a lost check must fail instead
-        old = next(l for l in text.splitlines() if l.startswith("placement_checked="))
+        old = next(ln for ln in text.splitlines() if ln.startswith("placement_checked="))
         summary.write_text(text.replace(old + "\n", "placement_checked=0\n"))
         field = "placement_checked"
     else:
-        old = next(l for l in text.splitlines() if l.startswith(f"{sub}_checksum="))
+        old = next(ln for ln in text.splitlines() if ln.startswith(f"{sub}_checksum="))
         value = int(old.split("=")[1])
         summary.write_text(text.replace(old + "\n", f"{sub}_checksum={value ^ 1}\n"))
         field = f"{sub}_checksum"
@@ -121,6 +131,7 @@ def test_truncated_curve_fails_on_its_point_count(tmp_path):
 
 def test_missing_curve_file_is_a_clear_error(tmp_path):
     from apptune.errors import ApptuneError
+
     stage = _copy("good", tmp_path)
     (stage / "rma-amo.dat").unlink()
     with pytest.raises(ApptuneError, match="rma-amo.dat: output file was not written"):
@@ -159,13 +170,17 @@ def test_flang_cannot_use_the_gfortran_mpi_f08_module_is_an_expected_failure():
     assert recipes.expected_build_failure(RECIPE, "gnu", "tuned") is None
     assert recipes.expected_build_failure(RECIPE, "gnu-mpich", "tuned") is None
     import re
-    said = ("./noise_kernel_f08.f90:12:7: error: Cannot read module file for module 'mpi_f08': "
-            "bad character (0x1f) in Fortran token")
+
+    said = (
+        "./noise_kernel_f08.f90:12:7: error: Cannot read module file for module 'mpi_f08': "
+        "bad character (0x1f) in Fortran token"
+    )
     assert re.search(x[1].match, said)
 
 
 def test_make_arguments_carry_compilers_flags_and_kernel(gnu_toolchain):
     from dataclasses import replace
+
     plan = recipes.resolve(RECIPE, "tuned", gnu_toolchain).to_dict()
     ctx = dict(plan, cc="CC", cxx="CXX", ftn="FC")
     argv = build.step_argv(RECIPE, build.steps_of(RECIPE)[0], 0, ctx)
@@ -175,15 +190,22 @@ def test_make_arguments_carry_compilers_flags_and_kernel(gnu_toolchain):
     assert "FFLAGS=-std=f2008 -O3 -march=native -funroll-loops" in argv
     llvm = replace(gnu_toolchain, environment="llvm", family="llvm")
     plan = recipes.resolve(RECIPE, "tuned+noise=c", llvm).to_dict()
-    argv = build.step_argv(RECIPE, build.steps_of(RECIPE)[0], 0, dict(plan, cc="CC", cxx="CXX", ftn="FC"))
+    argv = build.step_argv(
+        RECIPE, build.steps_of(RECIPE)[0], 0, dict(plan, cc="CC", cxx="CXX", ftn="FC")
+    )
     assert "NOISE=c" in argv and "FFLAGS=-O3 -march=native -funroll-loops" in argv
 
 
 def test_inputs_give_every_runtime_argument():
     from apptune import inputs
+
     for tier in RECIPE.tiers:
         _, spec = inputs.load_input("mpi-micro", tier)
         params = inputs.resolve_parameters(spec, 2)
         args = inputs.render_words(RECIPE.run.args, params, "mpi-micro", "run.args")
         assert all(a.startswith("--") and "=" in a and not a.endswith("=") for a in args), args
-        assert "--max-bytes=4194304" in args and "--noise-outer=100" in args and "--noise-inner=100" in args
+        assert (
+            "--max-bytes=4194304" in args
+            and "--noise-outer=100" in args
+            and "--noise-inner=100" in args
+        )

@@ -3,14 +3,14 @@
 tests/data/qe/ci-gnu-baseline.out is the stdout of the gnu/baseline pw.x on the ci
 input (`apptune run --mode dev -c reframe-checks/qe`, 2026-11-22).
 """
+
 import re
 
 import pytest
+from conftest import REPO
 
 from apptune import build, inputs, outputs, recipes, verify
 from apptune.recipes import Toolchain
-
-from conftest import REPO
 
 OUT = (REPO / "tests/data/qe/ci-gnu-baseline.out").read_text()
 
@@ -23,8 +23,9 @@ def _verify(tmp_path, text, env="gnu", variant="baseline"):
     (tmp_path / "rfm_job.out").write_text(text)
     r = _recipe()
     values, _ = outputs.parse_all(r.run.outputs, tmp_path, stdout="rfm_job.out", tier="ci")
-    return verify.verify("qe", "ci", values, r.run.own_checks, {"stdout": text}, env, variant,
-                         "stdout"), values
+    return verify.verify(
+        "qe", "ci", values, r.run.own_checks, {"stdout": text}, env, variant, "stdout"
+    ), values
 
 
 def test_recorded_output_verifies_and_gives_the_timing_breakdown(tmp_path):
@@ -34,11 +35,14 @@ def test_recorded_output_verifies_and_gives_the_timing_breakdown(tmp_path):
     assert {"electrons_s", "h_psi_s", "cdiaghg_s", "fftw_s", "fft_s"} <= set(values)
 
 
-@pytest.mark.parametrize("old,new,field", [
-    ("=     -15.79449443 Ry", "=     -15.79349443 Ry", "total_energy"),   # 1 mRy off
-    ("P=      -29.93", "P=      -31.93", "pressure"),
-    ("achieved in   4 iterations", "achieved in  14 iterations", "scf_iterations"),
-])
+@pytest.mark.parametrize(
+    "old,new,field",
+    [
+        ("=     -15.79449443 Ry", "=     -15.79349443 Ry", "total_energy"),  # 1 mRy off
+        ("P=      -29.93", "P=      -31.93", "pressure"),
+        ("achieved in   4 iterations", "achieved in  14 iterations", "scf_iterations"),
+    ],
+)
 def test_corrupted_quantity_fails_naming_it(tmp_path, old, new, field):
     assert old in OUT
     v, _ = _verify(tmp_path, OUT.replace(old, new))
@@ -51,34 +55,65 @@ def test_nan_energy_fails(tmp_path):
 
 
 def test_unconverged_or_crashed_run_fails(tmp_path):
-    v, _ = _verify(tmp_path, OUT.replace("convergence has been achieved in   4 iterations",
-                                         "convergence NOT achieved after 100 iterations: stopping"))
+    v, _ = _verify(
+        tmp_path,
+        OUT.replace(
+            "convergence has been achieved in   4 iterations",
+            "convergence NOT achieved after 100 iterations: stopping",
+        ),
+    )
     assert not v.ok and "the SCF cycle converged" in v.failures
-    cut = OUT[:OUT.index("Computing stress")]
-    v, _ = _verify(tmp_path, cut + "\n %%%%%%%%%%%%%%\n Error in routine stres (1):\n %%%%%%%%%%%%%%\n")
+    cut = OUT[: OUT.index("Computing stress")]
+    v, _ = _verify(
+        tmp_path, cut + "\n %%%%%%%%%%%%%%\n Error in routine stres (1):\n %%%%%%%%%%%%%%\n"
+    )
     assert not v.ok
-    assert "pw.x finished (JOB DONE)" in v.failures and any(m.startswith("pressure") for m in v.failures)
+    assert "pw.x finished (JOB DONE)" in v.failures and any(
+        m.startswith("pressure") for m in v.failures
+    )
 
 
 def test_make_inc_carries_the_variant_and_family_flags(tmp_path):
     r = _recipe()
-    gnu = Toolchain(environment="gnu", family="gnu", cc="mpicc", cxx="mpicxx", ftn="mpifort",
-                    mpi="openmpi", mpi_standard="3.1", blas="openblas")
+    gnu = Toolchain(
+        environment="gnu",
+        family="gnu",
+        cc="mpicc",
+        cxx="mpicxx",
+        ftn="mpifort",
+        mpi="openmpi",
+        mpi_standard="3.1",
+        blas="openblas",
+    )
     plan = recipes.resolve(r, "tuned+fft=internal", gnu).to_dict()
     ctx = dict(plan, cc="/w/cc", cxx="/w/cxx", ftn="/w/ftn")
     text = build._jinja().get_template("qe/make.inc.j2").render(**ctx)
     assert re.search(r"^DFLAGS\s+= -D__FFTW -D__MPI$", text, re.M)
-    assert re.search(r"^FFLAGS\s+= -fallow-argument-mismatch -O3 -march=native -funroll-loops$", text, re.M)
-    assert re.search(r"^MPIF90\s+= /w/ftn$", text, re.M) and re.search(r"^F90\s+= /w/ftn$", text, re.M)
+    assert re.search(
+        r"^FFLAGS\s+= -fallow-argument-mismatch -O3 -march=native -funroll-loops$", text, re.M
+    )
+    assert re.search(r"^MPIF90\s+= /w/ftn$", text, re.M) and re.search(
+        r"^F90\s+= /w/ftn$", text, re.M
+    )
     assert re.search(r"^BLAS_LIBS\s+= -lopenblas$", text, re.M)  # no -lfftw3 with the internal FFT
-    mkl = recipes.resolve(r, "tuned", Toolchain(**{**gnu.__dict__, "environment": "gnu-mkl", "blas": "mkl"}))
-    assert mkl.ldflags[0] == "-lfftw3" and any("mkl_core" in f for f in mkl.ldflags)  # FFTW before MKL
-    llvm = recipes.resolve(r, "tuned", Toolchain(**{**gnu.__dict__, "environment": "llvm", "family": "llvm"}))
-    assert llvm.app_fflags == ["-I/usr/include"] and llvm.app_ldflags == ["-flang-experimental-exec"]
+    mkl = recipes.resolve(
+        r, "tuned", Toolchain(**{**gnu.__dict__, "environment": "gnu-mkl", "blas": "mkl"})
+    )
+    assert mkl.ldflags[0] == "-lfftw3" and any(
+        "mkl_core" in f for f in mkl.ldflags
+    )  # FFTW before MKL
+    llvm = recipes.resolve(
+        r, "tuned", Toolchain(**{**gnu.__dict__, "environment": "llvm", "family": "llvm"})
+    )
+    assert llvm.app_fflags == ["-I/usr/include"] and llvm.app_ldflags == [
+        "-flang-experimental-exec"
+    ]
     assert recipes.expected_build_failure(r, "llvm", "tuned") is not None
     assert recipes.expected_build_failure(r, "gnu", "tuned") is None
     # the 32 000-line data table keeps -O2 in every variant
-    assert plan["per_file"][0]["files"] == ["dft-d3/pars.f90"] and plan["per_file"][0]["fflags"] == ["-O2"]
+    assert plan["per_file"][0]["files"] == ["dft-d3/pars.f90"] and plan["per_file"][0][
+        "fflags"
+    ] == ["-O2"]
 
 
 def test_nightly_input_is_the_64_atom_rattled_supercell(tmp_path):

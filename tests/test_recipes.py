@@ -1,4 +1,5 @@
 """Recipes, variants and site data: every bad input is a one-line error naming file and field."""
+
 import pytest
 
 from apptune import recipes
@@ -62,11 +63,14 @@ def test_unknown_application():
     assert "no-such-app" in msg and "hpcc" in msg
 
 
-@pytest.mark.parametrize("spec, words", [
-    ("tuned+fft", ["not axis=value"]),
-    ("tuned+gpu=yes", ["unknown axis 'gpu'", "blas"]),
-    ("tuned+blas=atlas", ["unknown blas 'atlas'", "openblas"]),
-])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("tuned+fft", ["not axis=value"]),
+        ("tuned+gpu=yes", ["unknown axis 'gpu'", "blas"]),
+        ("tuned+blas=atlas", ["unknown blas 'atlas'", "openblas"]),
+    ],
+)
 def test_unknown_variant_pieces(toy_root, spec, words):
     r = recipes.load_recipe("toy")
     msg = err(Variant.parse, spec, r)
@@ -102,6 +106,7 @@ def test_requires_are_looked_up_on_the_environments_own_path(tmp_path):
     """A compiler that only the environment's PATH holds (as a module or env_vars would
     provide it on a cluster) is found; one on no PATH of the environment is missing."""
     from apptune.rfm import missing_in_environment
+
     tool = tmp_path / "bin" / "mycc-only-here"
     tool.parent.mkdir()
     tool.write_text("#!/bin/sh\n")
@@ -110,6 +115,7 @@ def test_requires_are_looked_up_on_the_environments_own_path(tmp_path):
     class Env:
         env_vars = {"PATH": f"{tool.parent}:$PATH"}
         modules = []
+
     assert missing_in_environment(Env, ["mycc-only-here", "gcc"]) == []
     Env.env_vars = {}
     assert missing_in_environment(Env, ["mycc-only-here", "gcc"]) == ["mycc-only-here"]
@@ -119,8 +125,10 @@ def test_resolve_selects_patches_and_per_file_flags():
     r = recipes.load_recipe("hpcc")
     tc = Toolchain("gnu", "gnu", "mpicc", "mpicxx", "mpifort", "openmpi", "3.1", "openblas")
     plan = recipes.resolve(r, "tuned+fft=fftw3", tc)
-    assert [p["file"] for p in plan.patches] == ["0001-mpi3-get-address-create-struct.patch",
-                                                 "0002-fftw3-interface.patch"]
+    assert [p["file"] for p in plan.patches] == [
+        "0001-mpi3-get-address-create-struct.patch",
+        "0002-fftw3-interface.patch",
+    ]
     assert "-DUSING_FFTW3" in plan.cppflags and "-lfftw3_mpi" in plan.ldflags
     assert plan.cflags == ["-O3", "-march=native", "-funroll-loops"]
     assert plan.per_file[0]["cflags"] == []

@@ -1,14 +1,15 @@
 """Verdicts over the history, and the issue's acceptance case: a recorded nightly series
 where an -O1 build slipped into the baseline variant (5 % slower) is flagged at the
 right run with the flag change named; check-regressions exits 1."""
+
 import json
 from pathlib import Path
 
 import numpy as np
+from conftest import write_run
 
 from apptune import cli, regressions
 from apptune.regressions import Point, Verdict
-from conftest import write_run
 
 DATA = Path(__file__).parent / "data" / "history" / "o1-slowdown.json"
 
@@ -30,7 +31,9 @@ def test_o1_slowdown_is_flagged_at_the_right_run_with_the_flag_change(tmp_path, 
     k = data["change_at"]
     first_bad = data["runs"][k]["uuid"][:8]
     report = tmp_path / "verdicts.json"
-    rc = cli.main(["check-regressions", "--history", str(hdir), "--mode", "nightly", "--json", str(report)])
+    rc = cli.main(
+        ["check-regressions", "--history", str(hdir), "--mode", "nightly", "--json", str(report)]
+    )
     out = capsys.readouterr().out
     assert rc == 1, out
     verdicts = {(v["variant"], v["figure"]): v for v in json.loads(report.read_text())}
@@ -67,8 +70,10 @@ def data_change_at() -> int:
 
 
 def _verdict(values, better="higher", prov=None):
-    pts = [Point(f"r{i}", f"day {i}", None, float(v), None, 1, (prov or (lambda i: None))(i))
-           for i, v in enumerate(values)]
+    pts = [
+        Point(f"r{i}", f"day {i}", None, float(v), None, 1, (prov or (lambda i: None))(i))
+        for i, v in enumerate(values)
+    ]
     return Verdict("local:default", "app", "ci", "gnu", "baseline", "rate", "op/s", better, pts)
 
 
@@ -99,7 +104,8 @@ def test_a_blessed_baseline_at_the_new_level_accepts_the_change():
 
 
 def test_history_below_the_baseline_without_a_change_point():
-    # the whole history is 10 % below the baseline; noise is 0.5 %: a regression with no first bad run
+    # the whole history is 10 % below the baseline; noise is 0.5 %: a regression with no
+    # first bad run
     v = regressions.analyse(_verdict(_steps(12, 0, 0.0) * 0.9), baseline_value=100.0)
     assert v.verdict == "regression" and v.first_bad is None
     assert v.baseline["threshold"] < 0.05 and "from the baseline" in v.reason
@@ -114,25 +120,42 @@ def test_min_change_hides_small_but_significant_changes():
 
 
 def test_provenance_diff_names_compiler_patch_and_source_changes():
-    a = {"compilers": {"cc": {"version": "gcc 12.2.0"}}, "flags": {"cflags": ["-O2", "-g"]},
-         "patches": [{"file": "0001-x.patch", "sha256": "a" * 64}], "source": {"sha256": "1" * 64},
-         "build_seconds": 10, "products": [{"file": "x", "sha256": "f" * 64}]}
-    b = {"compilers": {"cc": {"version": "gcc 13.1.0"}}, "flags": {"cflags": ["-O2", "-g"]},
-         "patches": [{"file": "0001-x.patch", "sha256": "b" * 64}, {"file": "0002-y.patch", "sha256": "c" * 64}],
-         "source": {"sha256": "2" * 64}, "build_seconds": 12, "products": [{"file": "x", "sha256": "e" * 64}]}
+    a = {
+        "compilers": {"cc": {"version": "gcc 12.2.0"}},
+        "flags": {"cflags": ["-O2", "-g"]},
+        "patches": [{"file": "0001-x.patch", "sha256": "a" * 64}],
+        "source": {"sha256": "1" * 64},
+        "build_seconds": 10,
+        "products": [{"file": "x", "sha256": "f" * 64}],
+    }
+    b = {
+        "compilers": {"cc": {"version": "gcc 13.1.0"}},
+        "flags": {"cflags": ["-O2", "-g"]},
+        "patches": [
+            {"file": "0001-x.patch", "sha256": "b" * 64},
+            {"file": "0002-y.patch", "sha256": "c" * 64},
+        ],
+        "source": {"sha256": "2" * 64},
+        "build_seconds": 12,
+        "products": [{"file": "x", "sha256": "e" * 64}],
+    }
     d = regressions.provenance_diff(a, b)
-    assert d == ["compilers.cc.version: gcc 12.2.0 → gcc 13.1.0",
-                 f"patches.0001-x.patch: {'a' * 12} → {'b' * 12}",
-                 f"patches.0002-y.patch: (none) → {'c' * 12}",
-                 f"source.sha256: {'1' * 64} → {'2' * 64}"]
+    assert d == [
+        "compilers.cc.version: gcc 12.2.0 → gcc 13.1.0",
+        f"patches.0001-x.patch: {'a' * 12} → {'b' * 12}",
+        f"patches.0002-y.patch: (none) → {'c' * 12}",
+        f"source.sha256: {'1' * 64} → {'2' * 64}",
+    ]
 
 
 def test_provenance_change_one_run_off_the_detected_point_is_still_named():
     x = _steps(10, 6, -0.08)
-    prov = lambda i: {"flags": {"cflags": ["-O1" if i >= 11 else "-O2"]}}   # noqa: E731
+    prov = lambda i: {"flags": {"cflags": ["-O1" if i >= 11 else "-O2"]}}  # noqa: E731
     v = regressions.analyse(_verdict(x, prov=prov))
     assert v.first_bad.run == "r10"
-    assert len(v.provenance_diff) == 1 and "1 run(s) after the detected change" in v.provenance_diff[0]
+    assert (
+        len(v.provenance_diff) == 1 and "1 run(s) after the detected change" in v.provenance_diff[0]
+    )
     assert "flags.cflags: -O2 → -O1" in v.provenance_diff[0]
 
 

@@ -1,39 +1,95 @@
 """The report from a ReFrame run report: failures first, skip reasons, best variant."""
+
 import json
 import re
 
 from apptune import report
 
 
-def _tc(tmp_path, name, env, result, variant, figures=None, ok=True, fixture=False, phase=None,
-        reason=None, deps=()):
+def _tc(
+    tmp_path,
+    name,
+    env,
+    result,
+    variant,
+    figures=None,
+    ok=True,
+    fixture=False,
+    phase=None,
+    reason=None,
+    deps=(),
+):
     d = tmp_path / name.replace(" ", "_") / env
     d.mkdir(parents=True)
     if figures is not None:
-        (d / "apptune-result.json").write_text(json.dumps({
-            "app": "hpcc", "tier": "ci", "variant": variant, "environment": env, "system": "local",
-            "partition": "default", "figures": figures,
-            "verification": {"ok": ok, "summary": "ok" if ok else "HPL_Xnorm1 = nan, expected 3890.59 ± 0.39"},
-            "energy": {"trust": "none", "reason": "no meter"}, "provenance": {}, "baseline": {}}))
-    return {"display_name": name, "unique_name": name, "environ": env, "result": result,
-            "fixture": fixture, "fail_phase": phase, "fail_reason": reason, "outputdir": str(d),
-            "stagedir": str(d), "dependencies_actual": list(deps)}
+        (d / "apptune-result.json").write_text(
+            json.dumps(
+                {
+                    "app": "hpcc",
+                    "tier": "ci",
+                    "variant": variant,
+                    "environment": env,
+                    "system": "local",
+                    "partition": "default",
+                    "figures": figures,
+                    "verification": {
+                        "ok": ok,
+                        "summary": "ok" if ok else "HPL_Xnorm1 = nan, expected 3890.59 ± 0.39",
+                    },
+                    "energy": {"trust": "none", "reason": "no meter"},
+                    "provenance": {},
+                    "baseline": {},
+                }
+            )
+        )
+    return {
+        "display_name": name,
+        "unique_name": name,
+        "environ": env,
+        "result": result,
+        "fixture": fixture,
+        "fail_phase": phase,
+        "fail_reason": reason,
+        "outputdir": str(d),
+        "stagedir": str(d),
+        "dependencies_actual": list(deps),
+    }
 
 
 def test_report_orders_failures_first_and_marks_best(tmp_path):
     skip_build = _tc(tmp_path, "HPCCBuild oneapi", "oneapi", "skip", "tuned", fixture=True)
     (tmp_path / "HPCCBuild_oneapi" / "oneapi" / "apptune-skip.txt").write_text(
-        "environment 'oneapi': compiler/tool icx not found on PATH\n")
+        "environment 'oneapi': compiler/tool icx not found on PATH\n"
+    )
     cases = [
-        _tc(tmp_path, "HPCCCheck base", "gnu", "pass", "baseline", {"HPL": 10.0, "wall_time": 20.0}),
+        _tc(
+            tmp_path, "HPCCCheck base", "gnu", "pass", "baseline", {"HPL": 10.0, "wall_time": 20.0}
+        ),
         _tc(tmp_path, "HPCCCheck tuned", "gnu", "pass", "tuned", {"HPL": 15.0, "wall_time": 18.0}),
-        _tc(tmp_path, "HPCCCheck fast", "gnu", "fail", "aggressive", {"HPL": 99.0, "wall_time": 5.0},
-            ok=False, phase="sanity", reason="sanity error"),
+        _tc(
+            tmp_path,
+            "HPCCCheck fast",
+            "gnu",
+            "fail",
+            "aggressive",
+            {"HPL": 99.0, "wall_time": 5.0},
+            ok=False,
+            phase="sanity",
+            reason="sanity error",
+        ),
         skip_build,
-        _tc(tmp_path, "HPCCCheck one", "oneapi", "skip", "tuned",
-            deps=[["HPCCBuild oneapi", "local:default", "oneapi"]]),
+        _tc(
+            tmp_path,
+            "HPCCCheck one",
+            "oneapi",
+            "skip",
+            "tuned",
+            deps=[["HPCCBuild oneapi", "local:default", "oneapi"]],
+        ),
     ]
-    (tmp_path / "HPCCCheck_tuned" / "gnu" / "power-trace.csv").write_text("t_s,power_W\n0.1,20\n0.2,58\n0.3,59\n")
+    (tmp_path / "HPCCCheck_tuned" / "gnu" / "power-trace.csv").write_text(
+        "t_s,power_W\n0.1,20\n0.2,58\n0.3,59\n"
+    )
     rep = tmp_path / "report.json"
     rep.write_text(json.dumps({"session_info": {"num_cases": 5}, "runs": [{"testcases": cases}]}))
     s = report.collect(rep)
@@ -50,64 +106,100 @@ def test_report_orders_failures_first_and_marks_best(tmp_path):
     assert "**15**" in md and "| verified | ✗ | ✓ | ✓ |" in md
     assert (tmp_path / "plots" / "power-hpcc-ci.png").stat().st_size > 1000
     assert '<img class="power" src="plots/power-hpcc-ci.png"' in html
-    assert 'class="bad"' in html and "<th class=\"variant\">gnu/aggressive</th>" in html
+    assert 'class="bad"' in html and '<th class="variant">gnu/aggressive</th>' in html
 
 
 # ---------------------------------------------------------------- verification messages
 
+
 def _message(got, **tol):
     from apptune.models import FieldTolerance
     from apptune.verify import compare_field
+
     return compare_field("x", FieldTolerance(**tol), got)
 
 
 def test_a_value_off_by_less_than_six_digits_is_printed_with_the_digits_that_differ():
-    e = 2.0 ** -53                  # 1.11022e-16: off by 1.8 tolerances of 1e-6 relative
+    e = 2.0**-53  # 1.11022e-16: off by 1.8 tolerances of 1e-6 relative
     r = _message(e - 1.8e-6 * e, value=e, rel=1e-6)
     assert not r.ok
-    assert r.message == "x = 1.110221e-16, expected 1.110223e-16 ± 1.11022e-22 " \
-                        "(difference -2e-22, used 180% of tolerance)"
+    assert (
+        r.message == "x = 1.110221e-16, expected 1.110223e-16 ± 1.11022e-22 "
+        "(difference -2e-22, used 180% of tolerance)"
+    )
     # the same with an absolute tolerance, on the other side
-    assert _message(e + 1.8e-22, value=e, abs=1e-22).message == \
-        "x = 1.110225e-16, expected 1.110223e-16 ± 1e-22 (difference +1.8e-22, used 180% of tolerance)"
+    assert (
+        _message(e + 1.8e-22, value=e, abs=1e-22).message
+        == "x = 1.110225e-16, expected 1.110223e-16 ± 1e-22 "
+        "(difference +1.8e-22, used 180% of tolerance)"
+    )
     # exact: six digits, no difference
-    assert _message(e, value=e, rel=1e-6).message == "x = 1.11022e-16, expected 1.11022e-16 ± 1.11022e-22"
+    assert (
+        _message(e, value=e, rel=1e-6).message
+        == "x = 1.11022e-16, expected 1.11022e-16 ± 1.11022e-22"
+    )
 
 
 def test_large_values_exact_counts_and_bounds_show_their_difference():
     r = _message(1.2345679e12, value=1.2345678e12, rel=1e-9)
-    assert r.message == "x = 1234567900000, expected 1234567800000 ± 1234.57 " \
-                        "(difference +1e+05, used 8100% of tolerance)"
+    assert (
+        r.message == "x = 1234567900000, expected 1234567800000 ± 1234.57 "
+        "(difference +1e+05, used 8100% of tolerance)"
+    )
     r = _message(6.0221408e23, value=6.02214076e23, rel=1e-9)
     assert r.message.startswith("x = 6.0221408e+23, expected 6.02214076e+23 ± ")
     # a count compared exactly reads as a count, not 1e+06
-    assert _message(1000001, value=1000000, abs=0).message == "x = 1000001, expected 1000000 ± 0 (difference +1)"
+    assert (
+        _message(1000001, value=1000000, abs=0).message
+        == "x = 1000001, expected 1000000 ± 0 (difference +1)"
+    )
     assert _message(1000000, value=1000000, abs=0).message == "x = 1000000, expected 1000000 ± 0"
-    assert _message(102.0, value=100.0, rel=0.01).message == \
-        "x = 102, expected 100 ± 1 (difference +2, used 200% of tolerance)"
+    assert (
+        _message(102.0, value=100.0, rel=0.01).message
+        == "x = 102, expected 100 ± 1 (difference +2, used 200% of tolerance)"
+    )
     # just past a bound: the digits show it, and it is not "100 %" or "0 %" of the tolerance
-    assert _message(1.0000001e-14, max=1e-14).message == \
-        "x = 1.0000001e-14, expected ≤ 1e-14 (used more than 100% of tolerance)"
-    assert _message(0.99999999, min=1.0).message == \
-        "x = 0.99999999, expected ≥ 1 (used more than 100% of tolerance)"
+    assert (
+        _message(1.0000001e-14, max=1e-14).message
+        == "x = 1.0000001e-14, expected ≤ 1e-14 (used more than 100% of tolerance)"
+    )
+    assert (
+        _message(0.99999999, min=1.0).message
+        == "x = 0.99999999, expected ≥ 1 (used more than 100% of tolerance)"
+    )
     assert _message(0.5, min=1.0).message == "x = 0.5, expected ≥ 1 (used 200% of tolerance)"
 
 
 # ---------------------------------------------------------------- history, colours, verdicts
 
+
 def _history_run_dirs(tmp_path, n=12):
     """``n`` nightly runs of hpcc: gnu/tuned's HPL drops 20 % half way; gnu/baseline has no
     StarFFT (it is missing from that panel)."""
     from conftest import write_run
+
     dirs = []
     for i in range(n):
         jitter = 1 + 0.002 * ((i * 7) % 5 - 2)
         results = [
-            {"app": "hpcc", "tier": "nightly", "environment": "gnu", "variant": "baseline",
-             "figures": {"HPL": 10.0 * jitter, "wall_time": 100.0 * jitter}},
-            {"app": "hpcc", "tier": "nightly", "environment": "gnu", "variant": "tuned",
-             "figures": {"HPL": (12.0 if i < n // 2 else 9.6) * jitter, "StarFFT": 3.0 * jitter,
-                         "wall_time": 90.0 * jitter}},
+            {
+                "app": "hpcc",
+                "tier": "nightly",
+                "environment": "gnu",
+                "variant": "baseline",
+                "figures": {"HPL": 10.0 * jitter, "wall_time": 100.0 * jitter},
+            },
+            {
+                "app": "hpcc",
+                "tier": "nightly",
+                "environment": "gnu",
+                "variant": "tuned",
+                "figures": {
+                    "HPL": (12.0 if i < n // 2 else 9.6) * jitter,
+                    "StarFFT": 3.0 * jitter,
+                    "wall_time": 90.0 * jitter,
+                },
+            },
         ]
         uuid = f"5e55{i:04d}-0000-4000-8000-{i:012d}"
         dirs.append(write_run(tmp_path / uuid, uuid, 1796500000 + 86400 * i, results))
@@ -116,6 +208,7 @@ def _history_run_dirs(tmp_path, n=12):
 
 def _with_history(tmp_path):
     from apptune import cli
+
     dirs = _history_run_dirs(tmp_path)
     hdir = tmp_path / "history"
     assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
@@ -123,12 +216,16 @@ def _with_history(tmp_path):
 
 
 def _result_files(run_dir):
-    return {(r["environment"], r["variant"]): (p, r) for p in (run_dir / "output").rglob("apptune-result.json")
-            for r in [json.loads(p.read_text())]}
+    return {
+        (r["environment"], r["variant"]): (p, r)
+        for p in (run_dir / "output").rglob("apptune-result.json")
+        for r in [json.loads(p.read_text())]
+    }
 
 
 def test_a_variant_has_one_colour_in_every_panel_and_plot(tmp_path, monkeypatch):
     from matplotlib.colors import to_hex
+
     run_dir, hdir = _with_history(tmp_path)
     # gnu/tuned alone has a power trace and a curve: alone in those plots, it keeps its colour
     p, r = _result_files(run_dir)[("gnu", "tuned")]
@@ -138,37 +235,54 @@ def test_a_variant_has_one_colour_in_every_panel_and_plot(tmp_path, monkeypatch)
     r["curves"] = {"lat": {"file": "curves/lat.csv", "plot": {"x": "bytes", "y": ["us"]}}}
     p.write_text(json.dumps(r))
 
-    colours = []   # (plot file, panel title, {variant: colour}) for every line drawn
+    colours = []  # (plot file, panel title, {variant: colour}) for every line drawn
     save = report._save_figure
 
     def record(fig, out):
         for ax in fig.axes:
-            lines = {ln.get_label().split(" (")[0]: to_hex(ln.get_color()) for ln in ax.get_lines()
-                     if not ln.get_label().startswith("_")}
+            lines = {
+                ln.get_label().split(" (")[0]: to_hex(ln.get_color())
+                for ln in ax.get_lines()
+                if not ln.get_label().startswith("_")
+            }
             if lines:
                 colours.append((out.name, ax.get_title(), lines))
                 legend = ax.get_legend()
-                if legend is not None:   # the legend's colours are the lines' colours
-                    for h, t in zip(legend.legend_handles, legend.get_texts()):
-                        colours.append((out.name, "legend", {t.get_text().split(" (")[0]: to_hex(h.get_color())}))
+                if legend is not None:  # the legend's colours are the lines' colours
+                    for h, t in zip(legend.legend_handles, legend.get_texts(), strict=True):
+                        colours.append(
+                            (
+                                out.name,
+                                "legend",
+                                {t.get_text().split(" (")[0]: to_hex(h.get_color())},
+                            )
+                        )
         return save(fig, out)
 
     monkeypatch.setattr(report, "_save_figure", record)
     report.write(run_dir, history_dir=hdir)
     plots = {f for f, _, _ in colours}
-    assert plots == {"trend-hpcc-nightly.png", "power-hpcc-nightly.png", "curve-hpcc-nightly-lat-us.png"}
+    assert plots == {
+        "trend-hpcc-nightly.png",
+        "power-hpcc-nightly.png",
+        "curve-hpcc-nightly-lat-us.png",
+    }
     starfft = next(c for f, t, c in colours if t.startswith("StarFFT"))
-    assert set(starfft) == {"gnu/tuned"}          # gnu/baseline is missing from this panel
+    assert set(starfft) == {"gnu/tuned"}  # gnu/baseline is missing from this panel
     seen: dict[str, set] = {}
     for _, _, c in colours:
         for k, v in c.items():
             seen.setdefault(k, set()).add(v)
     assert {k: len(v) for k, v in seen.items()} == {"gnu/baseline": 1, "gnu/tuned": 1}, colours
     assert seen["gnu/baseline"] != seen["gnu/tuned"]
-    assert seen == {k: {v["color"]} for k, v in report.variant_styles(["gnu/baseline", "gnu/tuned"]).items()}
+    assert seen == {
+        k: {v["color"]} for k, v in report.variant_styles(["gnu/baseline", "gnu/tuned"]).items()
+    }
     # the trend legend names every variant drawn in any panel
-    assert {k for f, t, c in colours if t == "legend" and f.startswith("trend") for k in c} == \
-        {"gnu/baseline", "gnu/tuned"}
+    assert {k for f, t, c in colours if t == "legend" and f.startswith("trend") for k in c} == {
+        "gnu/baseline",
+        "gnu/tuned",
+    }
 
 
 def test_variant_styles_are_sorted_and_do_not_depend_on_which_variants_are_drawn():
@@ -184,15 +298,29 @@ def test_committed_baseline_and_history_verdicts_are_kept_apart(tmp_path):
     run_dir, hdir = _with_history(tmp_path)
     # this run is within the committed baseline's threshold, while the history has a change point
     p, r = _result_files(run_dir)[("gnu", "tuned")]
-    r["baseline"] = {"file": "reference/baselines/local/hpcc.yaml", "found": True, "figures": {
-        n: {"value": v, "baseline": v, "change": 0.0, "threshold": 0.1, "verdict": "within threshold"}
-        for n, v in r["figures"].items()}}
+    r["baseline"] = {
+        "file": "reference/baselines/local/hpcc.yaml",
+        "found": True,
+        "figures": {
+            n: {
+                "value": v,
+                "baseline": v,
+                "change": 0.0,
+                "threshold": 0.1,
+                "verdict": "within threshold",
+            }
+            for n, v in r["figures"].items()
+        },
+    }
     p.write_text(json.dumps(r))
     report.write(run_dir, history_dir=hdir)
     s = json.loads((run_dir / "summary.json").read_text())
     assert "history" not in s and "regressions" not in s["apps"][0]["rows"][0]
     assert s["baseline_verdicts"]["counts"] == {"within threshold": 3}
-    assert s["baseline_verdicts"]["changes"] == [] and s["baseline_verdicts"]["performance_failures"] == []
+    assert (
+        s["baseline_verdicts"]["changes"] == []
+        and s["baseline_verdicts"]["performance_failures"] == []
+    )
     assert "apptune run" in s["baseline_verdicts"]["decides"]
     assert "apptune check-regressions" in s["history_verdicts"]["decides"]
     (hv,) = s["history_verdicts"]["changes"]
@@ -202,34 +330,51 @@ def test_committed_baseline_and_history_verdicts_are_kept_apart(tmp_path):
     assert tuned["history_verdicts"]["HPL"] == "regression"
 
     md = (run_dir / "report.md").read_text()
-    base = md[md.index("## Against the committed baseline"):md.index("## Performance history")]
-    hist = md[md.index("## Performance history"):md.index("## hpcc")]
+    base = md[md.index("## Against the committed baseline") : md.index("## Performance history")]
+    hist = md[md.index("## Performance history") : md.index("## hpcc")]
     assert "decides `apptune run`'s exit code: **0** test case(s) failed it" in base
     assert "3 within threshold" in base and "regression" not in base.lower()
     assert "decide `apptune check-regressions`' exit code, not this run's" in hist
     assert "**regression** | hpcc/nightly gnu/tuned HPL" in hist
     # in the matrix, one row each
     assert "| vs committed baseline | no baseline | within threshold |" in md
-    assert "| history (change points) | unchanged | regression: HPL; unchanged: StarFFT, wall_time |" in md
+    assert (
+        "| history (change points) | unchanged | regression: HPL; unchanged: StarFFT, wall_time |"
+        in md
+    )
 
     html = (run_dir / "report.html").read_text()
     assert html.index('id="baseline"') < html.index('id="history"') < html.index('class="matrix"')
     cell = re.search(r'<td class="[^"]*" title="committed baseline 9\.6[^"]*">', html)
-    assert cell and "history-regression" in cell.group(0) and " regression " not in cell.group(0), cell
+    assert cell and "history-regression" in cell.group(0) and " regression " not in cell.group(0), (
+        cell
+    )
     assert "within thresholds" not in html
 
 
 def test_verdict_cells_list_each_verdict_with_its_figures():
     assert report._verdicts({}) == "–"
-    assert report._verdicts({"HPL": "within threshold", "wall_time": "within threshold"}) == "within threshold"
-    assert report._verdicts({"HPL": "regression", "a": "within threshold", "b": "within threshold",
-                             "c": "no verdict (node shared)"}) == \
-        "regression: HPL; within threshold: a, b; no verdict (node shared): c"
+    assert (
+        report._verdicts({"HPL": "within threshold", "wall_time": "within threshold"})
+        == "within threshold"
+    )
+    assert (
+        report._verdicts(
+            {
+                "HPL": "regression",
+                "a": "within threshold",
+                "b": "within threshold",
+                "c": "no verdict (node shared)",
+            }
+        )
+        == "regression: HPL; within threshold: a, b; no verdict (node shared): c"
+    )
     many = {"HPL": "regression", **{f"f{i}": "within threshold" for i in range(7)}}
     assert report._verdicts(many) == "regression: HPL; within threshold: the other 7"
 
 
 # ---------------------------------------------------------------- skipped because of a dependency
+
 
 def test_tests_whose_dependency_failed_skipped_or_xfailed_are_skipped_not_failed(tmp_path):
     """What ReFrame 4.10 writes (frontend/executors, reporting): a test whose dependency
@@ -238,21 +383,40 @@ def test_tests_whose_dependency_failed_skipped_or_xfailed_are_skipped_not_failed
     build = tmp_path / "stage" / "HPCCBuild_gnu"
     build.mkdir(parents=True)
     (build / "rfm_build.err").write_text(
-        "apptune: error: patches/hpcc/0002-fftw3-interface.patch: hunks: patch does not apply\n")
+        "apptune: error: patches/hpcc/0002-fftw3-interface.patch: hunks: patch does not apply\n"
+    )
     sk = tmp_path / "stage" / "HPCCBuild_oneapi"
     sk.mkdir(parents=True)
-    (sk / "apptune-skip.txt").write_text("environment 'oneapi': compiler/tool icx not found on PATH\n")
+    (sk / "apptune-skip.txt").write_text(
+        "environment 'oneapi': compiler/tool icx not found on PATH\n"
+    )
 
     def case(name, env, result, fixture, deps=(), phase=None, reason=None, stagedir=None):
-        return {"display_name": name, "unique_name": name.replace(" ", "_"), "environ": env,
-                "system": "local", "partition": "default", "result": result, "fixture": fixture,
-                "fail_phase": phase, "fail_reason": reason, "outputdir": None,
-                "stagedir": str(stagedir) if stagedir else None,
-                "dependencies_actual": [[d.replace(" ", "_"), "local:default", env] for d in deps]}
+        return {
+            "display_name": name,
+            "unique_name": name.replace(" ", "_"),
+            "environ": env,
+            "system": "local",
+            "partition": "default",
+            "result": result,
+            "fixture": fixture,
+            "fail_phase": phase,
+            "fail_reason": reason,
+            "outputdir": None,
+            "stagedir": str(stagedir) if stagedir else None,
+            "dependencies_actual": [[d.replace(" ", "_"), "local:default", env] for d in deps],
+        }
 
     cases = [
-        case("HPCCBuild gnu", "gnu", "fail", True, phase="compile", reason="build failed",
-             stagedir=build),
+        case(
+            "HPCCBuild gnu",
+            "gnu",
+            "fail",
+            True,
+            phase="compile",
+            reason="build failed",
+            stagedir=build,
+        ),
         case("HPCCCheck %tier=ci gnu", "gnu", "fail_deps", False, deps=["HPCCBuild gnu"]),
         case("HPCCRun gnu", "gnu", "fail_deps", True, deps=["HPCCBuild gnu"]),
         case("HPCCCheck %tier=nightly gnu", "gnu", "fail_deps", False, deps=["HPCCRun gnu"]),
@@ -260,19 +424,29 @@ def test_tests_whose_dependency_failed_skipped_or_xfailed_are_skipped_not_failed
         case("HPCCCheck %tier=ci oneapi", "oneapi", "skip", False, deps=["HPCCBuild oneapi"]),
     ]
     rep = tmp_path / "report.json"
-    rep.write_text(json.dumps({"session_info": {"num_cases": 6, "num_failures": 1, "num_skipped": 4},
-                               "runs": [{"testcases": cases}]}))
+    rep.write_text(
+        json.dumps(
+            {
+                "session_info": {"num_cases": 6, "num_failures": 1, "num_skipped": 4},
+                "runs": [{"testcases": cases}],
+            }
+        )
+    )
     s = report.collect(rep)
     assert [f["test"] for f in s["failures"]] == ["HPCCBuild gnu"]
     skipped = {x["test"]: x["reason"] for x in s["skipped"]}
-    failed_build = ("depends on HPCCBuild gnu, which failed in compile: "
-                    "patches/hpcc/0002-fftw3-interface.patch: hunks: patch does not apply")
-    assert skipped == {"HPCCCheck %tier=ci gnu": failed_build,
-                       "HPCCCheck %tier=nightly gnu": failed_build,
-                       "HPCCCheck %tier=ci oneapi": "environment 'oneapi': compiler/tool icx not found on PATH"}
+    failed_build = (
+        "depends on HPCCBuild gnu, which failed in compile: "
+        "patches/hpcc/0002-fftw3-interface.patch: hunks: patch does not apply"
+    )
+    assert skipped == {
+        "HPCCCheck %tier=ci gnu": failed_build,
+        "HPCCCheck %tier=nightly gnu": failed_build,
+        "HPCCCheck %tier=ci oneapi": "environment 'oneapi': compiler/tool icx not found on PATH",
+    }
     md, html = (p.read_text() for p in report.render(s, tmp_path)[1:])
     assert "**1** failed" in md and "**3** skipped" in md
-    fails = md[md.index("## Failures"):md.index("## Skipped")]
+    fails = md[md.index("## Failures") : md.index("## Skipped")]
     assert "HPCCCheck" not in fails
     assert f"| HPCCCheck %tier=nightly gnu | gnu | {failed_build} |" in md
     assert '<b id="n-failed">1</b>' in html and '<b id="n-skipped">3</b>' in html

@@ -7,6 +7,7 @@ the variant matrix with the best variant highlighted, and every image must load.
 The screenshot is kept in the test's directory and copied to test-artifacts/
 (uploaded by CI).
 """
+
 import json
 import os
 import re
@@ -15,9 +16,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import write_run
 
 from apptune import cli, report
-from conftest import write_run
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -34,6 +35,7 @@ def _chromium():
             pytest.fail(f"the browser test cannot run in CI: {why}")
         pytest.skip(why)
 
+
 # Appended to a copy of the page: after load, writes each image's load state into the DOM.
 PROBE = """<script>
 window.addEventListener('load', () => {
@@ -49,8 +51,15 @@ window.addEventListener('load', () => {
 
 
 def chromium(*args, cwd):
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-           "--allow-file-access-from-files", *args]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--allow-file-access-from-files",
+        *args,
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=cwd)
     assert p.returncode == 0, p.stderr[-2000:]
     return p.stdout
@@ -63,15 +72,25 @@ def _run_with_history(tmp_path) -> tuple[Path, Path]:
     for i, run in enumerate(data["runs"]):
         results = [dict(r, provenance=data["provenance"][r["provenance"]]) for r in run["results"]]
         if i == len(data["runs"]) - 1:
-            results.append({"app": "hpcc", "tier": "nightly", "environment": "gnu", "variant": "aggressive",
-                            "figures": {"HPL": 99.0, "StarFFT": 9.0, "wall_time": 50.0}, "ok": False,
-                            "provenance": data["provenance"]["tuned"]})
+            results.append(
+                {
+                    "app": "hpcc",
+                    "tier": "nightly",
+                    "environment": "gnu",
+                    "variant": "aggressive",
+                    "figures": {"HPL": 99.0, "StarFFT": 9.0, "wall_time": 50.0},
+                    "ok": False,
+                    "provenance": data["provenance"]["tuned"],
+                }
+            )
         dirs.append(write_run(tmp_path / run["uuid"], run["uuid"], run["start"], results))
     assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
     last = dirs[-1]
     for p in (last / "output").rglob("apptune-result.json"):
         if json.loads(p.read_text())["variant"] == "baseline":
-            (p.parent / "power-trace.csv").write_text("t_s,power_W\n0.0,21\n0.5,58\n1.0,60\n1.5,59\n2.0,22\n")
+            (p.parent / "power-trace.csv").write_text(
+                "t_s,power_W\n0.0,21\n0.5,58\n1.0,60\n1.5,59\n2.0,22\n"
+            )
     return last, hdir
 
 
@@ -85,20 +104,25 @@ def test_report_in_headless_chromium(tmp_path):
     # failures first, then the history's regressions, then the matrix
     pos = [dom.find(s) for s in ('id="failures"', 'id="history"', 'class="matrix"')]
     assert -1 not in pos and pos == sorted(pos), pos
-    failures = dom[pos[0]:pos[1]]
+    failures = dom[pos[0] : pos[1]]
     assert "aggressive" in failures and "sum = nan" in failures
-    regressions = dom[pos[1]:pos[2]]
+    regressions = dom[pos[1] : pos[2]]
     assert regressions.count(">regression<") == 2 and "flags.cflags: -O2 → -O1" in regressions
-    # the matrix: one column per variant (repeats merged), the wrong variant marked, the best highlighted
-    matrix = dom[pos[2]:dom.find("</table>", pos[2])]
+    # the matrix: one column per variant (repeats merged), the wrong variant marked, the best
+    # highlighted
+    matrix = dom[pos[2] : dom.find("</table>", pos[2])]
     assert len(re.findall(r'<th class="variant">', matrix)) == 3
     assert "median of 3" in matrix and 'class="bad"' in matrix
     assert re.search(r'<b class="best-variant">gnu/(baseline|tuned)</b>', dom)
     assert re.search(r'<td class="best\s', matrix)
     # every image (trend, power) loaded in the browser
-    imgs = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1).replace("&quot;", '"'))
+    imgs = json.loads(
+        re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1).replace("&quot;", '"')
+    )
     srcs = {i["src"]: i["ok"] for i in imgs}
-    assert srcs == {"plots/trend-hpcc-nightly.png": True, "plots/power-hpcc-nightly.png": True}, srcs
+    assert srcs == {"plots/trend-hpcc-nightly.png": True, "plots/power-hpcc-nightly.png": True}, (
+        srcs
+    )
 
     shot = tmp_path / "report.png"
     chromium(f"--screenshot={shot}", "--window-size=1280,2000", html.as_uri(), cwd=tmp_path)

@@ -3,6 +3,7 @@ share a run directory, and stop cleanly on SIGTERM/SIGINT/SIGHUP.
 
 The integration tests run the toy application of conftest.py through real ReFrame
 (a few seconds each)."""
+
 import contextlib
 import datetime
 import hashlib
@@ -20,10 +21,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import REPO, TOY_ACC, TOY_MAIN, TOY_MAKEFILE, make_tarball, write_run
 
 from apptune import cli, history, report, supervise
 from apptune.constants import RESULT_FILE, SKIP_FILE
-from conftest import REPO, TOY_ACC, TOY_MAIN, TOY_MAKEFILE, make_tarball, write_run
 
 REFRAME = str(Path(sys.executable).with_name("reframe"))
 
@@ -32,7 +33,7 @@ ONEAPI_SKIP = "environment 'oneapi': compiler/tool icx, mpiicx not found on its 
 
 
 def _errors(text: str) -> list[str]:
-    return [l for l in text.splitlines() if l.startswith("apptune: error:")]
+    return [ln for ln in text.splitlines() if ln.startswith("apptune: error:")]
 
 
 # ------------------------------------------------------------------ run directories
@@ -46,13 +47,16 @@ def test_a_run_directory_taken_in_the_same_second_gets_a_suffix(tmp_path):
         (tmp_path / f"{_stamp(now + k)}-ci").mkdir()
     first, second = cli.new_run_dir(tmp_path, "ci"), cli.new_run_dir(tmp_path, "ci")
     assert first.is_dir() and first.name.endswith("-ci-2"), first
-    assert second.is_dir() and second != first and second.name.rsplit("-", 1)[1] in ("2", "3"), second
+    assert second.is_dir() and second != first and second.name.rsplit("-", 1)[1] in ("2", "3"), (
+        second
+    )
 
 
 def _new(base):
     return str(cli.new_run_dir(Path(base), "ci"))
 
 
+@pytest.mark.slow
 def test_run_directories_made_at_once_are_distinct(tmp_path):
     with ProcessPoolExecutor(6) as ex:
         dirs = list(ex.map(_new, [tmp_path] * 24))
@@ -69,6 +73,7 @@ def _flip_latest(args):
     return err.getvalue()
 
 
+@pytest.mark.slow
 def test_latest_is_replaced_in_one_step_by_concurrent_runs(tmp_path):
     runs = tmp_path / "runs"
     targets = [runs / "a", runs / "b"]
@@ -91,17 +96,37 @@ def test_latest_is_replaced_in_one_step_by_concurrent_runs(tmp_path):
 
 # ------------------------------------------------------------------ nothing tested
 def _case(name, app, result, env="gnu", fixture=False, stagedir=None, deps=()):
-    return {"display_name": name, "unique_name": name.replace(" ", "_"), "app": app, "environ": env,
-            "result": result, "fixture": fixture, "stagedir": str(stagedir) if stagedir else None,
-            "outputdir": None, "fail_reason": None, "system": "local", "partition": "default",
-            "dependencies_actual": [[d, "local:default", env] for d in deps]}
+    return {
+        "display_name": name,
+        "unique_name": name.replace(" ", "_"),
+        "app": app,
+        "environ": env,
+        "result": result,
+        "fixture": fixture,
+        "stagedir": str(stagedir) if stagedir else None,
+        "outputdir": None,
+        "fail_reason": None,
+        "system": "local",
+        "partition": "default",
+        "dependencies_actual": [[d, "local:default", env] for d in deps],
+    }
 
 
 def _report(tmp_path, cases) -> Path:
     f = tmp_path / "report.json"
-    f.write_text(json.dumps({"session_info": {"uuid": uuid.uuid4().hex, "time_start_unix": 1.0,
-                                              "num_cases": len(cases), "cmdline": "reframe --mode ci -r"},
-                             "runs": [{"testcases": cases}]}))
+    f.write_text(
+        json.dumps(
+            {
+                "session_info": {
+                    "uuid": uuid.uuid4().hex,
+                    "time_start_unix": 1.0,
+                    "num_cases": len(cases),
+                    "cmdline": "reframe --mode ci -r",
+                },
+                "runs": [{"testcases": cases}],
+            }
+        )
+    )
     return f
 
 
@@ -116,8 +141,13 @@ def test_an_application_with_every_case_skipped_is_untested(tmp_path):
         # another application tested in one environment, skipped in the other: fine
         _case("HPCCCheck %tier=ci %build.variant=tuned", "hpcc", "pass", "gnu"),
         _case("HPCCBuild %variant=tuned", "hpcc", "skip", "oneapi", fixture=True, stagedir=stage),
-        _case("HPCCCheck %tier=ci %build.variant=tuned", "hpcc", "skip", "oneapi",
-              deps=["HPCCBuild_%variant=tuned"]),
+        _case(
+            "HPCCCheck %tier=ci %build.variant=tuned",
+            "hpcc",
+            "skip",
+            "oneapi",
+            deps=["HPCCBuild_%variant=tuned"],
+        ),
         # an expected build failure is a result; a plain ReFrame check has no app
         _case("QEBuild %variant=tuned", "qe", "xfail", "llvm", fixture=True),
         _case("QECheck %tier=ci", "qe", "skip", "llvm", deps=["QEBuild_%variant=tuned"]),
@@ -130,10 +160,13 @@ def test_a_skipped_run_of_a_passing_build_is_untested(tmp_path):
     stage = tmp_path / "run"
     stage.mkdir()
     (stage / SKIP_FILE).write_text("placement 'bound' has no launcher options for MPI 'mpich'\n")
-    cases = [_case("NetpipeBuild %variant=tuned", "netpipe", "pass", fixture=True),
-             _case("NetpipeCheck %placement=bound", "netpipe", "skip", stagedir=stage)]
+    cases = [
+        _case("NetpipeBuild %variant=tuned", "netpipe", "pass", fixture=True),
+        _case("NetpipeCheck %placement=bound", "netpipe", "skip", stagedir=stage),
+    ]
     assert report.untested_apps(_report(tmp_path, cases)) == {
-        "netpipe": ["placement 'bound' has no launcher options for MPI 'mpich'"]}
+        "netpipe": ["placement 'bound' has no launcher options for MPI 'mpich'"]
+    }
 
 
 FAKE_REFRAME = """\
@@ -143,20 +176,38 @@ open(report, "w").write(open(sys.argv[1]).read())
 """
 
 
-def test_run_that_skipped_every_case_of_an_application_fails_with_one_line(toy_root, tmp_path,
-                                                                         monkeypatch, capsys):
+def test_run_that_skipped_every_case_of_an_application_fails_with_one_line(
+    toy_root, tmp_path, monkeypatch, capsys
+):
     shutil.copytree(REPO / "site-config", toy_root / "site-config", dirs_exist_ok=True)
     stage = tmp_path / "build"
     stage.mkdir()
     (stage / SKIP_FILE).write_text(ONEAPI_SKIP + "\n")
-    rep = _report(tmp_path, [
-        _case("ToyBuild %variant=baseline", "toy", "skip", "oneapi", fixture=True, stagedir=stage),
-        _case("ToyCheck %tier=ci", "toy", "skip", "oneapi", deps=["ToyBuild_%variant=baseline"])])
+    rep = _report(
+        tmp_path,
+        [
+            _case(
+                "ToyBuild %variant=baseline", "toy", "skip", "oneapi", fixture=True, stagedir=stage
+            ),
+            _case(
+                "ToyCheck %tier=ci", "toy", "skip", "oneapi", deps=["ToyBuild_%variant=baseline"]
+            ),
+        ],
+    )
     fake = tmp_path / "fake_reframe.py"
     fake.write_text(FAKE_REFRAME)
     monkeypatch.setenv("APPTUNE_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setattr(cli, "reframe_command", lambda root, mode, checks, run_dir, config, extra:
-                        [sys.executable, str(fake), str(rep), "--report-file", str(run_dir / "report.json")])
+    monkeypatch.setattr(
+        cli,
+        "reframe_command",
+        lambda root, mode, checks, run_dir, config, extra: [
+            sys.executable,
+            str(fake),
+            str(rep),
+            "--report-file",
+            str(run_dir / "report.json"),
+        ],
+    )
     assert cli.main(["run", "--mode", "ci"]) == 1
     out, err = capsys.readouterr()
     assert _errors(err) == [f"apptune: error: toy: nothing tested: {ONEAPI_SKIP}"], err
@@ -172,7 +223,8 @@ def stop(signum, frame):
     if mode == "graceful":
         sys.exit(3)
 # an orphan in a session of its own: the child's process group does not hold it
-subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker], start_new_session=True)
+sleeper = [sys.executable, "-c", "import time; time.sleep(300)", marker]
+subprocess.Popen(sleeper, start_new_session=True)
 signal.signal(signal.SIGTERM, stop if mode != "stubborn" else signal.SIG_IGN)
 # a shell that started the tests in the background leaves SIGINT ignored: the default here
 signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -205,12 +257,14 @@ def _signal_when(path: Path, text: str, sig: int):
                 os.kill(os.getpid(), sig)
                 return
             time.sleep(0.02)
+
     t = threading.Thread(target=go, daemon=True)
     t.start()
     return t
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+@pytest.mark.slow
 def test_supervisor_forwards_the_signal_once_and_stops_what_is_left(tmp_path, sig):
     out, marker = tmp_path / "child.log", f"apptune-test-{uuid.uuid4().hex}"
     mode = "graceful" if sig == signal.SIGTERM else "default"
@@ -236,6 +290,7 @@ def test_supervisor_forwards_the_signal_once_and_stops_what_is_left(tmp_path, si
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_supervisor_kills_a_child_that_ignores_the_signal(tmp_path):
     out, marker = tmp_path / "child.log", f"apptune-test-{uuid.uuid4().hex}"
     try:
@@ -250,6 +305,7 @@ def test_supervisor_kills_a_child_that_ignores_the_signal(tmp_path):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_supervisor_leaves_the_other_children_of_this_process_alone(tmp_path):
     marker = f"apptune-test-{uuid.uuid4().hex}"
     mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker])
@@ -278,9 +334,22 @@ def _history(tmp_path) -> Path:
     hdir = tmp_path / "h"
     with history.History(hdir) as h:
         for i in range(3):
-            h.ingest(write_run(tmp_path / f"r{i}", f"uuid-{i}", 1_800_000_000 + 3600 * i, [
-                {"app": "hpcc", "tier": "ci", "environment": "gnu", "variant": "tuned",
-                 "figures": {"HPL": 10.0 + 0.01 * i}}]))
+            h.ingest(
+                write_run(
+                    tmp_path / f"r{i}",
+                    f"uuid-{i}",
+                    1_800_000_000 + 3600 * i,
+                    [
+                        {
+                            "app": "hpcc",
+                            "tier": "ci",
+                            "environment": "gnu",
+                            "variant": "tuned",
+                            "figures": {"HPL": 10.0 + 0.01 * i},
+                        }
+                    ],
+                )
+            )
     return hdir
 
 
@@ -308,14 +377,20 @@ def test_check_regressions_over_nothing_is_not_a_pass(tmp_path, capsys, option):
     capsys.readouterr()
     assert cli.main(["check-regressions", "--history", str(hdir), *option]) == 2
     (line,) = _errors(capsys.readouterr().err)
-    assert f"selected by {' '.join(option)}" in line and "modes nightly" in line \
-        and "systems local:default" in line and "apps hpcc" in line, line
+    assert (
+        f"selected by {' '.join(option)}" in line
+        and "modes nightly" in line
+        and "systems local:default" in line
+        and "apps hpcc" in line
+    ), line
 
 
 # ------------------------------------------------------------------ real runs
-PAUSE_MAIN = TOY_MAIN.replace("int main(void) {", "#include <unistd.h>\nint main(void) {\n"
-                              "#ifdef TOY_PAUSE\n    sleep(600);\n#endif")
-TOY_CHECK = '''
+PAUSE_MAIN = TOY_MAIN.replace(
+    "int main(void) {",
+    "#include <unistd.h>\nint main(void) {\n#ifdef TOY_PAUSE\n    sleep(600);\n#endif",
+)
+TOY_CHECK = """
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 from apptune.rfm import AppBuild, AppRun, SourceFetch
@@ -332,7 +407,7 @@ class ToyCheck(AppRun):
     app = 'toy'
     tier = parameter(list(RECIPE.tiers), loggable=True)
     build = fixture(ToyBuild, scope='environment')
-'''
+"""
 
 
 def toy_checks(root: Path, variants: str) -> Path:
@@ -346,19 +421,29 @@ def toy_checks(root: Path, variants: str) -> Path:
     (Path(os.environ["APPTUNE_SOURCE_MIRROR"]) / "toy-1.0.tar.gz").write_bytes(tarball)
     rec = (root / "build-recipes/toy.yaml").read_text()
     rec = rec.replace(rec.split("sha256: ")[1].split()[0], hashlib.sha256(tarball).hexdigest())
-    rec = rec.replace("    openblas: {library: openblas}\n", "    openblas: {library: openblas}\n"
-                      "  pause:\n    never: {}\n    always: {cppflags: [-DTOY_PAUSE]}\n")
+    rec = rec.replace(
+        "    openblas: {library: openblas}\n",
+        "    openblas: {library: openblas}\n"
+        "  pause:\n    never: {}\n    always: {cppflags: [-DTOY_PAUSE]}\n",
+    )
     rec = rec.replace("defaults: {blas: openblas}", "defaults: {blas: openblas, pause: never}")
     rec = rec.replace("variants:\n      gnu: [baseline, tuned]", f"variants: {variants}")
     (root / "build-recipes/toy.yaml").write_text(rec)
     (root / "build-recipes/templates/toy/config.mk.j2").write_text(
-        "CC = {{ cc }}\nCFLAGS = {{ (app_cflags + cflags + cppflags) | makeflags }}\n")
+        "CC = {{ cc }}\nCFLAGS = {{ (app_cflags + cflags + cppflags) | makeflags }}\n"
+    )
     return root
 
 
 def _run(args, env=None, **kw):
-    return subprocess.run(APPTUNE + ["run", "--mode", "dev", "-c", "reframe-checks/toy", *args],
-                          capture_output=True, text=True, timeout=600, env=env, **kw)
+    return subprocess.run(
+        APPTUNE + ["run", "--mode", "dev", "-c", "reframe-checks/toy", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        **kw,
+    )
 
 
 @pytest.mark.integration
@@ -373,26 +458,36 @@ def test_two_runs_started_in_the_same_second_keep_apart(toy_root, tmp_path):
     for k in range(120):  # the plain names of the next two minutes are taken: both need a suffix
         (runs / f"{_stamp(now + k)}-dev").mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, APPTUNE_RUNS=str(runs))
-    procs = {name: subprocess.Popen(APPTUNE + ["run", "--mode", "dev", "-c", "reframe-checks/toy"],
-                                    env=dict(env, APPTUNE_ROOT=str(root)), stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)
-             for name, root in (("good", toy_root), ("bad", bad))}
+    procs = {
+        name: subprocess.Popen(
+            APPTUNE + ["run", "--mode", "dev", "-c", "reframe-checks/toy"],
+            env=dict(env, APPTUNE_ROOT=str(root)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name, root in (("good", toy_root), ("bad", bad))
+    }
     out = {name: p.communicate(timeout=600)[0] for name, p in procs.items()}
     rcs = {name: p.returncode for name, p in procs.items()}
     assert rcs == {"good": 0, "bad": 1}, out
     dirs = {}
     for name, text in out.items():
-        (line,) = [l for l in text.splitlines() if l.startswith("apptune: report ")]
+        (line,) = [ln for ln in text.splitlines() if ln.startswith("apptune: report ")]
         dirs[name] = Path(line.split()[2]).parent
-        assert dirs[name].parent == runs and dirs[name].name.split("-dev")[1].startswith("-"), dirs[name]
+        assert dirs[name].parent == runs and dirs[name].name.split("-dev")[1].startswith("-"), dirs[
+            name
+        ]
     assert dirs["good"] != dirs["bad"]
     summary = {n: json.loads((d / "summary.json").read_text()) for n, d in dirs.items()}
     assert summary["good"]["failures"] == [] and summary["good"]["results"][0]["verified"]
     assert any("sum" in f["reason"] for f in summary["bad"]["failures"]), summary["bad"]["failures"]
     with history.History() as h:
         stored = {r["run_dir"]: r["session_uuid"] for r in h.runs()}
-    assert stored == {str(d): json.loads((d / "report.json").read_text())["session_info"]["uuid"]
-                      for d in dirs.values()}
+    assert stored == {
+        str(d): json.loads((d / "report.json").read_text())["session_info"]["uuid"]
+        for d in dirs.values()
+    }
     assert Path(os.readlink(runs / "latest")) in dirs.values()
 
 
@@ -403,7 +498,12 @@ def _procs_of(run_dir: Path) -> list[tuple[int, str]]:
         if not d.isdigit() or int(d) == os.getpid():
             continue
         try:
-            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cmd = (
+                Path(f"/proc/{d}/cmdline")
+                .read_bytes()
+                .replace(b"\0", b" ")
+                .decode(errors="replace")
+            )
             cwd = os.readlink(f"/proc/{d}/cwd")
             state = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
@@ -417,14 +517,30 @@ def _procs_of(run_dir: Path) -> list[tuple[int, str]]:
 def test_sigterm_stops_the_run_stores_what_completed_and_leaves_nothing(toy_root, tmp_path):
     toy_checks(toy_root, "{gnu: [baseline, baseline+pause=always]}")
     run_dir = tmp_path / "run"
-    p = subprocess.Popen(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir), "-c", "reframe-checks/toy",
-                                    "--", "--exec-order=name"],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(
+        APPTUNE
+        + [
+            "run",
+            "--mode",
+            "dev",
+            "--run-dir",
+            str(run_dir),
+            "-c",
+            "reframe-checks/toy",
+            "--",
+            "--exec-order=name",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and p.poll() is None:
             done = list((run_dir / "output").rglob(RESULT_FILE))
-            if done and any(c.split()[:1] and c.split()[0].endswith("/toy") for _, c in _procs_of(run_dir)):
+            if done and any(
+                c.split()[:1] and c.split()[0].endswith("/toy") for _, c in _procs_of(run_dir)
+            ):
                 break
             time.sleep(0.2)
         else:
@@ -433,18 +549,28 @@ def test_sigterm_stops_the_run_stores_what_completed_and_leaves_nothing(toy_root
         out = p.communicate(timeout=supervise.GRACE_S + 120)[0]
         assert p.returncode == 143, out[-3000:]
         assert _procs_of(run_dir) == []
-        assert _errors(out) == ["apptune: error: stopped by SIGTERM: ReFrame aborted the run; "
-                                "the tests that completed are stored and in the report"], out[-3000:]
-        cases = {tc["display_name"]: tc["result"] for r in json.loads((run_dir / "report.json").read_text())["runs"]
-                 for tc in r["testcases"] if not tc["fixture"]}
-        assert cases == {"ToyCheck %tier=ci %build.variant=baseline": "pass",
-                         "ToyCheck %tier=ci %build.variant=baseline+pause=always": "abort"}
+        assert _errors(out) == [
+            "apptune: error: stopped by SIGTERM: ReFrame aborted the run; "
+            "the tests that completed are stored and in the report"
+        ], out[-3000:]
+        cases = {
+            tc["display_name"]: tc["result"]
+            for r in json.loads((run_dir / "report.json").read_text())["runs"]
+            for tc in r["testcases"]
+            if not tc["fixture"]
+        }
+        assert cases == {
+            "ToyCheck %tier=ci %build.variant=baseline": "pass",
+            "ToyCheck %tier=ci %build.variant=baseline+pause=always": "abort",
+        }
         summary = json.loads((run_dir / "summary.json").read_text())
         assert [r["variant"] for r in summary["results"] if r["verified"]] == ["baseline"]
         with history.History() as h:
             (run,) = h.runs()
-            got = {r["variant"]: (r["result"], r["verified"]) for r in
-                   h.db.execute("SELECT * FROM results WHERE run_id = ?", (run["id"],))}
+            got = {
+                r["variant"]: (r["result"], r["verified"])
+                for r in h.db.execute("SELECT * FROM results WHERE run_id = ?", (run["id"],))
+            }
         assert got["baseline"] == ("pass", 1)
     finally:
         if p.poll() is None:
@@ -459,7 +585,8 @@ def test_a_run_whose_only_environment_is_skipped_fails_with_one_line(toy_root, t
     p = _run(["--run-dir", str(tmp_path / "oneapi"), "--", "-S", "valid_prog_environs=oneapi"])
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr
     assert _errors(p.stderr) == [f"apptune: error: toy: nothing tested: {ONEAPI_SKIP}"], p.stderr
-    # the same application tested with gnu while oneapi is skipped: a pass, the skip is in the report
+    # the same application tested with gnu while oneapi is skipped: a pass, the skip is in the
+    # report
     p = _run(["--run-dir", str(tmp_path / "both")])
     assert p.returncode == 0 and _errors(p.stderr) == [], p.stdout[-3000:] + p.stderr
     summary = json.loads((tmp_path / "both/summary.json").read_text())
@@ -478,6 +605,11 @@ def test_a_tier_naming_an_unknown_environment_fails_the_run_with_one_line(toy_ro
     assert "toy.yaml: tiers.ci.variants.gnu-typo: unknown environment" in line, p.stderr
     assert "Traceback" not in p.stderr + p.stdout
     # plain ReFrame, without apptune's validation, stops with the same one line
-    r = subprocess.run([REFRAME, "-C", "site-config/settings.py", "-c", "reframe-checks/toy", "-l"],
-                       capture_output=True, text=True, cwd=toy_root, env=dict(os.environ, APPTUNE_ROOT=str(toy_root)))
+    r = subprocess.run(
+        [REFRAME, "-C", "site-config/settings.py", "-c", "reframe-checks/toy", "-l"],
+        capture_output=True,
+        text=True,
+        cwd=toy_root,
+        env=dict(os.environ, APPTUNE_ROOT=str(toy_root)),
+    )
     assert "unknown environment" in r.stdout + r.stderr and "Traceback" not in r.stdout + r.stderr

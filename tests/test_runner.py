@@ -1,5 +1,6 @@
 """The runner (apptune/runner.py): no shell, the application's exit status kept, signals
 passed on; run quality (apptune/quality.py) and the machine fingerprint (apptune/machine.py)."""
+
 import json
 import os
 import signal
@@ -12,25 +13,45 @@ import pytest
 
 from apptune import machine, quality, runner
 
-PAYLOADS = ["; touch PWNED1", "$(touch PWNED2)", "`touch PWNED3`", "&& touch PWNED4",
-            "export X=a; touch PWNED5", "a b  c", "| touch PWNED6", "'; touch PWNED7; '", "$HOME", "*"]
+PAYLOADS = [
+    "; touch PWNED1",
+    "$(touch PWNED2)",
+    "`touch PWNED3`",
+    "&& touch PWNED4",
+    "export X=a; touch PWNED5",
+    "a b  c",
+    "| touch PWNED6",
+    "'; touch PWNED7; '",
+    "$HOME",
+    "*",
+]
 
-ECHO = "import json, os, sys; json.dump({'argv': sys.argv[1:], 'env': os.environ.get('PAYLOAD')}, " \
-       "open('seen.json', 'w'))"
+ECHO = (
+    "import json, os, sys; json.dump({'argv': sys.argv[1:], 'env': os.environ.get('PAYLOAD')}, "
+    "open('seen.json', 'w'))"
+)
 
 
 def run_spec(tmp_path, steps, **kw) -> tuple[int, dict]:
     spec = runner.Spec(steps=steps, **kw)
     runner.write_spec(tmp_path / runner.SPEC_FILE, spec)
-    p = subprocess.run([sys.executable, "-m", "apptune.runner", runner.SPEC_FILE], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "apptune.runner", runner.SPEC_FILE],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return p.returncode, runner.load_record(tmp_path) or {}
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_recipe_words_reach_the_program_as_one_argument_and_nothing_runs(tmp_path, payload):
-    rc, rec = run_spec(tmp_path, [runner.Step(label="run", argv=[sys.executable, "-c", ECHO, payload, "x"])],
-                       env={"PAYLOAD": payload})
+    rc, rec = run_spec(
+        tmp_path,
+        [runner.Step(label="run", argv=[sys.executable, "-c", ECHO, payload, "x"])],
+        env={"PAYLOAD": payload},
+    )
     assert rc == 0 and rec["exit_status"] == 0 and rec["completed"]
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen == {"argv": [payload, "x"], "env": payload}
@@ -38,7 +59,10 @@ def test_recipe_words_reach_the_program_as_one_argument_and_nothing_runs(tmp_pat
 
 
 def test_a_program_that_crashes_after_writing_its_output_fails_with_its_status(tmp_path):
-    crash = "open('out.txt', 'w').write('result=1\\n'); import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    crash = (
+        "open('out.txt', 'w').write('result=1\\n'); "
+        "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    )
     rc, rec = run_spec(tmp_path, [runner.Step(label="run", argv=[sys.executable, "-c", crash])])
     assert (tmp_path / "out.txt").read_text() == "result=1\n"
     assert rc == 139 and rec["exit_status"] == 139 and not rec["completed"]
@@ -46,10 +70,17 @@ def test_a_program_that_crashes_after_writing_its_output_fails_with_its_status(t
 
 
 def test_a_failing_prerun_step_stops_the_run_and_names_itself(tmp_path):
-    rc, rec = run_spec(tmp_path, [
-        runner.Step(label="run.prerun[0]", argv=[sys.executable, "-c", "print('parsing'); raise SystemExit(3)"],
-                    stdout="parse.log"),
-        runner.Step(label="run", argv=[sys.executable, "-c", "open('ran', 'w')"])])
+    rc, rec = run_spec(
+        tmp_path,
+        [
+            runner.Step(
+                label="run.prerun[0]",
+                argv=[sys.executable, "-c", "print('parsing'); raise SystemExit(3)"],
+                stdout="parse.log",
+            ),
+            runner.Step(label="run", argv=[sys.executable, "-c", "open('ran', 'w')"]),
+        ],
+    )
     assert rc == 3 and rec["failed_step"] == "run.prerun[0]"
     assert "exited with status 3" in rec["message"]
     assert (tmp_path / "parse.log").read_text() == "parsing\n" and not (tmp_path / "ran").exists()
@@ -60,11 +91,17 @@ def test_a_missing_program_is_status_127_naming_it(tmp_path):
     assert rc == 127 and "cannot run './no-such-program'" in rec["message"]
 
 
+@pytest.mark.slow
 def test_sigterm_reaches_the_program_and_is_the_runs_status(tmp_path):
-    spec = runner.Spec(steps=[runner.Step(label="run", argv=[sys.executable, "-c", "import time; time.sleep(60)"])])
+    spec = runner.Spec(
+        steps=[runner.Step(label="run", argv=[sys.executable, "-c", "import time; time.sleep(60)"])]
+    )
     runner.write_spec(tmp_path / runner.SPEC_FILE, spec)
-    p = subprocess.Popen([sys.executable, "-m", "apptune.runner", runner.SPEC_FILE], cwd=tmp_path,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "apptune.runner", runner.SPEC_FILE],
+        cwd=tmp_path,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not _children(p.pid):
         time.sleep(0.05)
@@ -84,8 +121,11 @@ def _children(pid: int) -> list[int]:
 
 
 def test_the_record_has_machine_quality_and_wall_time(tmp_path):
-    rc, rec = run_spec(tmp_path, [runner.Step(label="run", argv=[sys.executable, "-c", "pass"])],
-                       limits={"max_outside_cpu": 0.5})
+    rc, rec = run_spec(
+        tmp_path,
+        [runner.Step(label="run", argv=[sys.executable, "-c", "pass"])],
+        limits={"max_outside_cpu": 0.5},
+    )
     assert rc == 0
     assert rec["machine_id"] == machine.machine_id(machine.fingerprint())
     assert rec["wall_s"] > 0 and rec["quality"]["grade"] in quality.GRADES
@@ -95,24 +135,40 @@ def test_the_record_has_machine_quality_and_wall_time(tmp_path):
 
 def test_bad_spec_is_one_line(tmp_path):
     (tmp_path / "spec.json").write_text('{"steps": []}')
-    p = subprocess.run([sys.executable, "-m", "apptune.runner", "spec.json"], cwd=tmp_path,
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "apptune.runner", "spec.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "not a runner spec" in p.stderr
 
 
 # ------------------------------------------------------------------------- quality
-M = {"wall_s": 10.0, "cpus": 2, "steal_fraction": 0.0, "outside_cpu_fraction": 0.01, "freq_mhz": [2300, 2300],
-     "others": []}
+M = {
+    "wall_s": 10.0,
+    "cpus": 2,
+    "steal_fraction": 0.0,
+    "outside_cpu_fraction": 0.01,
+    "freq_mhz": [2300, 2300],
+    "others": [],
+}
 
 
 def test_clean_and_each_kind_of_disturbance_with_its_reason():
     lim = quality.Limits()
     assert quality.judge(M, lim) == ("clean", [])
     g, why = quality.judge(dict(M, steal_fraction=0.05), lim)
-    assert g == "disturbed" and why == ["CPU steal 5.0% (limit 2%): the hypervisor ran other work on these CPUs"]
-    g, why = quality.judge(dict(M, outside_cpu_fraction=0.45,
-                                others=[{"pid": 7, "name": "stress-ng", "cpu_s": 8.9}]), lim)
-    assert g == "disturbed" and why == ["other processes used 45.0% of the 2 CPUs (limit 5%): stress-ng (8.9 s)"]
+    assert g == "disturbed" and why == [
+        "CPU steal 5.0% (limit 2%): the hypervisor ran other work on these CPUs"
+    ]
+    g, why = quality.judge(
+        dict(M, outside_cpu_fraction=0.45, others=[{"pid": 7, "name": "stress-ng", "cpu_s": 8.9}]),
+        lim,
+    )
+    assert g == "disturbed" and why == [
+        "other processes used 45.0% of the 2 CPUs (limit 5%): stress-ng (8.9 s)"
+    ]
     g, why = quality.judge(dict(M, freq_mhz=[1800, 2400]), lim)
     assert g == "disturbed" and why[0].startswith("CPU frequency varied 25%")
 
@@ -128,11 +184,16 @@ def test_bad_limits_name_the_limit():
 def test_a_cpu_hog_beside_a_run_is_measured_as_disturbance(tmp_path):
     """A busy loop on every CPU beside a short job: the record names it. (A real run,
     marked integration: it loads the machine for a few seconds.)"""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 1)
+    ]
     try:
         time.sleep(0.5)
-        rc, rec = run_spec(tmp_path, [runner.Step(label="run", argv=[sys.executable, "-c",
-                                                                      "import time; time.sleep(2)"])])
+        rc, rec = run_spec(
+            tmp_path,
+            [runner.Step(label="run", argv=[sys.executable, "-c", "import time; time.sleep(2)"])],
+        )
     finally:
         for h in hogs:
             h.kill()
@@ -158,17 +219,31 @@ flags\t\t: fpu sse4_2 avx avx2 fma hypervisor
 def test_fingerprint_from_proc_and_sys(tmp_path):
     proc, sysfs = tmp_path / "proc", tmp_path / "sys"
     proc.mkdir()
-    (proc / "cpuinfo").write_text("".join(CPUINFO.format(i=i, sock=i // 4, core=(i // 2) % 2) for i in range(8)))
+    (proc / "cpuinfo").write_text(
+        "".join(CPUINFO.format(i=i, sock=i // 4, core=(i // 2) % 2) for i in range(8))
+    )
     (proc / "meminfo").write_text("MemTotal:       65843720 kB\n")
     (sysfs / "devices/system/clocksource/clocksource0").mkdir(parents=True)
-    (sysfs / "devices/system/clocksource/clocksource0/available_clocksource").write_text("kvm-clock tsc\n")
+    (sysfs / "devices/system/clocksource/clocksource0/available_clocksource").write_text(
+        "kvm-clock tsc\n"
+    )
     fp = machine.fingerprint(proc, sysfs)
     assert {k: fp[k] for k in machine.KEY_FIELDS} == {
-        "cpu_vendor": "AuthenticAMD", "cpu_model": "AMD EPYC 7B13", "cpu_id": "25/1/0",
-        "isa": ["avx", "avx2", "fma", "sse4_2"], "sockets": 2, "cores_per_socket": 2, "threads_per_core": 2,
-        "cpus": 8, "memory_gib": 63, "hypervisor": "KVM"}
+        "cpu_vendor": "AuthenticAMD",
+        "cpu_model": "AMD EPYC 7B13",
+        "cpu_id": "25/1/0",
+        "isa": ["avx", "avx2", "fma", "sse4_2"],
+        "sockets": 2,
+        "cores_per_socket": 2,
+        "threads_per_core": 2,
+        "cpus": 8,
+        "memory_gib": 63,
+        "hypervisor": "KVM",
+    }
     assert machine.describe(fp) == "AMD EPYC 7B13 (25/1/0, avx2), 2x2 cores x2 threads, 63 GiB, KVM"
     other = dict(fp, memory_gib=128, kernel="7.0")
     assert machine.machine_id(other) != machine.machine_id(fp)
-    assert machine.machine_id(dict(fp, kernel="7.0")) == machine.machine_id(fp)   # kernel: recorded only
+    assert machine.machine_id(dict(fp, kernel="7.0")) == machine.machine_id(
+        fp
+    )  # kernel: recorded only
     assert machine.differences(fp, other) == ["memory_gib: 63 → 128"]

@@ -1,5 +1,6 @@
 """Unit tests: cluster YAML -> ReFrame config, Slurm job outcomes and their reasons,
 runtime placement. The real Slurm is exercised in tests/test_slurm.py."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -25,14 +26,18 @@ def write(d: Path, name: str, text: str) -> Path:
 
 # ------------------------------------------------------------------ site config
 def test_a_cluster_in_a_few_lines(tmp_path):
-    write(tmp_path, "mycluster", """
+    write(
+        tmp_path,
+        "mycluster",
+        """
 hostnames: ['login[0-9]+']
 modules_system: lmod
 partitions:
   compute: {sbatch: [--partition=cpu, --account=proj42], cores_per_node: 128}
 environments:
   gnu: {modules: [gcc/12.2, openmpi/4.1], env_vars: {SLURM_MPI_TYPE: pmix}}
-""")
+""",
+    )
     cfg = site.load_clusters(tmp_path, BASE_ENVS)
     (system,) = cfg["systems"]
     assert system["name"] == "mycluster" and system["hostnames"] == ["login[0-9]+"]
@@ -45,7 +50,9 @@ environments:
     assert part["extras"]["exclusive_node"] is False
     assert part["extras"]["slurm_watch"] == {"slurmctld_timeout": 600, "down_node_wait": 300}
     # ReFrame reads sched_options per partition; node waits are apptune's (bounded), not ReFrame's
-    assert part["sched_options"] == {"slurm_job_cancel_reasons": ["PartitionDown", "PartitionInactive"]}
+    assert part["sched_options"] == {
+        "slurm_job_cancel_reasons": ["PartitionDown", "PartitionInactive"]
+    }
     (env,) = cfg["environments"]
     assert env["target_systems"] == ["mycluster"] and env["modules"] == ["gcc/12.2", "openmpi/4.1"]
     assert env["env_vars"] == [["OMPI_CC", "gcc"], ["SLURM_MPI_TYPE", "pmix"]]
@@ -59,7 +66,9 @@ environments:
 
 
 def test_exclusive_partition_and_no_hostnames(tmp_path):
-    write(tmp_path, "c1", "partitions: {energy: {exclusive: true, launcher: mpirun}}\nrequeue: true\n")
+    write(
+        tmp_path, "c1", "partitions: {energy: {exclusive: true, launcher: mpirun}}\nrequeue: true\n"
+    )
     (system,) = site.load_clusters(tmp_path, BASE_ENVS)["systems"]
     assert system["hostnames"] == [site.NEVER]
     (part,) = system["partitions"]
@@ -68,17 +77,20 @@ def test_exclusive_partition_and_no_hostnames(tmp_path):
     assert part["environs"] == ["gnu", "gnu-mpich"]
 
 
-@pytest.mark.parametrize("text, field", [
-    ("partitions: {p: {launcher: aprun}}", "partitions.p.launcher"),
-    ("partitions: {p: {sbtach: [-p, x]}}", "partitions.p.sbtach"),
-    ("partitions: {p: {environs: [intel]}}", "partitions.p.environs"),
-    ("partitions: {p: {cores_per_node: 0}}", "partitions.p.cores_per_node"),
-    ("partitions: {p: {}}\nenvironments: {pgi: {modules: [pgi]}}", "environments.pgi"),
-    ("partitions: {}", "partitions"),
-    ("hostnames: ['login[']\npartitions: {p: {}}", "hostnames"),
-    ("slurmctld_timeout: 5\npartitions: {p: {}}", "slurmctld_timeout"),
-    ("down_node_wait: soon\npartitions: {p: {}}", "down_node_wait"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("partitions: {p: {launcher: aprun}}", "partitions.p.launcher"),
+        ("partitions: {p: {sbtach: [-p, x]}}", "partitions.p.sbtach"),
+        ("partitions: {p: {environs: [intel]}}", "partitions.p.environs"),
+        ("partitions: {p: {cores_per_node: 0}}", "partitions.p.cores_per_node"),
+        ("partitions: {p: {}}\nenvironments: {pgi: {modules: [pgi]}}", "environments.pgi"),
+        ("partitions: {}", "partitions"),
+        ("hostnames: ['login[']\npartitions: {p: {}}", "hostnames"),
+        ("slurmctld_timeout: 5\npartitions: {p: {}}", "slurmctld_timeout"),
+        ("down_node_wait: soon\npartitions: {p: {}}", "down_node_wait"),
+    ],
+)
 def test_bad_cluster_file_names_file_and_field(tmp_path, text, field):
     f = write(tmp_path, "bad", text)
     with pytest.raises(ApptuneError) as e:
@@ -94,10 +106,28 @@ def test_cluster_file_name_is_the_system_name(tmp_path):
 
 def test_shipped_site_config_lists_localslurm_with_plain_reframe(tmp_path):
     reframe = str(Path(sys.executable).with_name("reframe"))
-    p = subprocess.run([reframe, "-C", str(REPO / "site-config/settings.py"), "-c", str(REPO / "reframe-checks/hpcc"),
-                        "--system", "localslurm:batch", "--mode", "ci", "-S", "valid_prog_environs=gnu",
-                        "-n", "HPCCCheck%tier=ci%build.variant=tuned$", "-l"],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    p = subprocess.run(
+        [
+            reframe,
+            "-C",
+            str(REPO / "site-config/settings.py"),
+            "-c",
+            str(REPO / "reframe-checks/hpcc"),
+            "--system",
+            "localslurm:batch",
+            "--mode",
+            "ci",
+            "-S",
+            "valid_prog_environs=gnu",
+            "-n",
+            "HPCCCheck%tier=ci%build.variant=tuned$",
+            "-l",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "HPCCCheck %tier=ci %build.variant=tuned" in p.stdout
     assert "~localslurm:batch+gnu" in p.stdout
@@ -108,13 +138,18 @@ def test_squeue_line_and_explanations():
     text = "12|TIMEOUT|n1|TimeLimit|1:00\n13|COMPLETED|n2|None|5:00\n"
     o = slurm.parse_squeue(text, "12")
     assert (o.state, o.nodes, o.time_limit) == ("TIMEOUT", "n1", "1:00")
-    assert slurm.explain(o) == "job exceeded its time limit (1:00) (Slurm job 12: TIMEOUT, reason TimeLimit)"
+    assert (
+        slurm.explain(o)
+        == "job exceeded its time limit (1:00) (Slurm job 12: TIMEOUT, reason TimeLimit)"
+    )
     assert slurm.explain(slurm.parse_squeue(text, "13")) is None
     assert slurm.parse_squeue(text, "14") is None
     nf = slurm.parse_squeue("7|NODE_FAIL|n2|NodeDown|5:00", "7")
     nodes = slurm.parse_sinfo("n2|down|apptune test: node failure\n")
-    assert slurm.explain(nf, nodes) == ("node DOWN: n2 failed while the job ran; now n2 is down "
-                                        "(apptune test: node failure) (Slurm job 7: NODE_FAIL, reason NodeDown)")
+    assert slurm.explain(nf, nodes) == (
+        "node DOWN: n2 failed while the job ran; now n2 is down "
+        "(apptune test: node failure) (Slurm job 7: NODE_FAIL, reason NodeDown)"
+    )
     cancelled = slurm.parse_sacct("9|CANCELLED by 0|n1|None|10:00\n9.batch|CANCELLED|n1||\n", "9")
     assert cancelled.state == "CANCELLED" and cancelled.source == "sacct"
     assert slurm.explain(cancelled).startswith("job was cancelled (no reason given)")
@@ -134,15 +169,22 @@ def test_query_job_falls_back_to_sacct_and_tells_unreachable_from_unknown():
     assert "MinJobAge" in why
     # a failed squeue says nothing about the job: never "no longer known", never "completed"
     with pytest.raises(slurm.ControllerUnreachable, match="Unable to contact slurm controller"):
-        slurm.query_job("5", run=lambda cmd, timeout=30: (1, "slurm_load_jobs error: Unable to contact "
-                                                             "slurm controller (connect failure)"))
+        slurm.query_job(
+            "5",
+            run=lambda cmd, timeout=30: (
+                1,
+                "slurm_load_jobs error: Unable to contact slurm controller (connect failure)",
+            ),
+        )
     o, _ = slurm.query_job("5", run=lambda cmd, timeout=30: (0, "5|RUNNING|n1|None|5:00|batch|\n"))
     assert (o.state, o.partition, o.requested_nodes) == ("RUNNING", "batch", "")
 
 
 # ------------------------------------------------------------------ the job watch
 UNREACHABLE = (1, "slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
-BLOCKED = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
+BLOCKED = (
+    "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
+)
 
 
 class FakeSlurm:
@@ -177,19 +219,31 @@ class FakeSlurm:
         self.now += s
 
     def watch(self, **settings):
-        return slurm.JobWatch(lambda: "42", slurm.WatchSettings(**settings), run=self.run,
-                              clock=self.clock, sleep=self.sleep)
+        return slurm.JobWatch(
+            lambda: "42",
+            slurm.WatchSettings(**settings),
+            run=self.run,
+            clock=self.clock,
+            sleep=self.sleep,
+        )
 
 
 def test_settle_waits_through_a_slurmctld_outage_for_the_real_end():
     # ReFrame's squeue backend counted the job as completed at the first failed squeue;
     # the job was still running, and slurmctld comes back after three unanswered polls
-    f = FakeSlurm([UNREACHABLE, UNREACHABLE, UNREACHABLE, "RUNNING|n1|None|5:00|batch|",
-                   "COMPLETED|n1|None|5:00|batch|"])
+    f = FakeSlurm(
+        [
+            UNREACHABLE,
+            UNREACHABLE,
+            UNREACHABLE,
+            "RUNNING|n1|None|5:00|batch|",
+            "COMPLETED|n1|None|5:00|batch|",
+        ]
+    )
     w = f.watch(slurmctld_timeout=600)
     w.settle()
     assert w.done and w.verdict is None and w.outcome.state == "COMPLETED"
-    assert f.sleeps == [2, 4, 8, 5]          # backoff while unreachable, then the poll pace
+    assert f.sleeps == [2, 4, 8, 5]  # backoff while unreachable, then the poll pace
     info, verdict = w.record({"jobid": "42"})
     assert verdict is None and info["state"] == "COMPLETED" and info["nodes"] == "n1"
     assert not f.cancelled
@@ -198,45 +252,54 @@ def test_settle_waits_through_a_slurmctld_outage_for_the_real_end():
 def test_settle_gives_up_after_slurmctld_timeout_and_leaves_the_job():
     f = FakeSlurm(["RUNNING|n1|None|5:00|batch|", UNREACHABLE])
     w = f.watch(slurmctld_timeout=120, max_backoff=30)
-    assert w.step() is False               # the watch thread saw it running
+    assert w.step() is False  # the watch thread saw it running
     w.settle()
     assert w.done and not f.cancelled
     assert max(f.sleeps) == 30 and f.now - 1000.0 == 120
     info, verdict = w.record({"jobid": "42"})
-    assert verdict == ("slurmctld could not be reached for 120 s: Slurm job 42 (last seen RUNNING on n1) "
-                       "is left as it is (slurm_load_jobs error: Unable to contact slurm controller "
-                       "(connect failure))")
+    assert verdict == (
+        "slurmctld could not be reached for 120 s: Slurm job 42 (last seen RUNNING on n1) "
+        "is left as it is (slurm_load_jobs error: Unable to contact slurm controller "
+        "(connect failure))"
+    )
     assert info["state"] == "RUNNING"
 
 
 def test_job_pending_on_down_nodes_is_cancelled_after_the_wait_naming_them():
-    f = FakeSlurm([f"PENDING||{BLOCKED}|5:00|batch|"],
-                  nodes={"n1": ("idle", "none"), "n2": ("down", "disk failure"), "n3": ("drained", "none")})
+    f = FakeSlurm(
+        [f"PENDING||{BLOCKED}|5:00|batch|"],
+        nodes={"n1": ("idle", "none"), "n2": ("down", "disk failure"), "n3": ("drained", "none")},
+    )
     w = f.watch(down_node_wait=60, poll=10)
-    for _ in range(6):                      # 50 s of polls: still waiting
+    for _ in range(6):  # 50 s of polls: still waiting
         assert w.step() is False
         f.now += 10
     assert not f.cancelled
     assert w.step() is False and f.cancelled == ["42"]
-    assert w.step() is True                 # now CANCELLED
+    assert w.step() is True  # now CANCELLED
     info, verdict = w.record({"jobid": "42"})
-    assert verdict == ("job cancelled after 60 s pending on unavailable nodes: n2 is down (disk failure), "
-                       f"n3 is drained (Slurm job 42, reason {BLOCKED})")
+    assert verdict == (
+        "job cancelled after 60 s pending on unavailable nodes: n2 is down (disk failure), "
+        f"n3 is drained (Slurm job 42, reason {BLOCKED})"
+    )
     assert info["state"] == "CANCELLED"
     # sinfo asked about the job's partition (the job named no nodes)
     assert ["sinfo", "-h", "-N", "-o", "%N|%T|%E", "-p", "batch"] in f.calls
 
 
-@pytest.mark.parametrize("reason, nodes, cancelled", [
-    # waiting for busy nodes is a normal wait
-    ("Resources", {"n1": ("down", "dead")}, False),
-    # the long reason also covers nodes reserved for other partitions: none is down here
-    (BLOCKED, {"n1": ("allocated", "none"), "n2": ("idle", "none")}, False),
-    # Slurm's backfill can report ReqNodeNotAvail for healthy nodes
-    ("ReqNodeNotAvail, UnavailableNodes:n3", {"n3": ("idle", "none")}, False),
-    ("ReqNodeNotAvail, UnavailableNodes:n3", {"n3": ("idle*", "none")}, True),    # not responding
-    ("ReqNodeNotAvail, UnavailableNodes:n3", {"n3": ("down*", "Not responding")}, True),
-])
+@pytest.mark.parametrize(
+    "reason, nodes, cancelled",
+    [
+        # waiting for busy nodes is a normal wait
+        ("Resources", {"n1": ("down", "dead")}, False),
+        # the long reason also covers nodes reserved for other partitions: none is down here
+        (BLOCKED, {"n1": ("allocated", "none"), "n2": ("idle", "none")}, False),
+        # Slurm's backfill can report ReqNodeNotAvail for healthy nodes
+        ("ReqNodeNotAvail, UnavailableNodes:n3", {"n3": ("idle", "none")}, False),
+        ("ReqNodeNotAvail, UnavailableNodes:n3", {"n3": ("idle*", "none")}, True),  # not responding
+        ("ReqNodeNotAvail, UnavailableNodes:n3", {"n3": ("down*", "Not responding")}, True),
+    ],
+)
 def test_only_waits_on_unavailable_nodes_are_cancelled(reason, nodes, cancelled):
     f = FakeSlurm([f"PENDING||{reason}|5:00|batch|"], nodes=nodes)
     w = f.watch(down_node_wait=0)
@@ -250,9 +313,9 @@ def test_the_wait_restarts_when_the_nodes_come_back():
     w = f.watch(down_node_wait=30)
     w.step()
     f.now += 20
-    f.nodes["n1"] = ("idle", "none")        # back, but the job is not scheduled yet
+    f.nodes["n1"] = ("idle", "none")  # back, but the job is not scheduled yet
     w.step()
-    f.nodes["n1"] = ("down", "reboot")      # down again: a new 30 s
+    f.nodes["n1"] = ("down", "reboot")  # down again: a new 30 s
     f.now += 1
     w.step()
     f.now += 20
@@ -264,18 +327,25 @@ def test_the_wait_restarts_when_the_nodes_come_back():
 
 
 def test_watch_thread_cancels_while_reframe_polls_and_settle_keeps_the_verdict():
-    f = FakeSlurm(["PENDING||ReqNodeNotAvail, UnavailableNodes:n2|5:00|batch|n2"],
-                  nodes={"n2": ("drained", "maintenance")})
+    f = FakeSlurm(
+        ["PENDING||ReqNodeNotAvail, UnavailableNodes:n2|5:00|batch|n2"],
+        nodes={"n2": ("drained", "maintenance")},
+    )
     jobid = []
-    w = slurm.JobWatch(lambda: jobid[0] if jobid else None,
-                       slurm.WatchSettings(down_node_wait=0, poll=0.01), run=f.run)
+    w = slurm.JobWatch(
+        lambda: jobid[0] if jobid else None,
+        slurm.WatchSettings(down_node_wait=0, poll=0.01),
+        run=f.run,
+    )
     w.start()
-    jobid.append("42")                      # ReFrame submitted the job
+    jobid.append("42")  # ReFrame submitted the job
     w._thread.join(timeout=10)
     assert f.cancelled == ["42"]
     w.settle()
     info, verdict = w.record({})
-    assert verdict.startswith("job cancelled after 0 s pending on unavailable nodes: n2 is drained (maintenance)")
+    assert verdict.startswith(
+        "job cancelled after 0 s pending on unavailable nodes: n2 is drained (maintenance)"
+    )
     assert info["state"] == "CANCELLED"
 
 
@@ -287,43 +357,63 @@ def test_a_job_slurmctld_forgot_is_recorded_with_a_note():
     assert verdict is None and "MinJobAge" in info["note"]
 
 
-@pytest.mark.parametrize("fail_reason, expected", [
-    ("spawned process error: command 'sbatch rfm_job.sh' failed with exit code 1:\n--- stdout ---\n"
-     "--- stderr ---\nsbatch: error: Batch job submission failed: Unable to contact slurm controller "
-     "(connect failure)\n\n--- stderr ---",
-     "slurmctld unreachable at submit: Unable to contact slurm controller (connect failure)"),
-    ("job blocked: job cancelled because it was blocked due to reason: ReqNodeNotAvail, UnavailableNodes:n1",
-     "job cancelled while pending, its nodes cannot run it: ReqNodeNotAvail, UnavailableNodes:n1"),
-    ("--- stderr ---\nsbatch: error: invalid partition specified: gpu\n"
-     "sbatch: error: Batch job submission failed: Invalid partition name specified\n",
-     "sbatch refused the job: Batch job submission failed: Invalid partition name specified"),
-    ("sanity error: HPL_N = 3000, expected 3520", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "fail_reason, expected",
+    [
+        (
+            "spawned process error: command 'sbatch rfm_job.sh' failed with exit code 1:\n--- "
+            "stdout ---\n"
+            "--- stderr ---\nsbatch: error: Batch job submission failed: Unable to contact slurm "
+            "controller "
+            "(connect failure)\n\n--- stderr ---",
+            "slurmctld unreachable at submit: Unable to contact slurm controller (connect failure)",
+        ),
+        (
+            "job blocked: job cancelled because it was blocked due to reason: ReqNodeNotAvail, "
+            "UnavailableNodes:n1",
+            "job cancelled while pending, its nodes cannot run it: ReqNodeNotAvail, "
+            "UnavailableNodes:n1",
+        ),
+        (
+            "--- stderr ---\nsbatch: error: invalid partition specified: gpu\n"
+            "sbatch: error: Batch job submission failed: Invalid partition name specified\n",
+            "sbatch refused the job: Batch job submission failed: Invalid partition name specified",
+        ),
+        ("sanity error: HPL_N = 3000, expected 3520", None),
+        (None, None),
+    ],
+)
 def test_reframe_scheduler_failures_get_a_clear_reason(fail_reason, expected):
     assert slurm.explain_reframe_failure(fail_reason) == expected
 
 
 # ------------------------------------------------------------------ placement
 def test_layouts():
-    assert placement.layout(2, None, 1, None).to_dict() == {"ranks": 2, "ranks_per_node": None,
-                                                            "threads_per_rank": 1, "nodes": None}
+    assert placement.layout(2, None, 1, None).to_dict() == {
+        "ranks": 2,
+        "ranks_per_node": None,
+        "threads_per_rank": 1,
+        "nodes": None,
+    }
     full = placement.layout(256, "full", 1, 128)
     assert (full.ranks_per_node, full.nodes) == (128, 2)
     half = placement.layout(256, "half", 1, 128)
     assert (half.ranks_per_node, half.nodes) == (64, 4)
     hybrid = placement.layout(64, "full", 4, 128)
     assert (hybrid.ranks_per_node, hybrid.nodes) == (32, 2)
-    assert placement.layout(2, "8", 1, None).ranks_per_node == 2   # never more per node than ranks
+    assert placement.layout(2, "8", 1, None).ranks_per_node == 2  # never more per node than ranks
     assert placement.layout(3, 2, 1, None).nodes == 2
 
 
-@pytest.mark.parametrize("args, message", [
-    ((2, "half", 1, None), "needs the cores of a node"),
-    ((2, "half", 4, 4), "leaves no rank"),
-    ((2, "most", 1, 8), "give full, half or a number"),
-    ((2, None, 0, 8), "threads_per_rank=0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((2, "half", 1, None), "needs the cores of a node"),
+        ((2, "half", 4, 4), "leaves no rank"),
+        ((2, "most", 1, 8), "give full, half or a number"),
+        ((2, None, 0, 8), "threads_per_rank=0"),
+    ],
+)
 def test_bad_layouts(args, message):
     with pytest.raises(placement.PlacementError, match=message):
         placement.layout(*args)
@@ -333,17 +423,24 @@ def test_threads_per_rank_get_their_cores_and_every_pinned_pool():
     # Open MPI binds up to two ranks to one core each by default: a 2-thread rank
     # would run both threads on one core
     assert placement.binding_options(None, "mpirun", "openmpi", 2) == ["--map-by", "slot:PE=2"]
-    assert placement.binding_options("core", "mpirun", "openmpi", 4) == ["--map-by", "slot:PE=4",
-                                                                          "--bind-to", "core"]
+    assert placement.binding_options("core", "mpirun", "openmpi", 4) == [
+        "--map-by",
+        "slot:PE=4",
+        "--bind-to",
+        "core",
+    ]
     assert placement.binding_options("none", "mpirun", "openmpi", 2) == ["--bind-to", "none"]
     assert placement.binding_options("core", "mpiexec", "mpich", 2) == ["-bind-to", "core:2"]
-    assert placement.binding_options(None, "srun", "openmpi", 2) == []   # --cpus-per-task does it
+    assert placement.binding_options(None, "srun", "openmpi", 2) == []  # --cpus-per-task does it
     assert placement.binding_options(None, "local", "openmpi", 2) == []
     with pytest.raises(placement.PlacementError, match="no binding options known for MPI 'cray'"):
         placement.binding_options(None, "mpirun", "cray", 2)
     env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "FOO": "1"}
-    assert placement.thread_env(env, 2) == {"MKL_NUM_THREADS": "2", "OMP_NUM_THREADS": "2",
-                                            "OPENBLAS_NUM_THREADS": "2"}
+    assert placement.thread_env(env, 2) == {
+        "MKL_NUM_THREADS": "2",
+        "OMP_NUM_THREADS": "2",
+        "OPENBLAS_NUM_THREADS": "2",
+    }
     assert placement.thread_env({}, 3) == {"OMP_NUM_THREADS": "3"}
 
 
@@ -363,19 +460,31 @@ def test_binding_per_launcher_and_mpi():
 # ------------------------------------------------------------------ what a green ci proves
 def test_every_ci_input_names_the_nightly_input_it_stands_for(tmp_path, monkeypatch, capsys):
     import shutil
+
     from apptune import cli
+
     root = tmp_path / "tree"
     for d in ("build-recipes", "patches", "inputs", "reference", "site-config"):
         shutil.copytree(REPO / d, root / d)
     monkeypatch.setenv("APPTUNE_ROOT", str(root))
     assert cli.main(["list"]) == 0
-    assert "tier ci (2 ranks), stands for nightly (N from 25 % of node memory" in capsys.readouterr().out
+    assert (
+        "tier ci (2 ranks), stands for nightly (N from 25 % of node memory"
+        in capsys.readouterr().out
+    )
     spec = root / "inputs/hpcc/ci/input.yaml"
     text = spec.read_text()
-    spec.write_text("\n".join(l for l in text.splitlines() if not l.startswith("stands_for:")) + "\n")
+    spec.write_text(
+        "\n".join(ln for ln in text.splitlines() if not ln.startswith("stands_for:")) + "\n"
+    )
     assert cli.main(["validate"]) == 1
     err = capsys.readouterr().err
-    assert "inputs/hpcc/ci/input.yaml: stands_for: a ci input must name the input it stands for" in err
+    assert (
+        "inputs/hpcc/ci/input.yaml: stands_for: a ci input must name the input it stands for" in err
+    )
     spec.write_text(text.replace("stands_for: nightly", "stands_for: weekly"))
     assert cli.main(["validate"]) == 1
-    assert "stands_for: must start with another tier of hpcc (nightly), not 'weekly'" in capsys.readouterr().err
+    assert (
+        "stands_for: must start with another tier of hpcc (nightly), not 'weekly'"
+        in capsys.readouterr().err
+    )

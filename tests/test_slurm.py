@@ -10,6 +10,7 @@ of a job, a job runs past its Slurm time limit, a node is set DOWN under a runni
 job, a job waits for nodes that are DOWN. Each must give its check the right
 verdict while the other checks finish, and the run's summary.json must record it.
 """
+
 import json
 import os
 import re
@@ -38,7 +39,10 @@ def _unavailable() -> str | None:
         return "needs root: slurmd runs the jobs as their user"
     missing = [t for t in SLURM_TOOLS if shutil.which(t) is None]
     if missing:
-        return f"Slurm not installed ({', '.join(missing)} not found; bash ci/bootstrap.sh installs them)"
+        return (
+            f"Slurm not installed ({', '.join(missing)} not found; "
+            "bash ci/bootstrap.sh installs them)"
+        )
     return None
 
 
@@ -46,13 +50,19 @@ def _unavailable() -> str | None:
 def cluster(tmp_path_factory, request):
     why = _unavailable()
     if why:
-        if os.environ.get("CI"):  # CI runs as root after the bootstrap: a skip there would hide a defect
+        if os.environ.get(
+            "CI"
+        ):  # CI runs as root after the bootstrap: a skip there would hide a defect
             pytest.fail(f"real-Slurm test cannot run in CI: {why}")
         pytest.skip(why)
     d = tmp_path_factory.mktemp("slurm")
     request.addfinalizer(lambda: subprocess.run(["bash", str(SCRIPT), "stop", str(d)], timeout=120))
-    p = subprocess.run(["bash", str(SCRIPT), "start", str(d), str(NODES)], capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run(
+        ["bash", str(SCRIPT), "start", str(d), str(NODES)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     env = dict(os.environ, SLURM_CONF=str(d / "slurm.conf"))
     return {"dir": d, "env": env}
@@ -64,7 +74,9 @@ def run(cmd, env, cwd=REPO, timeout=600):
 
 
 def slurm(args, env) -> str:
-    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=30, check=True).stdout
+    return subprocess.run(
+        args, capture_output=True, text=True, env=env, timeout=30, check=True
+    ).stdout
 
 
 def results(run_dir: Path) -> list[dict]:
@@ -78,9 +90,26 @@ def results(run_dir: Path) -> list[dict]:
 
 def test_nodes_mode_distributes_over_every_idle_node(cluster, tmp_path):
     """`--mode nodes` (ReFrame's --distribute=idle) asks the real slurmctld for idle nodes."""
-    rc, out = run([REFRAME, "-C", str(REPO / "site-config/settings.py"), "-c", str(REPO / "reframe-checks/hpcc"),
-                   "--system", "localslurm:batch", "--mode", "nodes", "-S", "valid_prog_environs=gnu",
-                   "-n", "HPCCCheck%tier=ci%build.variant=tuned$", "-l"], cluster["env"], cwd=tmp_path)
+    rc, out = run(
+        [
+            REFRAME,
+            "-C",
+            str(REPO / "site-config/settings.py"),
+            "-c",
+            str(REPO / "reframe-checks/hpcc"),
+            "--system",
+            "localslurm:batch",
+            "--mode",
+            "nodes",
+            "-S",
+            "valid_prog_environs=gnu",
+            "-n",
+            "HPCCCheck%tier=ci%build.variant=tuned$",
+            "-l",
+        ],
+        cluster["env"],
+        cwd=tmp_path,
+    )
     assert rc == 0, out[-3000:]
     for i in range(1, NODES + 1):
         assert f"%.nid=n{i} " in out, out[-3000:]
@@ -120,11 +149,30 @@ exit $rc
     t.start()
     run_dir = tmp_path / "run"
     try:
-        rc, out = run(APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir), "-c", "reframe-checks/hpcc",
-                                 "--", "--system", "localslurm:batch", "-S", "valid_prog_environs=gnu",
-                                 "-n", "HPCCCheck%tier=ci%build.variant=tuned$",
-                                 "-P", "ranks_per_node=full,half", "--exec-order=name",
-                                 "--exec-policy=serial"], env)
+        rc, out = run(
+            APPTUNE
+            + [
+                "run",
+                "--mode",
+                "dev",
+                "--run-dir",
+                str(run_dir),
+                "-c",
+                "reframe-checks/hpcc",
+                "--",
+                "--system",
+                "localslurm:batch",
+                "-S",
+                "valid_prog_environs=gnu",
+                "-n",
+                "HPCCCheck%tier=ci%build.variant=tuned$",
+                "-P",
+                "ranks_per_node=full,half",
+                "--exec-order=name",
+                "--exec-policy=serial",
+            ],
+            env,
+        )
     finally:
         (sync / "failed").touch()
         t.join(timeout=120)
@@ -132,12 +180,19 @@ exit $rc
     summary = json.loads((run_dir / "summary.json").read_text())
     (fail,) = summary["failures"]
     assert "ranks_per_node=full" in fail["test"] and fail["phase"] == "run", fail
-    assert fail["reason"].startswith("slurmctld unreachable at submit: Unable to contact slurm controller"), fail
+    assert fail["reason"].startswith(
+        "slurmctld unreachable at submit: Unable to contact slurm controller"
+    ), fail
     (half,) = summary["results"]
     assert half["result"] == "pass" and half["verified"], half
     assert half["variant"] == "tuned@rpn=half" and half["system"] == "localslurm:batch"
-    assert half["placement_layout"] == {"ranks": 2, "ranks_per_node": 1, "threads_per_rank": 1, "nodes": 2,
-                                        "binding": None}
+    assert half["placement_layout"] == {
+        "ranks": 2,
+        "ranks_per_node": 1,
+        "threads_per_rank": 1,
+        "nodes": 2,
+        "binding": None,
+    }
     assert half["job"]["state"] == "COMPLETED" and half["job"]["scheduler"] == "squeue"
     nodes = slurm(["scontrol", "show", "hostnames", half["job"]["nodes"]], env).split()
     assert len(nodes) == 2, half["job"]
@@ -145,7 +200,9 @@ exit $rc
     e = half["energy"]
     assert e["trust"] == "modelled" and e["energy_J"] > 0, e
     assert e["source"] == f"model (per-node agents on 2 node(s): {', '.join(sorted(nodes))})", e
-    assert all((Path(half["outputdir"]) / "energy-nodes" / n / "energy.json").is_file() for n in nodes)
+    assert all(
+        (Path(half["outputdir"]) / "energy-nodes" / n / "energy.json").is_file() for n in nodes
+    )
     script = (Path(half["outputdir"]) / "rfm_job.sh").read_text()
     assert "#SBATCH --ntasks-per-node=1" in script and "#SBATCH --no-requeue" in script
     # the job script starts the energy agents and the runner; srun itself is a run step
@@ -154,7 +211,9 @@ exit $rc
     assert steps[-1]["argv"][0] == "srun"
 
 
-def _tree(tmp_path: Path, pauses: dict[str, tuple[str, int]] | None = None, cluster: dict | None = None) -> Path:
+def _tree(
+    tmp_path: Path, pauses: dict[str, tuple[str, int]] | None = None, cluster: dict | None = None
+) -> Path:
     """A copy of the tree; ``pauses``: more HPCC tiers with the ci input, each a Slurm
     time limit and a pause (seconds of sleep before the run); ``cluster``: fields set in
     its localslurm.yaml."""
@@ -164,10 +223,15 @@ def _tree(tmp_path: Path, pauses: dict[str, tuple[str, int]] | None = None, clus
     if pauses:
         f = root / "build-recipes/hpcc.yaml"
         recipe = yaml.safe_load(f.read_text())
-        recipe["run"]["prerun"] = ([{"command": ["sleep", "{{ pause | default(0) }}"]}]
-                                   + recipe["run"].get("prerun", []))
+        recipe["run"]["prerun"] = [{"command": ["sleep", "{{ pause | default(0) }}"]}] + recipe[
+            "run"
+        ].get("prerun", [])
         for tier, (limit, pause) in pauses.items():
-            recipe["tiers"][tier] = {"ranks": 2, "time_limit": limit, "variants": {"gnu": ["tuned"]}}
+            recipe["tiers"][tier] = {
+                "ranks": 2,
+                "time_limit": limit,
+                "variants": {"gnu": ["tuned"]},
+            }
             shutil.copytree(root / "inputs/hpcc/ci", root / f"inputs/hpcc/{tier}")
             spec = root / f"inputs/hpcc/{tier}/input.yaml"
             data = yaml.safe_load(spec.read_text())
@@ -179,19 +243,45 @@ def _tree(tmp_path: Path, pauses: dict[str, tuple[str, int]] | None = None, clus
         f.write_text(yaml.safe_dump(recipe, sort_keys=False))
     if cluster:
         f = root / "site-config/clusters/localslurm.yaml"
-        f.write_text(yaml.safe_dump(dict(yaml.safe_load(f.read_text()), **cluster), sort_keys=False))
+        f.write_text(
+            yaml.safe_dump(dict(yaml.safe_load(f.read_text()), **cluster), sort_keys=False)
+        )
     return root
 
 
-def reframe_session(root: Path, env: dict, run_dir: Path, name: str, *options: str) -> tuple[int, str, dict]:
+def reframe_session(
+    root: Path, env: dict, run_dir: Path, name: str, *options: str
+) -> tuple[int, str, dict]:
     """Plain ReFrame (no apptune CLI) on localslurm:batch in ``root``, then ``apptune
     report``: exit code, output and summary.json."""
-    rc, out = run([REFRAME, "-C", "site-config/settings.py", "-c", "reframe-checks/hpcc",
-                   "--system", "localslurm:batch", "-S", "valid_prog_environs=gnu", "-n", name,
-                   "--skip-performance-check", "-r", *options,
-                   "--report-file", str(run_dir / "report.json"), "--stage", str(run_dir / "stage"),
-                   "--output", str(run_dir / "output"), "--perflogdir", str(run_dir / "perflogs")],
-                  env, cwd=root)
+    rc, out = run(
+        [
+            REFRAME,
+            "-C",
+            "site-config/settings.py",
+            "-c",
+            "reframe-checks/hpcc",
+            "--system",
+            "localslurm:batch",
+            "-S",
+            "valid_prog_environs=gnu",
+            "-n",
+            name,
+            "--skip-performance-check",
+            "-r",
+            *options,
+            "--report-file",
+            str(run_dir / "report.json"),
+            "--stage",
+            str(run_dir / "stage"),
+            "--output",
+            str(run_dir / "output"),
+            "--perflogdir",
+            str(run_dir / "perflogs"),
+        ],
+        env,
+        cwd=root,
+    )
     rc2, out2 = run(APPTUNE + ["report", str(run_dir)], env, cwd=root)
     assert rc2 == 0, out2
     return rc, out, json.loads((run_dir / "summary.json").read_text())
@@ -220,8 +310,11 @@ def _running_in(argv: list[str], workdir: str) -> bool:
     want = "\0".join(argv).encode()
     for d in Path("/proc").iterdir():
         try:
-            if (d.name.isdigit() and (d / "cmdline").read_bytes().rstrip(b"\0") == want
-                    and os.readlink(d / "cwd") == str(Path(workdir).resolve())):
+            if (
+                d.name.isdigit()
+                and (d / "cmdline").read_bytes().rstrip(b"\0") == want
+                and os.readlink(d / "cwd") == str(Path(workdir).resolve())
+            ):
                 return True
         except OSError:
             continue
@@ -241,24 +334,32 @@ def test_slurmctld_stopped_mid_job_the_check_judges_the_real_end(cluster, tmp_pa
         job = running_job(env, ["sleep", "50"])
         if not job:
             return
-        subprocess.run(["bash", str(SCRIPT), "ctld-stop", str(cluster["dir"])], check=True, timeout=60)
+        subprocess.run(
+            ["bash", str(SCRIPT), "ctld-stop", str(cluster["dir"])], check=True, timeout=60
+        )
         p = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env=env, timeout=60)
         outage.update(job, squeue_rc=p.returncode, squeue_err=p.stderr)
-        time.sleep(15)   # ReFrame polls every 1-3 s: it meets the failing squeue
-        subprocess.run(["bash", str(SCRIPT), "ctld-start", str(cluster["dir"])], check=True, timeout=60)
+        time.sleep(15)  # ReFrame polls every 1-3 s: it meets the failing squeue
+        subprocess.run(
+            ["bash", str(SCRIPT), "ctld-start", str(cluster["dir"])], check=True, timeout=60
+        )
         outage["restarted"] = True
 
     t = threading.Thread(target=stop_slurmctld_under_the_job, daemon=True)
     t.start()
     run_dir = tmp_path / "run"
     try:
-        rc, out, summary = reframe_session(root, env, run_dir, "HPCCCheck%tier=slow%build.variant=tuned$")
+        rc, out, summary = reframe_session(
+            root, env, run_dir, "HPCCCheck%tier=slow%build.variant=tuned$"
+        )
     finally:
         t.join(timeout=120)
         if not outage.get("restarted"):
             subprocess.run(["bash", str(SCRIPT), "ctld-start", str(cluster["dir"])], timeout=60)
     assert outage.get("restarted"), "the job never reached its pause: " + out[-3000:]
-    assert outage["squeue_rc"] != 0 and "Unable to contact slurm controller" in outage["squeue_err"], outage
+    assert (
+        outage["squeue_rc"] != 0 and "Unable to contact slurm controller" in outage["squeue_err"]
+    ), outage
     assert rc == 0, out[-3000:]
     (r,) = summary["results"]
     assert r["result"] == "pass" and r["verified"], (r, summary["failures"])
@@ -277,20 +378,41 @@ def test_job_pending_on_down_nodes_is_cancelled_after_the_bounded_wait(cluster, 
     env["APPTUNE_ROOT"] = str(root)
     down = ["n2", "n3"]
     for n in down:
-        slurm(["scontrol", "update", f"nodename={n}", "state=down", "reason=apptune test: PSU failed"], env)
+        slurm(
+            [
+                "scontrol",
+                "update",
+                f"nodename={n}",
+                "state=down",
+                "reason=apptune test: PSU failed",
+            ],
+            env,
+        )
     run_dir = tmp_path / "run"
     try:
-        rc, out, summary = reframe_session(root, env, run_dir, "HPCCCheck%tier=ci%build.variant=tuned$",
-                                           "-S", "ranks_per_node=half")
+        rc, out, summary = reframe_session(
+            root,
+            env,
+            run_dir,
+            "HPCCCheck%tier=ci%build.variant=tuned$",
+            "-S",
+            "ranks_per_node=half",
+        )
     finally:
         for n in down:
             slurm(["scontrol", "update", f"nodename={n}", "state=resume"], env)
     assert rc != 0, out[-3000:]
     (fail,) = summary["failures"]
     reason = fail["reason"]
-    assert reason.startswith("job cancelled after ") and " s pending on unavailable nodes: " in reason, fail
-    assert "n2 is down (apptune test: PSU failed), n3 is down (apptune test: PSU failed)" in reason, reason
-    assert re.search(r"\(Slurm job \d+, reason (ReqNodeNotAvail|Nodes required for job are DOWN)", reason), reason
+    assert (
+        reason.startswith("job cancelled after ") and " s pending on unavailable nodes: " in reason
+    ), fail
+    assert (
+        "n2 is down (apptune test: PSU failed), n3 is down (apptune test: PSU failed)" in reason
+    ), reason
+    assert re.search(
+        r"\(Slurm job \d+, reason (ReqNodeNotAvail|Nodes required for job are DOWN)", reason
+    ), reason
     (r,) = summary["results"]
     assert r["job"]["state"] == "CANCELLED" and r["result"] == "fail", r["job"]
 
@@ -308,8 +430,16 @@ def test_time_limit_and_node_down_give_clear_verdicts_while_ci_finishes(cluster,
         job = running_job(env, ["sleep", "120"])
         if job:
             time.sleep(2)
-            slurm(["scontrol", "update", f"nodename={job['node']}", "state=down",
-                   "reason=apptune test: node failure"], env)
+            slurm(
+                [
+                    "scontrol",
+                    "update",
+                    f"nodename={job['node']}",
+                    "state=down",
+                    "reason=apptune test: node failure",
+                ],
+                env,
+            )
             downed.update(job)
 
     t = threading.Thread(target=take_node_down, daemon=True)
@@ -317,8 +447,13 @@ def test_time_limit_and_node_down_give_clear_verdicts_while_ci_finishes(cluster,
     run_dir = tmp_path / "run"
     t0 = time.time()
     try:
-        rc, out, summary = reframe_session(root, env, run_dir, "HPCCCheck%tier=(ci|hang|down)%build.variant=tuned$",
-                                           "--exec-policy=async")
+        rc, out, summary = reframe_session(
+            root,
+            env,
+            run_dir,
+            "HPCCCheck%tier=(ci|hang|down)%build.variant=tuned$",
+            "--exec-policy=async",
+        )
     finally:
         t.join(timeout=30)
         if downed:
@@ -338,7 +473,9 @@ def test_time_limit_and_node_down_give_clear_verdicts_while_ci_finishes(cluster,
     assert fails[hang["test"]].startswith("job exceeded its time limit (1:00)"), fails
 
     down = by_tier["down"]
-    assert down["job"]["state"] == "NODE_FAIL" and down["job"]["nodes"] == downed["node"], down["job"]
+    assert down["job"]["state"] == "NODE_FAIL" and down["job"]["nodes"] == downed["node"], down[
+        "job"
+    ]
     reason = fails[down["test"]]
     assert reason.startswith(f"node DOWN: {downed['node']} failed while the job ran"), reason
     assert "apptune test: node failure" in reason, reason

@@ -1,12 +1,13 @@
 """Sources (mirror, cache, checksum), patches, and a real build of the toy app."""
+
 import json
 import shutil
 
 import pytest
+from conftest import PATCH
 
 from apptune import build, recipes, sources
 from apptune.errors import ApptuneError
-from conftest import PATCH
 
 
 def test_mirror_then_cache(toy_root, tmp_path):
@@ -38,13 +39,19 @@ def test_corrupted_cache_entry_is_removed_and_fetched_again(toy_root, tmp_path, 
     with pytest.raises(ApptuneError) as e:
         sources.fetch(r)
     assert not p.exists()
-    assert "download of toy-1.0.tar.gz failed" in str(e.value) and f"{p}, was removed" in str(e.value)
+    assert "download of toy-1.0.tar.gz failed" in str(e.value) and f"{p}, was removed" in str(
+        e.value
+    )
     out = capsys.readouterr().out
     assert f"cached {p} does not match the recipe's sha256" in out and "removed it, fetching" in out
     # with the origin reachable, the fetch heals the cache
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_bytes(b"bit rot")
-    r = r.model_copy(update={"source": r.source.model_copy(update={"url": (tmp_path / "origin.tar.gz").as_uri()})})
+    r = r.model_copy(
+        update={
+            "source": r.source.model_copy(update={"url": (tmp_path / "origin.tar.gz").as_uri()})
+        }
+    )
     assert sources.fetch(r) == p and p.read_bytes() == good
     assert "removed it, fetching toy-1.0.tar.gz again" in capsys.readouterr().out
 
@@ -69,7 +76,10 @@ def _plan(variant, tc):
     return recipes.resolve(r, variant, tc).to_dict()
 
 
-def test_build_applies_patch_overrides_flags_and_records_provenance(toy_root, tmp_path, gnu_toolchain):
+@pytest.mark.slow
+def test_build_applies_patch_overrides_flags_and_records_provenance(
+    toy_root, tmp_path, gnu_toolchain
+):
     tarball = sources.fetch(recipes.load_recipe("toy"))
     stage = tmp_path / "stage"
     stage.mkdir()
@@ -77,8 +87,8 @@ def test_build_applies_patch_overrides_flags_and_records_provenance(toy_root, tm
     assert (stage / "toy").is_file()
     assert "patched by apptune" in (stage / "src" / "main.c").read_text()
     assert prov["patches"][0]["file"] == "0001-comment.patch"
-    lines = [json.loads(l) for l in (stage / "compile-lines.jsonl").read_text().splitlines()]
-    by_src = {l["source"]: l for l in lines if l["kind"] == "compile"}
+    lines = [json.loads(ln) for ln in (stage / "compile-lines.jsonl").read_text().splitlines()]
+    by_src = {ln["source"]: ln for ln in lines if ln["kind"] == "compile"}
     assert "-O3" in by_src["main.c"]["argv"] and "-march=native" in by_src["main.c"]["argv"]
     acc = by_src["acc.c"]["argv"]
     assert "-O2" in acc and "-O3" not in acc and "-march=native" not in acc
@@ -91,16 +101,29 @@ def test_build_applies_patch_overrides_flags_and_records_provenance(toy_root, tm
 def test_flags_that_did_not_reach_the_compiler_fail(toy_root, tmp_path, gnu_toolchain):
     plan = _plan("tuned", gnu_toolchain)
     log = tmp_path / "compile-lines.jsonl"
-    log.write_text(json.dumps({"cwd": ".", "lang": "cc", "kind": "compile", "source": "main.c",
-                               "rule": None, "argv": ["gcc", "-O3", "-c", "main.c"]}) + "\n")
+    log.write_text(
+        json.dumps(
+            {
+                "cwd": ".",
+                "lang": "cc",
+                "kind": "compile",
+                "source": "main.c",
+                "rule": None,
+                "argv": ["gcc", "-O3", "-c", "main.c"],
+            }
+        )
+        + "\n"
+    )
     with pytest.raises(ApptuneError) as e:
         build.check_compile_lines(plan, log)
     assert "main.c" in str(e.value) and "missing -march=native -funroll-loops" in str(e.value)
 
 
+@pytest.mark.slow
 def test_patch_that_does_not_apply(toy_root, tmp_path, gnu_toolchain):
     (toy_root / "patches/toy/0001-comment.patch").write_text(
-        "--- a/main.c\n+++ b/main.c\n@@ -1,2 +1,3 @@\n+x\n no such line\n no such line either\n")
+        "--- a/main.c\n+++ b/main.c\n@@ -1,2 +1,3 @@\n+x\n no such line\n no such line either\n"
+    )
     plan = _plan("baseline", gnu_toolchain)
     tarball = sources.fetch(recipes.load_recipe("toy"))
     stage = tmp_path / "stage"
@@ -108,48 +131,66 @@ def test_patch_that_does_not_apply(toy_root, tmp_path, gnu_toolchain):
     with pytest.raises(ApptuneError) as e:
         build.build(plan, tarball, stage)
     # the file inside the patch that failed is the field
-    assert str(e.value) == ("tree/patches/toy/0001-comment.patch: main.c: hunk #1 does not apply at line 1 "
-                            "(the patch does not apply to toy 1.0)")
+    assert str(e.value) == (
+        "tree/patches/toy/0001-comment.patch: main.c: hunk #1 does not apply at line 1 "
+        "(the patch does not apply to toy 1.0)"
+    )
     assert not (stage / "provenance.json").exists()
 
 
+@pytest.mark.slow
 def test_patch_for_a_file_the_source_lacks_names_it(toy_root, tmp_path, gnu_toolchain):
     (toy_root / "patches/toy/0001-comment.patch").write_text(
-        PATCH + "--- a/util/extra.c\n+++ b/util/extra.c\n@@ -1,1 +1,1 @@\n-old\n+new\n")
+        PATCH + "--- a/util/extra.c\n+++ b/util/extra.c\n@@ -1,1 +1,1 @@\n-old\n+new\n"
+    )
     plan = _plan("baseline", gnu_toolchain)
     tarball = sources.fetch(recipes.load_recipe("toy"))
     stage = tmp_path / "stage"
     stage.mkdir()
     with pytest.raises(ApptuneError) as e:
         build.build(plan, tarball, stage)
-    assert str(e.value).startswith("tree/patches/toy/0001-comment.patch: util/extra.c: file to patch not found")
+    assert str(e.value).startswith(
+        "tree/patches/toy/0001-comment.patch: util/extra.c: file to patch not found"
+    )
 
 
 def test_patch_failures_are_read_from_patchs_output():
-    out = ("checking file a.c\nHunk #1 FAILED at 1.\nHunk #3 FAILED at 40.\n2 out of 3 hunks FAILED\n"
-           "checking file b.c\nReversed (or previously applied) patch detected!  Skipping patch.\n"
-           "can't find file to patch at input line 16\nPerhaps you used the wrong -p or --strip option?\n"
-           "The text leading up to this was:\n--------------------------\n|--- a/src/c.c\t2020-01-01\n"
-           "|+++ b/src/c.c\t2020-01-02\n--------------------------\nNo file to patch.  Skipping patch.\n")
+    out = (
+        "checking file a.c\nHunk #1 FAILED at 1.\nHunk #3 FAILED at 40.\n2 out of 3 hunks FAILED\n"
+        "checking file b.c\nReversed (or previously applied) patch detected!  Skipping patch.\n"
+        "can't find file to patch at input line 16\nPerhaps you used the wrong -p or --strip "
+        "option?\n"
+        "The text leading up to this was:\n--------------------------\n|--- a/src/c.c\t2020-01-01\n"
+        "|+++ b/src/c.c\t2020-01-02\n--------------------------\nNo file to patch.  Skipping "
+        "patch.\n"
+    )
     assert build.patch_failures(out) == [
-        ("a.c", "hunk #1 does not apply at line 1"), ("a.c", "hunk #3 does not apply at line 40"),
+        ("a.c", "hunk #1 does not apply at line 1"),
+        ("a.c", "hunk #3 does not apply at line 40"),
         ("b.c", "already applied (or reversed)"),
-        ("src/c.c", "file to patch not found (a wrong 'strip', or not in this version)")]
+        ("src/c.c", "file to patch not found (a wrong 'strip', or not in this version)"),
+    ]
 
 
+@pytest.mark.slow
 def test_build_failure_is_one_line(toy_root, tmp_path, gnu_toolchain, capsys):
     (toy_root / "build-recipes/templates/toy/config.mk.j2").write_text(
-        "CC = {{ cc }}\nCFLAGS = {{ cflags | makeflags }} -Werror=this-is-not-a-flag\n")
+        "CC = {{ cc }}\nCFLAGS = {{ cflags | makeflags }} -Werror=this-is-not-a-flag\n"
+    )
     plan = _plan("baseline", gnu_toolchain)
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     tarball = sources.fetch(recipes.load_recipe("toy"))
     stage = tmp_path / "stage"
     stage.mkdir()
-    rc = build.main(["--plan", str(tmp_path / "plan.json"), "--source", str(tarball), "--stage", str(stage)])
+    rc = build.main(
+        ["--plan", str(tmp_path / "plan.json"), "--source", str(tarball), "--stage", str(stage)]
+    )
     assert rc == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("apptune: error: ") and "make exited" in last
 
 
 def test_make_flags_quotes_for_make_and_shell():
-    assert build.make_flags(["-O2", "-DNAME=a b", "-Wl,$ORIGIN"]) == "-O2 '-DNAME=a b' '-Wl,$$ORIGIN'"
+    assert (
+        build.make_flags(["-O2", "-DNAME=a b", "-Wl,$ORIGIN"]) == "-O2 '-DNAME=a b' '-Wl,$$ORIGIN'"
+    )

@@ -1,4 +1,5 @@
 """`apptune validate`: every bad data file caught before a build, every problem one line."""
+
 import os
 import shutil
 import subprocess
@@ -46,47 +47,74 @@ def test_the_toy_tree_is_valid(tree):
 def test_unknown_flag_ladder_is_found_before_any_build(tree):
     edit(tree / "build-recipes/toy.yaml", "gnu: [baseline, tuned]", "gnu: [baseline, tunedd]")
     assert only(validate.problems()) == (
-        "tree/build-recipes/toy.yaml: tiers.ci.variants.gnu: 'tunedd': unknown flag ladder 'tunedd' "
-        "for compiler family gnu (allowed: aggressive, baseline, none, tuned)")
+        "tree/build-recipes/toy.yaml: tiers.ci.variants.gnu: 'tunedd': unknown flag ladder "
+        "'tunedd' for compiler family gnu (allowed: aggressive, baseline, none, tuned)"
+    )
 
 
-@pytest.mark.parametrize("spec,words", [
-    ("tuned+blas=mkl", "tiers.ci.variants.gnu: 'tuned+blas=mkl': unknown blas 'mkl' (allowed: openblas)"),
-    ("tuned+fft=fftw3", "tiers.ci.variants.gnu: 'tuned+fft=fftw3': unknown axis 'fft' (allowed: blas)"),
-    ("tuned+blas", "tiers.ci.variants.gnu: 'tuned+blas': 'blas' is not axis=value"),
-])
+@pytest.mark.parametrize(
+    "spec,words",
+    [
+        (
+            "tuned+blas=mkl",
+            "tiers.ci.variants.gnu: 'tuned+blas=mkl': unknown blas 'mkl' (allowed: openblas)",
+        ),
+        (
+            "tuned+fft=fftw3",
+            "tiers.ci.variants.gnu: 'tuned+fft=fftw3': unknown axis 'fft' (allowed: blas)",
+        ),
+        ("tuned+blas", "tiers.ci.variants.gnu: 'tuned+blas': 'blas' is not axis=value"),
+    ],
+)
 def test_unknown_axis_options_in_tiers(tree, spec, words):
     edit(tree / "build-recipes/toy.yaml", "gnu: [baseline, tuned]", f"gnu: [baseline, {spec}]")
     assert only(validate.problems()) == f"tree/build-recipes/toy.yaml: {words}"
 
 
 def test_tier_environment_the_site_config_does_not_define(tree):
-    edit(tree / "build-recipes/toy.yaml", "gnu: [baseline, tuned]", "gnu: [baseline]\n      gnuu: [tuned]")
+    edit(
+        tree / "build-recipes/toy.yaml",
+        "gnu: [baseline, tuned]",
+        "gnu: [baseline]\n      gnuu: [tuned]",
+    )
     msg = only(validate.problems())
-    assert msg.startswith("tree/build-recipes/toy.yaml: tiers.ci.variants.gnuu: unknown environment 'gnuu'")
+    assert msg.startswith(
+        "tree/build-recipes/toy.yaml: tiers.ci.variants.gnuu: unknown environment 'gnuu'"
+    )
     assert "gnu, gnu-mkl, gnu-mpich, llvm, oneapi" in msg
 
 
 @pytest.mark.parametrize("limit", ["5m", "1h30m", "90s", "2d", "300"])
 def test_time_limits_reframe_reads_are_accepted(tree, limit):
-    edit(tree / "build-recipes/toy.yaml", "    ranks: 1\n", f"    ranks: 1\n    time_limit: {limit}\n")
+    edit(
+        tree / "build-recipes/toy.yaml",
+        "    ranks: 1\n",
+        f"    ranks: 1\n    time_limit: {limit}\n",
+    )
     assert lines(validate.problems()) == []
 
 
 @pytest.mark.parametrize("limit", ["5 parsecs", "1m30", "soon", "-5", "0", ".inf"])
 def test_time_limits_reframe_would_drop_are_refused(tree, limit):
-    edit(tree / "build-recipes/toy.yaml", "    ranks: 1\n", f"    ranks: 1\n    time_limit: {limit}\n")
+    edit(
+        tree / "build-recipes/toy.yaml",
+        "    ranks: 1\n",
+        f"    ranks: 1\n    time_limit: {limit}\n",
+    )
     msg = only(validate.problems())
     assert msg.startswith("tree/build-recipes/toy.yaml: tiers.ci.time_limit: ")
     assert "time limit" in msg
 
 
 # ----------------------------------------------------------------------- references
-@pytest.mark.parametrize("tol,field,words", [
-    ("{value: 1.6449330668, rel: .inf}", "fields.sum.rel", "must be a finite number (got inf)"),
-    ("{value: 1.6449330668, abs: .nan}", "fields.sum.abs", "must be a finite number (got nan)"),
-    ("{min: 2, max: 1}", "fields.sum.min", "2.0 is above max 1.0: no value can pass"),
-])
+@pytest.mark.parametrize(
+    "tol,field,words",
+    [
+        ("{value: 1.6449330668, rel: .inf}", "fields.sum.rel", "must be a finite number (got inf)"),
+        ("{value: 1.6449330668, abs: .nan}", "fields.sum.abs", "must be a finite number (got nan)"),
+        ("{min: 2, max: 1}", "fields.sum.min", "2.0 is above max 1.0: no value can pass"),
+    ],
+)
 def test_reference_tolerances(tree, tol, field, words):
     edit(tree / "reference/toy/ci.yaml", "sum: {value: 1.6449330668, rel: 1.0e-9}", f"sum: {tol}")
     assert only(validate.problems()) == f"tree/reference/toy/ci.yaml: {field}: {words}"
@@ -98,7 +126,8 @@ def test_depends_on_names_parameters_of_the_tiers_input(tree):
     edit(tree / "reference/toy/ci.yaml", "depends_on: [n, ranks]", "depends_on: [N]")
     assert only(validate.problems()) == (
         "tree/reference/toy/ci.yaml: fields.sum.depends_on: 'N' is not a parameter of "
-        "inputs/toy/ci/input.yaml (parameters: n, ranks)")
+        "inputs/toy/ci/input.yaml (parameters: n, ranks)"
+    )
 
 
 # ----------------------------------------------------------------------- YAML itself
@@ -106,18 +135,26 @@ def test_duplicate_keys_are_refused_naming_key_and_line(tree):
     edit(tree / "build-recipes/toy.yaml", "  jobs: 1\n", "  jobs: 1\n  jobs: 2\n")
     line = (tree / "build-recipes/toy.yaml").read_text().splitlines().index("  jobs: 2") + 1
     assert only(validate.problems()) == (
-        f"tree/build-recipes/toy.yaml: line {line}, column 3: duplicate key 'jobs' (first given at line {line - 1})")
+        f"tree/build-recipes/toy.yaml: line {line}, column 3: duplicate key 'jobs' (first given at "
+        f"line {line - 1})"
+    )
 
 
 def test_duplicate_keys_in_a_flow_mapping_of_a_reference(tree):
-    edit(tree / "reference/toy/ci.yaml", "n: {value: 1000000, abs: 0}", "n: {value: 1000000, abs: 0, abs: 1}")
+    edit(
+        tree / "reference/toy/ci.yaml",
+        "n: {value: 1000000, abs: 0}",
+        "n: {value: 1000000, abs: 0, abs: 1}",
+    )
     msg = only(validate.problems())
     assert msg.startswith("tree/reference/toy/ci.yaml: line ") and "duplicate key 'abs'" in msg
 
 
 # ----------------------------------------------------------------------- outputs and figures
-REGEX_OUTPUT = ("output: {file: toy.out, format: regex, patterns: "
-                "{sum: {pattern: '^sum=(\\S+)'}, n: {pattern: '^n=(\\S+)'}, rate: {pattern: '^rate=(\\S+)'}}}")
+REGEX_OUTPUT = (
+    "output: {file: toy.out, format: regex, patterns: "
+    "{sum: {pattern: '^sum=(\\S+)'}, n: {pattern: '^n=(\\S+)'}, rate: {pattern: '^rate=(\\S+)'}}}"
+)
 
 
 def test_figure_and_reference_fields_no_output_produces(tree):
@@ -129,8 +166,9 @@ def test_figure_and_reference_fields_no_output_produces(tree):
     assert lines(validate.problems()) == [
         "tree/build-recipes/toy.yaml: run.figures.rate.field: 'rat': no output produces this field "
         "(run.output gives: n, rate, sum)",
-        "tree/reference/toy/ci.yaml: fields.nn: no output of build-recipes/toy.yaml produces this field "
-        "(run.output gives: n, rate, sum)"]
+        "tree/reference/toy/ci.yaml: fields.nn: no output of build-recipes/toy.yaml produces this "
+        "field (run.output gives: n, rate, sum)",
+    ]
 
 
 def test_keyvalue_outputs_say_nothing_about_field_names(tree):
@@ -141,11 +179,16 @@ def test_keyvalue_outputs_say_nothing_about_field_names(tree):
 # ----------------------------------------------------------------------- templates
 def test_undefined_names_in_run_args_and_prerun(tree):
     r = tree / "build-recipes/toy.yaml"
-    edit(r, "  executable: toy\n", "  executable: toy\n  args: ['{{ n }}', '-r', '{{ ranks }}']\n"
-         "  prerun:\n    - command: [echo, '{{ size }}']\n")
+    edit(
+        r,
+        "  executable: toy\n",
+        "  executable: toy\n  args: ['{{ n }}', '-r', '{{ ranks }}']\n"
+        "  prerun:\n    - command: [echo, '{{ size }}']\n",
+    )
     assert only(validate.problems()) == (
         "tree/build-recipes/toy.yaml: run.prerun[0].command: '{{ size }}': undefined name 'size' "
-        "(parameters of inputs/toy/ci/input.yaml for tier ci: n, ranks)")
+        "(parameters of inputs/toy/ci/input.yaml for tier ci: n, ranks)"
+    )
     edit(r, "'-r', '{{ ranks }}'", "'-r', '{{ rank }}'")
     assert len(validate.problems()) == 2
     # a name every use of which has a fallback is not undefined
@@ -156,11 +199,18 @@ def test_undefined_names_in_run_args_and_prerun(tree):
 
 def test_undefined_names_in_input_and_build_templates(tree):
     (tree / "inputs/toy/ci/params.txt.j2").write_text("n={{ n }} m={{ m }}\n")
-    (tree / "build-recipes/templates/toy/config.mk.j2").write_text("CC = {{ cc }}\nCFLAGS = {{ cflag | makeflags }}\n")
+    (tree / "build-recipes/templates/toy/config.mk.j2").write_text(
+        "CC = {{ cc }}\nCFLAGS = {{ cflag | makeflags }}\n"
+    )
     got = lines(validate.problems())
-    assert got[0].startswith("tree/build-recipes/templates/toy/config.mk.j2: template: undefined name 'cflag' (names of the build plan:")
-    assert got[1] == ("tree/inputs/toy/ci/params.txt.j2: template: undefined name 'm' "
-                      "(parameters of inputs/toy/ci/input.yaml: n, ranks)")
+    assert got[0].startswith(
+        "tree/build-recipes/templates/toy/config.mk.j2: template: undefined name 'cflag' (names of "
+        "the build plan:"
+    )
+    assert got[1] == (
+        "tree/inputs/toy/ci/params.txt.j2: template: undefined name 'm' "
+        "(parameters of inputs/toy/ci/input.yaml: n, ranks)"
+    )
 
 
 # ----------------------------------------------------------------------- stands_for
@@ -183,49 +233,75 @@ def test_a_ci_input_beside_another_tier_names_what_it_stands_for(tree):
     r.write_text(r.read_text() + "  nightly:\n    ranks: 1\n    variants:\n      gnu: [tuned]\n")
     shutil.copytree(tree / "inputs/toy/ci", tree / "inputs/toy/nightly")
     (tree / "reference/toy/nightly.yaml").write_text(
-        (tree / "reference/toy/ci.yaml").read_text().replace("tier: ci", "tier: nightly"))
+        (tree / "reference/toy/ci.yaml").read_text().replace("tier: ci", "tier: nightly")
+    )
     msg = only(validate.problems())
-    assert msg.startswith("tree/inputs/toy/ci/input.yaml: stands_for: a ci input must name the input it "
-                          "stands for: one of nightly")
+    assert msg.startswith(
+        "tree/inputs/toy/ci/input.yaml: stands_for: a ci input must name the input it "
+        "stands for: one of nightly"
+    )
 
 
 # ----------------------------------------------------------------------- messages in words
 def test_a_literal_lists_its_values_in_words(tree):
     edit(tree / "build-recipes/toy.yaml", "format: keyvalue", "format: keyval")
-    assert only(validate.problems()) == ("tree/build-recipes/toy.yaml: run.output.format: must be one of: "
-                                         "keyvalue, regex, newick_rf, curve (got 'keyval')")
+    assert only(validate.problems()) == (
+        "tree/build-recipes/toy.yaml: run.output.format: must be one of: "
+        "keyvalue, regex, newick_rf, curve (got 'keyval')"
+    )
 
 
 def test_an_unknown_field_lists_the_fields_allowed_there(tree):
     edit(tree / "build-recipes/toy.yaml", "ranks: 1", "rank: 1")
     edit(tree / "build-recipes/toy.yaml", "format: keyvalue,", "format: keyvalue, beginn: x,")
     assert lines(validate.problems()) == [
-        "tree/build-recipes/toy.yaml: run.output.beginn: unknown field (allowed: file, format, begin, end, "
-        "patterns, reference, field, columns, name, derived, plot)",
-        "tree/build-recipes/toy.yaml: tiers.ci.rank: unknown field (allowed: ranks, variants, time_limit)"]
+        "tree/build-recipes/toy.yaml: run.output.beginn: unknown field (allowed: file, format, "
+        "begin, end, patterns, reference, field, columns, name, derived, plot)",
+        "tree/build-recipes/toy.yaml: tiers.ci.rank: unknown field (allowed: ranks, variants, "
+        "time_limit)",
+    ]
 
 
 def test_a_list_of_outputs_names_the_entry(tree):
-    edit(tree / "build-recipes/toy.yaml", "output: {file: toy.out, format: keyvalue, begin: BEGIN, end: END}",
-         "output:\n    - {file: toy.out, format: keyvalue}\n    - {file: x.out, format: regex}")
-    assert only(validate.problems()) == "tree/build-recipes/toy.yaml: run.output[1]: format regex needs 'patterns'"
+    edit(
+        tree / "build-recipes/toy.yaml",
+        "output: {file: toy.out, format: keyvalue, begin: BEGIN, end: END}",
+        "output:\n    - {file: toy.out, format: keyvalue}\n    - {file: x.out, format: regex}",
+    )
+    assert (
+        only(validate.problems())
+        == "tree/build-recipes/toy.yaml: run.output[1]: format regex needs 'patterns'"
+    )
 
 
 def test_a_single_output_with_its_own_problem(tree):
-    edit(tree / "build-recipes/toy.yaml", "format: keyvalue, begin: BEGIN, end: END", "format: regex")
-    assert only(validate.problems()) == "tree/build-recipes/toy.yaml: run.output: format regex needs 'patterns'"
+    edit(
+        tree / "build-recipes/toy.yaml", "format: keyvalue, begin: BEGIN, end: END", "format: regex"
+    )
+    assert (
+        only(validate.problems())
+        == "tree/build-recipes/toy.yaml: run.output: format regex needs 'patterns'"
+    )
 
 
 def test_a_value_that_fits_no_member_of_a_union_says_what_would(tree):
     edit(tree / "inputs/toy/ci/input.yaml", "parameters: {n: 1000000}", "parameters: {n: [1, 2]}")
-    assert only(validate.problems()) == ("tree/inputs/toy/ci/input.yaml: parameters.n: must be an integer, "
-                                         "a number, a string or a mapping (got a list)")
+    assert only(validate.problems()) == (
+        "tree/inputs/toy/ci/input.yaml: parameters.n: must be an integer, "
+        "a number, a string or a mapping (got a list)"
+    )
 
 
 def test_a_recipes_own_check_names_its_field(tree):
-    edit(tree / "build-recipes/toy.yaml", "  executable: toy\n", "  executable: toy\n  primary: speed\n")
-    assert only(validate.problems()) == ("tree/build-recipes/toy.yaml: run.primary: 'speed' is not a figure "
-                                         "(figures: rate, or wall_time)")
+    edit(
+        tree / "build-recipes/toy.yaml",
+        "  executable: toy\n",
+        "  executable: toy\n  primary: speed\n",
+    )
+    assert only(validate.problems()) == (
+        "tree/build-recipes/toy.yaml: run.primary: 'speed' is not a figure "
+        "(figures: rate, or wall_time)"
+    )
 
 
 # ----------------------------------------------------------------------- all of them, and the CLI
@@ -235,13 +311,20 @@ def test_every_problem_is_reported_not_only_the_first(tree, capsys):
     edit(r, "format: keyvalue", "format: keyval")
     edit(r, "ranks: 1", "ranks: 0")
     edit(tree / "reference/toy/ci.yaml", "rel: 1.0e-9", "rel: -1")
-    (tree / "reference/baselines/local/toy.yaml").write_text("app: toy\nsystem: local\nthresholds: {}\n")
+    (tree / "reference/baselines/local/toy.yaml").write_text(
+        "app: toy\nsystem: local\nthresholds: {}\n"
+    )
     assert cli.main(["validate"]) == 1
     err = capsys.readouterr().err.splitlines()
-    assert all(l.startswith("apptune: error: ") for l in err[:-1]) and "Traceback" not in "".join(err)
+    assert all(ln.startswith("apptune: error: ") for ln in err[:-1]) and "Traceback" not in "".join(
+        err
+    )
     body = "\n".join(err)
-    for words in ("build.system: must be one of: make, cmake (got 'scons')",
-                  "run.output.format: must be one of:", "tiers.ci.ranks: must be greater than or equal to 1 (got 0)"):
+    for words in (
+        "build.system: must be one of: make, cmake (got 'scons')",
+        "run.output.format: must be one of:",
+        "tiers.ci.ranks: must be greater than or equal to 1 (got 0)",
+    ):
         assert words in body
     # the recipe's problems stop its other files being checked against it, so fix it and look again
     edit(r, "system: scons", "system: make")
@@ -249,25 +332,39 @@ def test_every_problem_is_reported_not_only_the_first(tree, capsys):
     edit(r, "ranks: 0", "ranks: 1")
     assert cli.main(["validate"]) == 1
     body = capsys.readouterr().err
-    assert "reference/toy/ci.yaml: fields.sum.rel: must be greater than or equal to 0 (got -1)" in body
-    assert "reference/baselines/local/toy.yaml: machines: baseline file has no machine fingerprint" in body
+    assert (
+        "reference/toy/ci.yaml: fields.sum.rel: must be greater than or equal to 0 (got -1)" in body
+    )
+    assert (
+        "reference/baselines/local/toy.yaml: machines: baseline file has no machine fingerprint"
+        in body
+    )
     assert "2 problem(s)" in body
 
 
 def test_bad_site_config_files_are_reported(tree):
     edit(tree / "site-config/flag-ladders.yaml", "  gnu:\n", "  gnu:\n    tuned: {}\n")
-    (tree / "site-config/libraries.yaml").write_text("libraries: {openblas: {ldflags: -lopenblas}}\n")
+    (tree / "site-config/libraries.yaml").write_text(
+        "libraries: {openblas: {ldflags: -lopenblas}}\n"
+    )
     got = lines(validate.check().site)
-    assert any(g.startswith("tree/site-config/flag-ladders.yaml: line ") and "duplicate key 'tuned'" in g for g in got)
-    assert "tree/site-config/libraries.yaml: libraries.openblas.ldflags: must be a valid list (got '-lopenblas')" in got
+    assert any(
+        g.startswith("tree/site-config/flag-ladders.yaml: line ") and "duplicate key 'tuned'" in g
+        for g in got
+    )
+    assert (
+        "tree/site-config/libraries.yaml: libraries.openblas.ldflags: must be a valid list (got "
+        "'-lopenblas')" in got
+    )
 
 
 def test_a_compiler_family_without_ladders(tree):
     s = tree / "site-config/settings.py"
     s.write_text(s.read_text().replace("'family': 'oneapi'", "'family': 'intel'"))
     assert only(validate.problems()) == (
-        "tree/site-config/flag-ladders.yaml: families.intel: no flag ladders for compiler family 'intel' "
-        "of environment 'oneapi' (families: gnu, llvm, oneapi)")
+        "tree/site-config/flag-ladders.yaml: families.intel: no flag ladders for compiler family "
+        "'intel' of environment 'oneapi' (families: gnu, llvm, oneapi)"
+    )
 
 
 def test_validate_with_a_missing_site_config(tree, capsys):
@@ -297,18 +394,24 @@ def test_run_leaves_out_a_bad_application_and_runs_the_others(tmp_path, monkeypa
     def fake_reframe(self, cmd, **kw):
         seen.append(cmd)
         return 0
+
     from apptune import supervise
+
     monkeypatch.setattr(supervise.Supervisor, "run", fake_reframe)
     rc = cli.main(["run", "--no-history", "--run-dir", str(tmp_path / "run")])
     assert rc != 0
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == (f"apptune: error: {root}/build-recipes/qe.yaml: tiers.ci.time_limit: '5 parsecs' is not a "
-                      "time limit ReFrame reads (invalid duration: 5 parsecs); write e.g. 5m, 1h30m, 90s, 2d "
-                      "or a number of seconds")
+    assert err[0] == (
+        f"apptune: error: {root}/build-recipes/qe.yaml: tiers.ci.time_limit: '5 parsecs' is not a "
+        "time limit ReFrame reads (invalid duration: 5 parsecs); write e.g. 5m, 1h30m, 90s, 2d "
+        "or a number of seconds"
+    )
     assert err[1] == "apptune: left out of the run: qe (problems above)"
     (cmd,) = seen
     checks = [cmd[i + 1] for i, w in enumerate(cmd) if w == "-c"]
-    assert checks == [str(root / "reframe-checks" / a) for a in ("examl", "hpcc", "mpi-micro", "netpipe")]
+    assert checks == [
+        str(root / "reframe-checks" / a) for a in ("examl", "hpcc", "mpi-micro", "netpipe")
+    ]
 
 
 def test_checks_without_bad_applications(tmp_path):
@@ -318,12 +421,16 @@ def test_checks_without_bad_applications(tmp_path):
     d = tmp_path / "reframe-checks"
     assert cli.checks_without(tmp_path, [], []) == ["reframe-checks"]
     assert cli.checks_without(tmp_path, [], ["b"]) == [str(d / "a"), str(d / "c")]
-    assert cli.checks_without(tmp_path, ["reframe-checks/b/b.py", "reframe-checks/a"], ["b"]) == ["reframe-checks/a"]
+    assert cli.checks_without(tmp_path, ["reframe-checks/b/b.py", "reframe-checks/a"], ["b"]) == [
+        "reframe-checks/a"
+    ]
     assert cli.checks_without(tmp_path, ["reframe-checks/b"], ["b"]) == []
 
 
 def test_a_refused_run_leaves_no_run_directory(tree, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli.subprocess, "run", lambda *a, **k: pytest.fail("ReFrame must not start"))
+    monkeypatch.setattr(
+        cli.subprocess, "run", lambda *a, **k: pytest.fail("ReFrame must not start")
+    )
     (tree / "reframe-checks/toy").mkdir(parents=True)
     run_dir = tmp_path / "run"
     # a problem of the site config: nothing runs
@@ -338,39 +445,79 @@ def test_a_refused_run_leaves_no_run_directory(tree, tmp_path, monkeypatch, caps
     edit(tree / "build-recipes/toy.yaml", "ranks: 1", "ranks: one")
     assert cli.main(["run", "--run-dir", str(run_dir)]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == "apptune: error: tree/build-recipes/toy.yaml: tiers.ci.ranks: must be a valid integer, " \
-                     "unable to parse string as an integer (got 'one')"
+    assert (
+        err[0]
+        == "apptune: error: tree/build-recipes/toy.yaml: tiers.ci.ranks: must be a valid integer, "
+        "unable to parse string as an integer (got 'one')"
+    )
     assert err[-1] == "apptune: run refused: no check left to run"
     assert not run_dir.exists() and not (tmp_path / "tree/runs").exists()
 
 
-def test_plain_reframe_skips_the_check_file_of_a_bad_recipe_and_loads_the_others(tmp_path, monkeypatch):
+def test_plain_reframe_skips_the_check_file_of_a_bad_recipe_and_loads_the_others(
+    tmp_path, monkeypatch
+):
     root = real_tree(tmp_path, monkeypatch)
     edit(root / "build-recipes/qe.yaml", "time_limit: 5m", "time_limit: 5 parsecs")
     reframe = Path(sys.executable).with_name("reframe")
-    env = dict(os.environ, PYTHONPATH=str(REPO), APPTUNE_ROOT=str(root), RFM_ENABLE_RESULTS_STORAGE="0")
-    proc = subprocess.run([str(reframe), "-C", "site-config/settings.py", "-c", "reframe-checks/", "-R", "-l",
-                           "--nocolor"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    env = dict(
+        os.environ, PYTHONPATH=str(REPO), APPTUNE_ROOT=str(root), RFM_ENABLE_RESULTS_STORAGE="0"
+    )
+    proc = subprocess.run(
+        [
+            str(reframe),
+            "-C",
+            "site-config/settings.py",
+            "-c",
+            "reframe-checks/",
+            "-R",
+            "-l",
+            "--nocolor",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    assert "WARNING: skipping test file 'reframe-checks/qe/qe.py': regression test load error: " in out
-    assert "build-recipes/qe.yaml: tiers.ci.time_limit: '5 parsecs' is not a time limit ReFrame reads" in out
+    assert (
+        "WARNING: skipping test file 'reframe-checks/qe/qe.py': regression test load error: " in out
+    )
+    assert (
+        "build-recipes/qe.yaml: tiers.ci.time_limit: '5 parsecs' is not a time limit ReFrame reads"
+        in out
+    )
     for check in ("HPCCCheck", "ExaMLCheck", "NetPIPECheck", "MPIMicroCheck"):
         assert f"- {check} " in out
     assert "QECheck" not in out and "Traceback" not in out
 
 
 # ----------------------------------------------------------------------- error presentation
-@pytest.mark.parametrize("exc,rc,line", [
-    (ApptuneError("f.yaml", "x", "bad"), 2, "apptune: error: f.yaml: x: bad"),
-    (FileNotFoundError(2, "No such file or directory", "runs/x/report.json"), 2,
-     "apptune: error: runs/x/report.json: No such file or directory"),
-    (subprocess.CalledProcessError(3, ["make", "-j2"]), 2, "apptune: error: make -j2: exited with status 3"),
-    (KeyboardInterrupt(), 130, "apptune: interrupted"),
-])
-def test_expected_failures_are_one_line_and_the_traceback_needs_verbose(monkeypatch, capsys, exc, rc, line):
+@pytest.mark.parametrize(
+    "exc,rc,line",
+    [
+        (ApptuneError("f.yaml", "x", "bad"), 2, "apptune: error: f.yaml: x: bad"),
+        (
+            FileNotFoundError(2, "No such file or directory", "runs/x/report.json"),
+            2,
+            "apptune: error: runs/x/report.json: No such file or directory",
+        ),
+        (
+            subprocess.CalledProcessError(3, ["make", "-j2"]),
+            2,
+            "apptune: error: make -j2: exited with status 3",
+        ),
+        (KeyboardInterrupt(), 130, "apptune: interrupted"),
+    ],
+)
+def test_expected_failures_are_one_line_and_the_traceback_needs_verbose(
+    monkeypatch, capsys, exc, rc, line
+):
     def boom(a):
         raise exc
+
     monkeypatch.setattr(cli, "cmd_list", boom)
     assert cli.main(["list"]) == rc
     assert capsys.readouterr().err.splitlines() == [line]
@@ -381,6 +528,7 @@ def test_expected_failures_are_one_line_and_the_traceback_needs_verbose(monkeypa
 
 def test_yaml_and_pydantic_errors_escaping_a_command_are_one_line(monkeypatch, capsys):
     import yaml
+
     from apptune.models import TierSpec
 
     def bad_yaml(a):
@@ -388,12 +536,15 @@ def test_yaml_and_pydantic_errors_escaping_a_command_are_one_line(monkeypatch, c
 
     def bad_model(a):
         TierSpec.model_validate({"variants": {}, "ranks": 0})
+
     for fn in (bad_yaml, bad_model):
         monkeypatch.setattr(cli, "cmd_list", fn)
         assert cli.main(["list"]) == 2
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 1 and err[0].startswith("apptune: error: "), err
-    assert "ranks: must be greater than or equal to 1 (got 0)" in err[0] and "more problem" in err[0]
+    assert (
+        "ranks: must be greater than or equal to 1 (got 0)" in err[0] and "more problem" in err[0]
+    )
 
 
 def test_a_bug_still_shows_its_traceback(monkeypatch):

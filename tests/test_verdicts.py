@@ -14,6 +14,7 @@ machine's fingerprint. Then:
 
 Assertions are on grades and verdicts, never on timing values.
 """
+
 import json
 import os
 import subprocess
@@ -21,11 +22,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
-
 import timeapp
-from apptune import machine
+import yaml
 from test_baselines import OTHER
+
+from apptune import machine
 
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
@@ -35,13 +36,27 @@ pytestmark = pytest.mark.integration
 
 def run(args, root, timeout=900):
     env = dict(os.environ, APPTUNE_ROOT=str(root))
-    p = subprocess.run(APPTUNE + args, capture_output=True, text=True, env=env, cwd=root, timeout=timeout)
+    p = subprocess.run(
+        APPTUNE + args, capture_output=True, text=True, env=env, cwd=root, timeout=timeout
+    )
     return p.returncode, p.stdout + p.stderr
 
 
 def apptune_run(root, run_dir, *extra, mode="ci"):
-    return run(["run", "--mode", mode, "--no-history", "--run-dir", str(run_dir), *extra,
-                "-c", "reframe-checks/timeapp"], root)
+    return run(
+        [
+            "run",
+            "--mode",
+            mode,
+            "--no-history",
+            "--run-dir",
+            str(run_dir),
+            *extra,
+            "-c",
+            "reframe-checks/timeapp",
+        ],
+        root,
+    )
 
 
 def summary(run_dir):
@@ -73,7 +88,9 @@ def tree(tmp_path_factory):
 def test_recorded_baseline_holds_noise_and_no_modelled_energy(tree):
     b = yaml.safe_load((tree / "reference/baselines/local/timeapp.yaml").read_text())
     figs = b["entries"][0]["figures"]
-    assert figs["kernel_time"]["noise"] is not None and "energy_J" not in figs and "edp_Js" not in figs
+    assert (
+        figs["kernel_time"]["noise"] is not None and "energy_J" not in figs and "edp_Js" not in figs
+    )
 
 
 def test_baselines_of_another_machine_give_no_verdict_and_exit_0(tree, tmp_path):
@@ -85,7 +102,7 @@ def test_baselines_of_another_machine_give_no_verdict_and_exit_0(tree, tmp_path)
     for e in b["entries"]:
         e["machine"] = other
         for fig in e["figures"].values():
-            fig["value"] *= 100        # would be a huge improvement if it were compared
+            fig["value"] *= 100  # would be a huge improvement if it were compared
     f.write_text(yaml.safe_dump(b))
     try:
         rc, out = apptune_run(tree, tmp_path / "run")
@@ -94,10 +111,15 @@ def test_baselines_of_another_machine_give_no_verdict_and_exit_0(tree, tmp_path)
     assert rc == 0, out[-3000:]
     r = the_result(tmp_path / "run")
     assert r["verified"]
-    assert r["baseline"]["why"].startswith("no baseline for this machine (baselines recorded on AMD EPYC 7B13")
+    assert r["baseline"]["why"].startswith(
+        "no baseline for this machine (baselines recorded on AMD EPYC 7B13"
+    )
     assert all(c["verdict"] == "no verdict" for c in r["baseline"]["figures"].values())
-    line = next(l for l in out.splitlines() if l.startswith("apptune: timeapp/ci:"))
-    assert "performance: no verdict: no baseline for this machine" in line and "apptune baseline update" in line
+    line = next(ln for ln in out.splitlines() if ln.startswith("apptune: timeapp/ci:"))
+    assert (
+        "performance: no verdict: no baseline for this machine" in line
+        and "apptune baseline update" in line
+    )
     md = (tmp_path / "run" / "report.md").read_text()
     assert "no verdict: no baseline for this machine" in md.split("## Summary")[1].split("##")[0]
 
@@ -105,8 +127,13 @@ def test_baselines_of_another_machine_give_no_verdict_and_exit_0(tree, tmp_path)
 def test_a_real_2x_slowdown_of_the_hot_file_fails_the_check(tree, tmp_path):
     recipe = tree / "build-recipes/timeapp.yaml"
     text = recipe.read_text()
-    recipe.write_text(text.replace("run:\n", "per_file:\n  - files: [kernel.c]\n    cflags: [-O0]\n"
-                                   "    reason: the slowdown this test injects\nrun:\n"))
+    recipe.write_text(
+        text.replace(
+            "run:\n",
+            "per_file:\n  - files: [kernel.c]\n    cflags: [-O0]\n"
+            "    reason: the slowdown this test injects\nrun:\n",
+        )
+    )
     try:
         rc, out = apptune_run(tree, tmp_path / "run", "--wait-for-quiet", "60")
     finally:
@@ -116,12 +143,17 @@ def test_a_real_2x_slowdown_of_the_hot_file_fails_the_check(tree, tmp_path):
     assert r["verified"] and r["quality"]["grade"] == "clean", r["quality"]
     assert rc != 0, out[-3000:]
     assert r["baseline"]["figures"]["kernel_time"]["verdict"] == "regression"
-    assert any(f["phase"] == "performance" and "kernel_time" in f["reason"] for f in s["failures"]), s["failures"]
+    assert any(
+        f["phase"] == "performance" and "kernel_time" in f["reason"] for f in s["failures"]
+    ), s["failures"]
     assert s["summary"][0]["verdict"] == "regression"
 
 
 def test_a_cpu_hog_beside_the_run_is_graded_disturbed_and_not_judged(tree, tmp_path):
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 1)
+    ]
     try:
         rc, out = apptune_run(tree, tmp_path / "run")
     finally:
@@ -151,8 +183,15 @@ def test_a_crash_after_complete_output_fails_with_the_exit_status(tree, tmp_path
     assert not r["verified"] and r["run"]["exit_status"] == 139
 
 
-PAYLOADS = ["; touch PWNED1", "$(touch PWNED2)", "`touch PWNED3`", "&& touch PWNED4",
-            "export X=a; touch PWNED5", "two  words", "| touch PWNED6"]
+PAYLOADS = [
+    "; touch PWNED1",
+    "$(touch PWNED2)",
+    "`touch PWNED3`",
+    "&& touch PWNED4",
+    "export X=a; touch PWNED5",
+    "two  words",
+    "| touch PWNED6",
+]
 
 
 def test_shell_payloads_in_every_run_field_arrive_literally_and_run_nothing(tree, tmp_path):
@@ -160,17 +199,37 @@ def test_shell_payloads_in_every_run_field_arrive_literally_and_run_nothing(tree
     text = recipe.read_text()
     args = ", ".join(json.dumps(p) for p in PAYLOADS)
     env = ", ".join(f"P{i}: {json.dumps(p)}" for i, p in enumerate(PAYLOADS))
-    probe = ("import json, os, sys; json.dump({'argv': sys.argv[1:], 'env': [os.environ[f'P{i}'] "
-             f"for i in range({len(PAYLOADS)})]}}, open('prerun.json', 'w'))")
-    recipe.write_text(text.replace('args: ["{{ n }}"]', f'args: ["{{{{ n }}}}", {args}]\n'
-                                   f'  env: {{{env}}}\n'
-                                   f'  prerun:\n    - command: [{json.dumps(sys.executable)}, "-c", '
-                                   f'{json.dumps(probe)}, {args}]'))
+    probe = (
+        "import json, os, sys; json.dump({'argv': sys.argv[1:], 'env': [os.environ[f'P{i}'] "
+        f"for i in range({len(PAYLOADS)})]}}, open('prerun.json', 'w'))"
+    )
+    recipe.write_text(
+        text.replace(
+            'args: ["{{ n }}"]',
+            f'args: ["{{{{ n }}}}", {args}]\n'
+            f"  env: {{{env}}}\n"
+            f'  prerun:\n    - command: [{json.dumps(sys.executable)}, "-c", '
+            f"{json.dumps(probe)}, {args}]",
+        )
+    )
     try:
         # dev mode (the added steps change the timing, which is not what this test is about),
         # keeping the stage directory as ci mode does
-        rc, out = run(["run", "--mode", "dev", "--no-history", "--run-dir", str(tmp_path / "run"),
-                       "-c", "reframe-checks/timeapp", "--", "--keep-stage-files"], tree)
+        rc, out = run(
+            [
+                "run",
+                "--mode",
+                "dev",
+                "--no-history",
+                "--run-dir",
+                str(tmp_path / "run"),
+                "-c",
+                "reframe-checks/timeapp",
+                "--",
+                "--keep-stage-files",
+            ],
+            tree,
+        )
     finally:
         recipe.write_text(text)
     assert rc == 0, out[-3000:]

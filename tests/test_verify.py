@@ -1,4 +1,5 @@
 """Per-field comparison against stored references, and output parsing."""
+
 import math
 
 import pytest
@@ -36,6 +37,7 @@ def test_nan_missing_and_text_fail(bad):
 def test_reference_schema_rejects_value_without_tolerance(tmp_path):
     from apptune.models import ReferenceFile
     from apptune.yamlio import load_model
+
     f = tmp_path / "ci.yaml"
     f.write_text("app: a\ntier: ci\nrecorded: x\nfields:\n  e: {value: 1.0}\n")
     with pytest.raises(ApptuneError) as e:
@@ -48,14 +50,18 @@ def test_reference_schema_rejects_value_without_tolerance(tmp_path):
 
 def test_keyvalue_block_parsing_and_nan(tmp_path):
     (tmp_path / "o.txt").write_text("noise=1\nBEGIN\na=1\nb=2.5\nc=nan\nEND\nd=4\n")
-    vals = outputs.parse(OutputSpec(file="o.txt", format="keyvalue", begin="BEGIN", end="END"), tmp_path)
+    vals = outputs.parse(
+        OutputSpec(file="o.txt", format="keyvalue", begin="BEGIN", end="END"), tmp_path
+    )
     assert vals["a"] == 1 and vals["b"] == 2.5 and math.isnan(vals["c"]) and "d" not in vals
 
 
 def test_incomplete_output_is_a_clear_error(tmp_path):
     (tmp_path / "o.txt").write_text("BEGIN\na=1\n")
     with pytest.raises(ApptuneError) as e:
-        outputs.parse(OutputSpec(file="o.txt", format="keyvalue", begin="BEGIN", end="END"), tmp_path)
+        outputs.parse(
+            OutputSpec(file="o.txt", format="keyvalue", begin="BEGIN", end="END"), tmp_path
+        )
     assert "o.txt" in str(e.value) and "END" in str(e.value)
     with pytest.raises(ApptuneError) as e:
         outputs.parse(OutputSpec(file="missing.txt", format="keyvalue"), tmp_path)
@@ -64,13 +70,28 @@ def test_incomplete_output_is_a_clear_error(tmp_path):
 
 def test_hpcc_reference_catches_a_fast_but_wrong_result():
     """A variant whose FFT error or HPL solution drifts fails even if it is fast."""
-    good = {"Success": 1, "HPL_N": 3520, "HPL_Anorm1": 911.802, "HPL_AnormI": 907.019,
-            "HPL_BnormI": 0.499999, "HPL_Xnorm1": 3890.59, "HPL_XnormI": 5.39413,
-            "HPL_RnormI": 4.4e-12, "DGEMM_N": 1436, "PTRANS_residual": 0.0,
-            "MPIRandomAccess_ErrorsFraction": 0.0, "MPIRandomAccess_LCG_ErrorsFraction": 0.0,
-            "STREAM_VectorSize": 2065066, "FFT_N": 1048576, "MPIFFT_N": 1048576,
-            "MPIFFT_maxErr": 1.5e-15, "dweps": 1.110223e-16, "sweps": 5.960464e-08,
-            "HPL_dMACH_EPS": 1.110223e-16, "HPL_sMACH_EPS": 5.960464e-08}
+    good = {
+        "Success": 1,
+        "HPL_N": 3520,
+        "HPL_Anorm1": 911.802,
+        "HPL_AnormI": 907.019,
+        "HPL_BnormI": 0.499999,
+        "HPL_Xnorm1": 3890.59,
+        "HPL_XnormI": 5.39413,
+        "HPL_RnormI": 4.4e-12,
+        "DGEMM_N": 1436,
+        "PTRANS_residual": 0.0,
+        "MPIRandomAccess_ErrorsFraction": 0.0,
+        "MPIRandomAccess_LCG_ErrorsFraction": 0.0,
+        "STREAM_VectorSize": 2065066,
+        "FFT_N": 1048576,
+        "MPIFFT_N": 1048576,
+        "MPIFFT_maxErr": 1.5e-15,
+        "dweps": 1.110223e-16,
+        "sweps": 5.960464e-08,
+        "HPL_dMACH_EPS": 1.110223e-16,
+        "HPL_sMACH_EPS": 5.960464e-08,
+    }
     assert verify.verify("hpcc", "ci", good).ok
     wrong = dict(good, MPIFFT_maxErr=3.0e-12, HPL_Xnorm1=3891.2)
     v = verify.verify("hpcc", "ci", wrong)
@@ -82,7 +103,9 @@ def test_hpcc_reference_catches_a_fast_but_wrong_result():
 
 
 def test_malformed_reference_yaml_names_file_and_line(toy_root):
-    (toy_root / "reference/toy/ci.yaml").write_text("app: toy\ntier: ci\nfields: {sum: {value: 1, rel: [}\n")
+    (toy_root / "reference/toy/ci.yaml").write_text(
+        "app: toy\ntier: ci\nfields: {sum: {value: 1, rel: [}\n"
+    )
     with pytest.raises(ApptuneError) as e:
         verify.load_reference("toy", "ci")
     assert "reference/toy/ci.yaml" in str(e.value) and "line" in str(e.value)

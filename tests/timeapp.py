@@ -7,6 +7,7 @@ itself (the best of 7 repetitions, so its figure has little noise), writes its r
 between BEGIN/END, and with a last argument ``crash`` kills itself with SIGSEGV after the
 output is complete. The input tier ``ci`` runs it on 1 rank through the partition's launcher.
 """
+
 import textwrap
 from pathlib import Path
 
@@ -46,22 +47,23 @@ FILES = {
             long n = argc > 1 ? atol(argv[1]) : 1000;
             double best = 1e30;
             unsigned long long r = 0, sum = 0;
-            for (int k = 0; k < %(reps)d; k++) {
+            for (int k = 0; k < REPS; k++) {
                 double t0 = now();
                 r = kernel(n, &sum);
                 double t = now() - t0;
                 if (t < best) best = t;
             }
             FILE *f = fopen("timeapp.out", "w");
-            fprintf(f, "BEGIN\\nn=%%ld\\nresult=%%llu\\nsum=%%llu\\nkernel_seconds=%%.6f\\nEND\\n", n, r, sum, best);
+            fprintf(f, "BEGIN\\nn=%ld\\nresult=%llu\\nsum=%llu\\nkernel_seconds=%.6f\\nEND\\n",
+                    n, r, sum, best);
             fclose(f);
             for (int i = 2; i < argc; i++)
-                printf("arg %%d: [%%s]\\n", i, argv[i]);
+                printf("arg %d: [%s]\\n", i, argv[i]);
             if (argc > 2 && strcmp(argv[argc - 1], "crash") == 0)
                 raise(SIGSEGV);
             return 0;
         }
-        """ % {"reps": REPS},
+        """.replace("REPS", str(REPS)),
     "Makefile": """\
         include config.mk
         timeapp: main.o kernel.o
@@ -102,7 +104,7 @@ CC = {{ cc }}
 CFLAGS = {{ (app_cflags + cflags) | makeflags }}
 """
 
-CHECK = '''\
+CHECK = """\
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
@@ -127,7 +129,7 @@ class TimeappCheck(AppRun):
     app = 'timeapp'
     tier = parameter(list(RECIPE.tiers), loggable=True)
     build = fixture(TimeappBuild, scope='environment')
-'''
+"""
 
 
 def result_value(n: int = ITER) -> int:
@@ -147,25 +149,37 @@ def write_tree(root: Path, repo: Path, n: int = ITER) -> None:
     ReFrame: the repository's site config and a check file, the source, recipe, input
     and reference."""
     import shutil
-    for d in ("site-config", "build-recipes/templates/timeapp", "reframe-checks/timeapp", "inputs/timeapp/ci",
-              "reference/timeapp", "src/timeapp"):
+
+    for d in (
+        "site-config",
+        "build-recipes/templates/timeapp",
+        "reframe-checks/timeapp",
+        "inputs/timeapp/ci",
+        "reference/timeapp",
+        "src/timeapp",
+    ):
         (root / d).mkdir(parents=True, exist_ok=True)
     for f in ("settings.py", "flag-ladders.yaml", "libraries.yaml"):
         shutil.copy(repo / "site-config" / f, root / "site-config" / f)
     for d in ("clusters", "mpich"):
-        shutil.copytree(repo / "site-config" / d, root / "site-config" / d, dirs_exist_ok=True, symlinks=True)
+        shutil.copytree(
+            repo / "site-config" / d, root / "site-config" / d, dirs_exist_ok=True, symlinks=True
+        )
     for name, text in FILES.items():
         (root / "src/timeapp" / name).write_text(textwrap.dedent(text))
     (root / "build-recipes/timeapp.yaml").write_text(RECIPE)
     (root / "build-recipes/templates/timeapp/config.mk.j2").write_text(CONFIG_MK)
     (root / "reframe-checks/timeapp/timeapp.py").write_text(CHECK)
-    (root / "inputs/timeapp/ci/input.yaml").write_text(f"description: the kernel, {n} iterations\n"
-                                                        f"parameters: {{n: {n}}}\n")
-    (root / "reference/timeapp/ci.yaml").write_text(textwrap.dedent(f"""\
+    (root / "inputs/timeapp/ci/input.yaml").write_text(
+        f"description: the kernel, {n} iterations\nparameters: {{n: {n}}}\n"
+    )
+    (root / "reference/timeapp/ci.yaml").write_text(
+        textwrap.dedent(f"""\
         app: timeapp
         tier: ci
         recorded: computed by tests/timeapp.py
         fields:
           n: {{value: {n}, abs: 0}}
           result: {{value: {result_value(n)}, abs: 0}}
-        """))
+        """)
+    )

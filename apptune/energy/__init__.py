@@ -17,120 +17,38 @@ Grades: ``measured`` (a meter of the node(s), exclusive use), ``measured-shared`
 ``modelled`` (idle/load power from the site config scaled by measured CPU
 utilisation), ``none`` (nothing to go on; the reason is recorded).
 """
+
 from __future__ import annotations
 
 import csv
-import math
+import itertools
 import threading
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from .meter import METERS, EnergyRecord, Meter, MeterError, Reading, register, run_command
 
 TRACE_FILE = "power-trace.csv"
 GRADES = ("measured", "measured-shared", "modelled", "none")
 
 
-@dataclass
-class Reading:
-    """One meter reading: instantaneous power and/or a cumulative energy counter."""
-    power_W: float | None = None
-    energy_J: float | None = None
-
-
-class MeterError(Exception):
-    """A meter stopped working (file vanished, command failed, counter stale)."""
-
-
-def run_command(cmd: list[str], timeout: float = 30) -> str:
-    """Run a meter's tool (argument list, no shell); its failure is a MeterError."""
-    import subprocess
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise MeterError(f"{cmd[0]}: {e}") from None
-    if p.returncode != 0:
-        raise MeterError(f"{cmd[0]} exited {p.returncode}: {(p.stderr or p.stdout).strip()[:200]}")
-    return p.stdout
-
-
-class Meter:
-    """Interface of every meter."""
-    name = "abstract"
-    #: Trust grade of this meter's figures when the node is used exclusively.
-    grade = "measured"
-    #: Whether read() returns a cumulative energy counter.
-    cumulative = False
-    #: Whether the meter can be sampled during the run (sacct only answers afterwards).
-    samples = True
-    #: Whether it reads the node it runs on (RAPL, pm_counters, IPMI, NVML, the model).
-    #: Such meters read the job's node only where the job runs on the sampler's node
-    #: (local scheduler); under Slurm they run as per-node agents (energy/agent.py).
-    node_local = True
-
-    def __init__(self, options: dict | None = None, context: dict | None = None):
-        self.options = options or {}
-        self.context = context or {}
-
-    def path_option(self, env_var: str, default: str):
-        """A filesystem root: the ``root`` option, else ``$env_var`` (tests), else the default."""
-        import os
-        return Path(self.options.get("root", os.environ.get(env_var, default)))
-
-    def available(self) -> str | None:
-        """None when usable, else the reason it is not."""
-        raise NotImplementedError
-
-    def read(self) -> Reading:
-        raise NotImplementedError
-
-    def after(self, record: "EnergyRecord") -> None:
-        """Post-run fill-in (e.g. Slurm accounting); default: nothing to add."""
-        return None
-
-
-@dataclass
-class EnergyRecord:
-    trust: str
-    source: str | None = None
-    energy_J: float | None = None
-    energy_integrated_J: float | None = None
-    disagreement: float | None = None
-    avg_power_W: float | None = None
-    peak_power_W: float | None = None
-    duration_s: float | None = None
-    sample_hz: float | None = None
-    samples: int = 0
-    coverage: float | None = None
-    exclusive: bool | None = None
-    sampler_cpu_s: float | None = None
-    trace: str | None = None
-    reason: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def figures(self, wall_time: float | None, rates: dict[str, float] | None = None) -> dict:
-        """Perf figures: energy_J, avg/peak power, EDP and rate per watt."""
-        if self.trust == "none" or self.energy_J is None:
-            return {}
-        out = {"energy_J": self.energy_J, "avg_power_W": self.avg_power_W,
-               "peak_power_W": self.peak_power_W}
-        if wall_time:
-            out["edp_Js"] = self.energy_J * wall_time
-        if self.avg_power_W:
-            for name, v in (rates or {}).items():
-                if isinstance(v, (int, float)):
-                    out[f"{name}_per_W"] = v / self.avg_power_W
-        return {k: v for k, v in out.items() if v is not None and math.isfinite(v)}
-
-
-METERS: dict[str, type[Meter]] = {}
-
-
-def register(cls: type[Meter]) -> type[Meter]:
-    METERS[cls.name] = cls
-    return cls
+__all__ = [
+    "AGENT_SCHEDULERS",
+    "GRADES",
+    "METERS",
+    "TRACE_FILE",
+    "EnergyRecord",
+    "Meter",
+    "MeterError",
+    "Reading",
+    "Sampler",
+    "candidates",
+    "prefer",
+    "read_trace",
+    "register",
+    "run_command",
+    "split_node_local",
+]
 
 
 def _load_meters() -> None:
@@ -148,8 +66,9 @@ def split_node_local(names: list[str]) -> tuple[list[str], list[str]]:
     return central, [n for n in names if n in METERS and METERS[n].node_local]
 
 
-def candidates(names: list[str], options: dict | None = None, context: dict | None = None
-               ) -> tuple[list[Meter], list[str]]:
+def candidates(
+    names: list[str], options: dict | None = None, context: dict | None = None
+) -> tuple[list[Meter], list[str]]:
     """Usable meters in order, and the reasons of those that are not."""
     _load_meters()
     usable, reasons = [], []
@@ -161,10 +80,15 @@ def candidates(names: list[str], options: dict | None = None, context: dict | No
         m = cls((options or {}).get(n, {}), context)
         sched = (context or {}).get("scheduler")
         if m.node_local and sched not in (None, "local"):
-            how = ("sampled on the job's nodes by per-node agents instead" if sched in AGENT_SCHEDULERS
-                   else "per-node agents exist for Slurm only")
-            reasons.append(f"{n}: reads the node the sampler runs on, but jobs of scheduler "
-                           f"'{sched}' run elsewhere ({how})")
+            how = (
+                "sampled on the job's nodes by per-node agents instead"
+                if sched in AGENT_SCHEDULERS
+                else "per-node agents exist for Slurm only"
+            )
+            reasons.append(
+                f"{n}: reads the node the sampler runs on, but jobs of scheduler "
+                f"'{sched}' run elsewhere ({how})"
+            )
             continue
         try:
             why = m.available()
@@ -180,15 +104,23 @@ def candidates(names: list[str], options: dict | None = None, context: dict | No
 class Sampler:
     """Samples the first usable meter in a thread; degrades on failure."""
 
-    def __init__(self, names: list[str], partition: str, stagedir: str | Path, hz: float = 10.0,
-                 options: dict | None = None, context: dict | None = None, exclusive: bool = True):
+    def __init__(
+        self,
+        names: list[str],
+        partition: str,
+        stagedir: str | Path,
+        hz: float = 10.0,
+        options: dict | None = None,
+        context: dict | None = None,
+        exclusive: bool = True,
+    ):
         self.partition = partition
         self.stagedir = Path(stagedir)
         self.hz = hz
         self.exclusive = exclusive
         self.meters, self.reasons = candidates(names, options, context)
         self.notes: list[str] = []
-        self.samples: list[tuple[float, float]] = []   # (t, power W)
+        self.samples: list[tuple[float, float]] = []  # (t, power W)
         self.energy_counter_J = 0.0
         self.counter_meter: str | None = None
         self._stop = threading.Event()
@@ -215,9 +147,13 @@ class Sampler:
             try:
                 self._sample(m, period)
                 break
-            except Exception as e:  # MeterError, or any bug in a meter: degrade, never fail the check
-                self.notes.append(f"{m.name} failed during the run ({e}); "
-                                  + (f"continuing with {meters[1].name}" if len(meters) > 1 else "no meter left"))
+            except (
+                Exception
+            ) as e:  # MeterError, or any bug in a meter: degrade, never fail the check
+                self.notes.append(
+                    f"{m.name} failed during the run ({e}); "
+                    + (f"continuing with {meters[1].name}" if len(meters) > 1 else "no meter left")
+                )
                 meters.pop(0)
                 self.meters = [x for x in self.meters if x is not m]
         self._cpu = time.thread_time() - c0
@@ -261,17 +197,32 @@ class Sampler:
     def _record(self) -> EnergyRecord:
         duration = (self.t_stop - self.t_start) if self.t_start is not None else None
         if not self.meters and self.notes:
-            return EnergyRecord(trust="none", reason=self.notes[-1], duration_s=duration, notes=self.notes)
+            return EnergyRecord(
+                trust="none", reason=self.notes[-1], duration_s=duration, notes=self.notes
+            )
         if not self.meters:
-            why = ("no energy meter configured for " + self.partition +
-                   " (site-config: partition extras 'energy_meters' is empty)") if not self.names else \
-                  f"no usable energy meter on {self.partition}: " + "; ".join(self.reasons)
+            why = (
+                (
+                    "no energy meter configured for "
+                    + self.partition
+                    + " (site-config: partition extras 'energy_meters' is empty)"
+                )
+                if not self.names
+                else f"no usable energy meter on {self.partition}: " + "; ".join(self.reasons)
+            )
             rec = EnergyRecord(trust="none", reason=why, duration_s=duration, notes=self.notes)
             return rec
         m = self.meters[0]
-        rec = EnergyRecord(trust=m.grade, source=m.name, duration_s=duration, sample_hz=self.hz,
-                           samples=len(self.samples), exclusive=self.exclusive,
-                           sampler_cpu_s=round(self._cpu, 4), notes=list(self.notes))
+        rec = EnergyRecord(
+            trust=m.grade,
+            source=m.name,
+            duration_s=duration,
+            sample_hz=self.hz,
+            samples=len(self.samples),
+            exclusive=self.exclusive,
+            sampler_cpu_s=round(self._cpu, 4),
+            notes=list(self.notes),
+        )
         if self.reasons:
             rec.notes.append("not used: " + "; ".join(self.reasons))
         if self.samples:
@@ -284,8 +235,11 @@ class Sampler:
         if self.counter_meter == m.name:
             rec.energy_J = self.energy_counter_J
             if rec.energy_integrated_J:
-                rec.disagreement = (rec.energy_integrated_J - rec.energy_J) / rec.energy_J \
-                    if rec.energy_J else None
+                rec.disagreement = (
+                    (rec.energy_integrated_J - rec.energy_J) / rec.energy_J
+                    if rec.energy_J
+                    else None
+                )
         else:
             rec.energy_J = rec.energy_integrated_J
         if duration:
@@ -295,7 +249,9 @@ class Sampler:
             rec.avg_power_W = rec.energy_J / duration
         if not self.exclusive and rec.trust == "measured":
             rec.trust = "measured-shared"
-            rec.notes.append("node not allocated exclusively: figures are kept, no verdict is given")
+            rec.notes.append(
+                "node not allocated exclusively: figures are kept, no verdict is given"
+            )
         if rec.energy_J is None:
             rec.trust, rec.reason = "none", rec.reason or f"{m.name} produced no energy figure"
         return rec
@@ -309,14 +265,18 @@ class Sampler:
                 w.writerow([f"{t:.3f}", f"{p:.3f}"])
 
 
-def prefer(names: list[str], central: EnergyRecord, nodes: EnergyRecord | None,
-           node_meters: list[str]) -> EnergyRecord:
+def prefer(
+    names: list[str], central: EnergyRecord, nodes: EnergyRecord | None, node_meters: list[str]
+) -> EnergyRecord:
     """The record of the sampler beside ReFrame (e.g. Slurm accounting) or of the per-node
     agents, whichever comes first in the partition's meter list and has an energy figure;
     the other is summarised in the notes."""
     if nodes is None:
-        nodes = EnergyRecord(trust="none", reason="the per-node agents wrote no record "
-                                                  "(see energy-agents.log in the stage directory)")
+        nodes = EnergyRecord(
+            trust="none",
+            reason="the per-node agents wrote no record "
+            "(see energy-agents.log in the stage directory)",
+        )
     central_names = [n for n in names if n not in node_meters]
     first_node = min(names.index(n) for n in node_meters)
     first_central = min((names.index(n) for n in central_names), default=len(names))
@@ -326,14 +286,19 @@ def prefer(names: list[str], central: EnergyRecord, nodes: EnergyRecord | None,
     chosen = next((r for r in order if r.energy_J is not None and r.trust != "none"), order[0])
     for other in order:
         if other is not chosen:
-            chosen.notes.append(f"not used: {other.source or 'sampler'}: "
-                                + (f"{other.energy_J:.1f} J ({other.trust})" if other.energy_J is not None
-                                   else other.reason or other.trust))
+            chosen.notes.append(
+                f"not used: {other.source or 'sampler'}: "
+                + (
+                    f"{other.energy_J:.1f} J ({other.trust})"
+                    if other.energy_J is not None
+                    else other.reason or other.trust
+                )
+            )
     return chosen
 
 
 def _trapezoid(samples: list[tuple[float, float]]) -> float:
-    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(samples, samples[1:]))
+    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(samples))
 
 
 def read_trace(path: str | Path) -> list[tuple[float, float]]:

@@ -15,6 +15,7 @@ utilisation), marks itself ready, and on ``energy-nodes/stop`` (or SIGTERM, or
 the run). The stage directory is on a filesystem the nodes share, as it must be
 for the job's own output.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,14 +41,25 @@ def node_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def run_agent(out: Path, meters: list[str], hz: float, options: dict, context: dict, exclusive: bool,
-              max_seconds: float, node: str | None = None, stop: threading.Event | None = None) -> Path:
+def run_agent(
+    out: Path,
+    meters: list[str],
+    hz: float,
+    options: dict,
+    context: dict,
+    exclusive: bool,
+    max_seconds: float,
+    node: str | None = None,
+    stop: threading.Event | None = None,
+) -> Path:
     node = node or node_name()
     d = out / node
     d.mkdir(parents=True, exist_ok=True)
-    ctx = dict(context, scheduler="local", pid=None, nodes=1)   # this node, all of it
+    ctx = dict(context, scheduler="local", pid=None, nodes=1)  # this node, all of it
     stop = stop or threading.Event()
-    sampler = Sampler(meters, f"node {node}", d, hz=hz, options=options, context=ctx, exclusive=exclusive)
+    sampler = Sampler(
+        meters, f"node {node}", d, hz=hz, options=options, context=ctx, exclusive=exclusive
+    )
     t0 = time.time()
     sampler.start()
     (d / READY).write_text(f"{t0}\n")
@@ -78,21 +90,31 @@ def merge(out: Path, stagedir: Path, expected_nodes: int | None = None) -> Energ
     if not recs:
         return None
     nodes = [r["node"] for r in recs]
-    notes = [f"{r['node']}: " + (f"{r['energy_J']:.1f} J ({r['source']}, {r['trust']})"
-                                 if r.get("energy_J") is not None else f"no energy ({r.get('reason')})")
-             for r in recs]
+    notes = [
+        f"{r['node']}: "
+        + (
+            f"{r['energy_J']:.1f} J ({r['source']}, {r['trust']})"
+            if r.get("energy_J") is not None
+            else f"no energy ({r.get('reason')})"
+        )
+        for r in recs
+    ]
     for r in recs:
         notes += [f"{r['node']}: {n}" for n in r.get("notes", [])]
     if expected_nodes and len(recs) < expected_nodes:
         notes.append(f"only {len(recs)} of {expected_nodes} nodes wrote a record")
     missing = [r["node"] for r in recs if r.get("energy_J") is None]
-    rec = EnergyRecord(trust=_worst([r["trust"] for r in recs]),
-                       source=f"{'/'.join(sorted({r['source'] for r in recs if r.get('source')}))} "
-                              f"(per-node agents on {len(recs)} node(s): {', '.join(nodes)})",
-                       duration_s=max((r.get("duration_s") or 0) for r in recs) or None,
-                       sample_hz=recs[0].get("sample_hz"), samples=sum(r.get("samples") or 0 for r in recs),
-                       exclusive=all(r.get("exclusive") for r in recs),
-                       sampler_cpu_s=sum(r.get("sampler_cpu_s") or 0 for r in recs), notes=notes)
+    rec = EnergyRecord(
+        trust=_worst([r["trust"] for r in recs]),
+        source=f"{'/'.join(sorted({r['source'] for r in recs if r.get('source')}))} "
+        f"(per-node agents on {len(recs)} node(s): {', '.join(nodes)})",
+        duration_s=max((r.get("duration_s") or 0) for r in recs) or None,
+        sample_hz=recs[0].get("sample_hz"),
+        samples=sum(r.get("samples") or 0 for r in recs),
+        exclusive=all(r.get("exclusive") for r in recs),
+        sampler_cpu_s=sum(r.get("sampler_cpu_s") or 0 for r in recs),
+        notes=notes,
+    )
     if missing or (expected_nodes and len(recs) < expected_nodes):
         rec.trust = "none"
         rec.reason = ("no energy from " + ", ".join(missing)) if missing else notes[-1]
@@ -149,7 +171,9 @@ def _at(ts: list[float], ps: list[float], t: float) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m apptune.energy.agent", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m apptune.energy.agent", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--out", required=True, help="directory shared by the job's nodes")
     ap.add_argument("--meters", required=True, help="comma-separated node-local meters, in order")
     ap.add_argument("--hz", type=float, default=10.0)
@@ -159,10 +183,18 @@ def main(argv=None) -> int:
     ap.add_argument("--max-seconds", type=float, default=86400.0)
     a = ap.parse_args(argv)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):   # srun forwards these when the step is cancelled
+    for sig in (signal.SIGTERM, signal.SIGINT):  # srun forwards these when the step is cancelled
         signal.signal(sig, lambda *_: stop.set())
-    run_agent(Path(a.out), [m for m in a.meters.split(",") if m], a.hz, json.loads(a.options),
-              json.loads(a.context), bool(a.exclusive), a.max_seconds, stop=stop)
+    run_agent(
+        Path(a.out),
+        [m for m in a.meters.split(",") if m],
+        a.hz,
+        json.loads(a.options),
+        json.loads(a.context),
+        bool(a.exclusive),
+        a.max_seconds,
+        stop=stop,
+    )
     return 0
 
 

@@ -2,18 +2,23 @@
 ``ipmi-dcmi --get-system-power-statistics``.  Instantaneous power only (no
 counter): energy is integrated from the samples.  BMCs update about once a
 second, so the sampler's rate is capped at 1 Hz for this meter."""
+
 from __future__ import annotations
 
 import re
 import shutil
 
-from . import Meter, MeterError, Reading, register, run_command
+from .meter import Meter, MeterError, Reading, register, run_command
 
 COMMANDS = {
-    "ipmitool": (["ipmitool", "dcmi", "power", "reading"],
-                 re.compile(r"Instantaneous power reading:\s*([0-9.]+)\s*Watts", re.I)),
-    "freeipmi": (["ipmi-dcmi", "--get-system-power-statistics"],
-                 re.compile(r"Current Power\s*:\s*([0-9.]+)\s*Watts", re.I)),
+    "ipmitool": (
+        ["ipmitool", "dcmi", "power", "reading"],
+        re.compile(r"Instantaneous power reading:\s*([0-9.]+)\s*Watts", re.I),
+    ),
+    "freeipmi": (
+        ["ipmi-dcmi", "--get-system-power-statistics"],
+        re.compile(r"Current Power\s*:\s*([0-9.]+)\s*Watts", re.I),
+    ),
 }
 
 

@@ -8,12 +8,13 @@ whole-cluster form ``(n - x) * p_idle + x * p_load`` is its sum over nodes.
 (``extras.power_model: {idle_W, load_W}``).  Every figure it gives is graded
 ``modelled``.
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from . import Meter, MeterError, Reading, register
+from .meter import Meter, MeterError, Reading, register
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -33,7 +34,7 @@ def _stat(proc: Path, pid: int) -> tuple[int, float] | None:
         stat = (proc / str(pid) / "stat").read_text()
     except OSError:
         return None
-    rest = stat[stat.rfind(")") + 2:].split()
+    rest = stat[stat.rfind(")") + 2 :].split()
     return int(rest[1]), (int(rest[11]) + int(rest[12])) / CLK_TCK
 
 
@@ -97,12 +98,17 @@ class ModelMeter(Meter):
 
     def utilisation(self) -> float | None:
         import time
+
         pid = self._pid()
         now = time.monotonic()
         try:
             if pid is not None:
                 if pid != self._tree_root or now - self._tree_scanned >= self.rescan_s:
-                    self._tree, self._tree_root, self._tree_scanned = process_tree(pid, self.proc), pid, now
+                    self._tree, self._tree_root, self._tree_scanned = (
+                        process_tree(pid, self.proc),
+                        pid,
+                        now,
+                    )
                 sample = ("tree", pid, tree_cpu_seconds(self._tree, self.proc), now)
             else:
                 busy, total = node_busy_jiffies(self.proc)
@@ -127,6 +133,7 @@ class ModelMeter(Meter):
     def utilisation_hint(self) -> float:
         # First sample of a segment: no interval yet; take the node's state over a short window.
         import time
+
         a = node_busy_jiffies(self.proc)
         time.sleep(0.02)
         b = node_busy_jiffies(self.proc)

@@ -2,9 +2,10 @@
 
 Adds the GPUs' energy on the node; used where the site lists it (usually after
 a node meter that does not include accelerators)."""
+
 from __future__ import annotations
 
-from . import Meter, MeterError, Reading, register
+from .meter import Meter, MeterError, Reading, register
 
 
 @register

@@ -6,12 +6,13 @@ counters are updated (about 10 Hz).  A freshness that does not move for
 fails and the sampler degrades.  Accelerator energies (``accel*_energy``)
 are included in ``energy`` already and reported in the notes.
 """
+
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from . import Meter, MeterError, Reading, register
+from .meter import Meter, MeterError, Reading, register
 
 DEFAULT_ROOT = "/sys/cray/pm_counters"
 
@@ -57,8 +58,10 @@ class PmCountersMeter(Meter):
             if fresh != self._fresh:
                 self._fresh, self._fresh_since = fresh, now
             elif now - self._fresh_since > self.stale_after:
-                raise MeterError(f"freshness counter stuck at {int(fresh)} for "
-                                 f"{now - self._fresh_since:.1f} s (stale counters)")
+                raise MeterError(
+                    f"freshness counter stuck at {int(fresh)} for "
+                    f"{now - self._fresh_since:.1f} s (stale counters)"
+                )
         return Reading(power_W=power, energy_J=energy)
 
     def accelerators(self) -> dict[str, float]:

@@ -6,11 +6,12 @@ counter wraps at ``max_energy_range_uj``; a decrease is taken as one wrap.
 Since Linux 5.10 ``energy_uj`` is readable by root only (CVE-2020-8694): the
 reason says so, and docs/energy.md shows the udev rule that opens it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import Meter, MeterError, Reading, register
+from .meter import Meter, MeterError, Reading, register
 
 DEFAULT_ROOT = "/sys/class/powercap"
 
@@ -53,8 +54,10 @@ class RaplMeter(Meter):
             try:
                 _read_int(z / "energy_uj")
             except PermissionError:
-                return (f"{z / 'energy_uj'} is not readable (permission denied; root-only since "
-                        f"Linux 5.10, see docs/energy.md)")
+                return (
+                    f"{z / 'energy_uj'} is not readable (permission denied; root-only since "
+                    f"Linux 5.10, see docs/energy.md)"
+                )
             except (OSError, ValueError) as e:
                 return f"{z / 'energy_uj'} unreadable: {e}"
         return None
@@ -63,7 +66,11 @@ class RaplMeter(Meter):
         for z in self.zones:
             try:
                 e = _read_int(z / "energy_uj")
-                wrap = _read_int(z / "max_energy_range_uj") if (z / "max_energy_range_uj").exists() else None
+                wrap = (
+                    _read_int(z / "max_energy_range_uj")
+                    if (z / "max_energy_range_uj").exists()
+                    else None
+                )
             except (OSError, ValueError) as err:
                 raise MeterError(f"{z.name}: {err}") from None
             last = self._last.get(z)
@@ -71,7 +78,9 @@ class RaplMeter(Meter):
                 d = e - last
                 if d < 0:
                     if wrap is None:
-                        raise MeterError(f"{z.name}: counter decreased and max_energy_range_uj is missing")
+                        raise MeterError(
+                            f"{z.name}: counter decreased and max_energy_range_uj is missing"
+                        )
                     d += wrap + 1
                 self._total_uj += d
             self._last[z] = e

@@ -5,11 +5,12 @@ is known only after the job, so this meter does not sample; the job's total
 (the line whose JobID is the job itself) is used.  It is trusted (``measured``)
 only when the job had its nodes exclusively, else ``measured-shared``.
 """
+
 from __future__ import annotations
 
 import shutil
 
-from . import Meter, MeterError, Reading, register, run_command
+from .meter import Meter, MeterError, Reading, register, run_command
 
 
 def parse(text: str, jobid: str) -> float | None:
@@ -30,8 +31,9 @@ def parse(text: str, jobid: str) -> float | None:
 
 
 def run_sacct(jobid: str) -> str:
-    return run_command(["sacct", "--parsable2", "--noheader", "-o", "JobID,ConsumedEnergyRaw",
-                        "-j", str(jobid)])
+    return run_command(
+        ["sacct", "--parsable2", "--noheader", "-o", "JobID,ConsumedEnergyRaw", "-j", str(jobid)]
+    )
 
 
 @register
@@ -68,7 +70,9 @@ class SlurmMeter(Meter):
             record.reason = f"slurm: {e}"
             return
         if joules is None:
-            record.reason = ("slurm: sacct has no ConsumedEnergyRaw for the job "
-                             "(AcctGatherEnergyType not set, or slurmdbd not recording energy)")
+            record.reason = (
+                "slurm: sacct has no ConsumedEnergyRaw for the job "
+                "(AcctGatherEnergyType not set, or slurmdbd not recording energy)"
+            )
             return
         record.energy_J = joules

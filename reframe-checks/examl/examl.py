@@ -7,25 +7,28 @@ reference/examl/<tier>.tree (the stored best tree).
 
     reframe -C site-config/settings.py -c reframe-checks/examl --mode ci -r
 """
+
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 from apptune.recipes import all_variants
+from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
-RECIPE = load_app('examl')
+RECIPE = load_app("examl")
 
 
 class ExaMLSource(SourceFetch):
     """Fetch examl_3.0.22.orig.tar.gz once per session and check its sha256."""
-    app = 'examl'
+
+    app = "examl"
 
 
 class ExaMLBuild(AppBuild):
     """Build ExaML (and parse-examl) once per (environment, variant)."""
-    app = 'examl'
-    source = fixture(ExaMLSource, scope='session')
+
+    app = "examl"
+    source = fixture(ExaMLSource, scope="session")
 
     #: Build variant: a flag ladder plus the kernel build, e.g. ``tuned+kernel=sse3``.
     #: :type: str
@@ -35,10 +38,11 @@ class ExaMLBuild(AppBuild):
 @rfm.simple_test
 class ExaMLCheck(AppRun):
     """Parse the alignment, search the tree; verify log-likelihood and topology."""
-    app = 'examl'
+
+    app = "examl"
 
     #: Input tier: ``ci`` (testData/49) or ``nightly`` (testData/140).
     #: :type: str
     tier = parameter(list(RECIPE.tiers), loggable=True)
 
-    build = fixture(ExaMLBuild, scope='environment')
+    build = fixture(ExaMLBuild, scope="environment")

@@ -7,25 +7,28 @@ reference/baselines/<system>/hpcc.yaml (performance baselines).
 
     reframe -C site-config/settings.py -c reframe-checks/hpcc --mode ci -r
 """
+
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 from apptune.recipes import all_variants
+from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
-RECIPE = load_app('hpcc')
+RECIPE = load_app("hpcc")
 
 
 class HPCCSource(SourceFetch):
     """Fetch hpcc_1.5.0.orig.tar.gz once per session and check its sha256."""
-    app = 'hpcc'
+
+    app = "hpcc"
 
 
 class HPCCBuild(AppBuild):
     """Build HPCC once per (environment, variant); every tier reuses it."""
-    app = 'hpcc'
-    source = fixture(HPCCSource, scope='session')
+
+    app = "hpcc"
+    source = fixture(HPCCSource, scope="session")
 
     #: Build variant: a flag ladder plus library choices, e.g. ``tuned+fft=fftw3``.
     #: Values: every variant named in build-recipes/hpcc.yaml ``tiers``.
@@ -36,10 +39,11 @@ class HPCCBuild(AppBuild):
 @rfm.simple_test
 class HPCCCheck(AppRun):
     """Run HPCC on a tier's input; verify against reference/hpcc/<tier>.yaml."""
-    app = 'hpcc'
+
+    app = "hpcc"
 
     #: Input tier: ``ci`` (reduced, < 30 s on 2 ranks) or ``nightly`` (N from node memory).
     #: :type: str
     tier = parameter(list(RECIPE.tiers), loggable=True)
 
-    build = fixture(HPCCBuild, scope='environment')
+    build = fixture(HPCCBuild, scope="environment")

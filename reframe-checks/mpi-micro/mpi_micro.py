@@ -7,25 +7,28 @@ checks and checksums). The MPI axis is the environment (gnu: Open MPI, gnu-mpich
 
     reframe -C site-config/settings.py -c reframe-checks/mpi-micro --mode ci -r
 """
+
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 from apptune.recipes import all_variants, placements
+from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
-RECIPE = load_app('mpi-micro')
+RECIPE = load_app("mpi-micro")
 
 
 class MPIMicroSource(SourceFetch):
     """Pack src/mpi-micro into its content-addressed tarball once per session."""
-    app = 'mpi-micro'
+
+    app = "mpi-micro"
 
 
 class MPIMicroBuild(AppBuild):
     """Build mpi-micro once per (environment, variant)."""
-    app = 'mpi-micro'
-    source = fixture(MPIMicroSource, scope='session')
+
+    app = "mpi-micro"
+    source = fixture(MPIMicroSource, scope="session")
 
     #: Build variant: flag ladder, optionally ``+noise=c`` (the C noise kernel instead of
     #: the Fortran 2008 one).
@@ -36,7 +39,8 @@ class MPIMicroBuild(AppBuild):
 @rfm.simple_test
 class MPIMicroCheck(AppRun):
     """All six benchmarks in one run; each checks its received data, figures and curves."""
-    app = 'mpi-micro'
+
+    app = "mpi-micro"
 
     #: Input tier: ``ci`` (short timed loops, ~20-40 s on 2 ranks) or ``nightly``.
     #: :type: str
@@ -46,4 +50,4 @@ class MPIMicroCheck(AppRun):
     #: :type: str
     placement = parameter(placements(RECIPE), loggable=True)
 
-    build = fixture(MPIMicroBuild, scope='environment')
+    build = fixture(MPIMicroBuild, scope="environment")

@@ -7,25 +7,28 @@ gnu-mpich: MPICH), as a site's modules would provide it.
 
     reframe -C site-config/settings.py -c reframe-checks/netpipe --mode ci -r
 """
+
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 from apptune.recipes import all_variants, placements
+from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
-RECIPE = load_app('netpipe')
+RECIPE = load_app("netpipe")
 
 
 class NetPIPESource(SourceFetch):
     """Fetch netpipe_3.7.2.orig.tar.gz once per session and check its sha256."""
-    app = 'netpipe'
+
+    app = "netpipe"
 
 
 class NetPIPEBuild(AppBuild):
     """Build NPmpi once per (environment, variant)."""
-    app = 'netpipe'
-    source = fixture(NetPIPESource, scope='session')
+
+    app = "netpipe"
+    source = fixture(NetPIPESource, scope="session")
 
     #: Build variant (flag ladder).
     #: :type: str
@@ -35,7 +38,8 @@ class NetPIPEBuild(AppBuild):
 @rfm.simple_test
 class NetPIPECheck(AppRun):
     """Integrity pass, then the latency/throughput curve; figures derived from it."""
-    app = 'netpipe'
+
+    app = "netpipe"
 
     #: Input tier: ``ci`` (1 B - 1 MiB) or ``nightly`` (1 B - 8 MiB, perturbed sizes).
     #: :type: str
@@ -45,4 +49,4 @@ class NetPIPECheck(AppRun):
     #: :type: str
     placement = parameter(placements(RECIPE), loggable=True)
 
-    build = fixture(NetPIPEBuild, scope='environment')
+    build = fixture(NetPIPEBuild, scope="environment")

@@ -7,25 +7,28 @@ reference/baselines/<system>/qe.yaml (performance baselines).
 
     reframe -C site-config/settings.py -c reframe-checks/qe --mode ci -r
 """
+
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 from apptune.recipes import all_variants
+from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
-RECIPE = load_app('qe')
+RECIPE = load_app("qe")
 
 
 class QESource(SourceFetch):
     """Fetch espresso_6.7.orig.tar.gz (103 MB) once per session and check its sha256."""
-    app = 'qe'
+
+    app = "qe"
 
 
 class QEBuild(AppBuild):
     """Build pw.x once per (environment, variant); every tier reuses it."""
-    app = 'qe'
-    source = fixture(QESource, scope='session')
+
+    app = "qe"
+    source = fixture(QESource, scope="session")
 
     #: Build variant: a flag ladder plus library choices, e.g. ``tuned+fft=internal``.
     #: Values: every variant named in build-recipes/qe.yaml ``tiers``.
@@ -36,10 +39,11 @@ class QEBuild(AppBuild):
 @rfm.simple_test
 class QECheck(AppRun):
     """Run pw.x on a tier's input; verify against reference/qe/<tier>.yaml."""
-    app = 'qe'
+
+    app = "qe"
 
     #: Input tier: ``ci`` (QE test-suite pw_scf, < 1 s) or ``nightly`` (64-atom Si cell).
     #: :type: str
     tier = parameter(list(RECIPE.tiers), loggable=True)
 
-    build = fixture(QEBuild, scope='environment')
+    build = fixture(QEBuild, scope="environment")

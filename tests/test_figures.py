@@ -1,0 +1,22 @@
+"""The helpers tune, bisect and the report share for measured figures and file names."""
+
+import math
+
+from apptune import paths
+from apptune.figures import finite_median, fmt_figure
+
+
+def test_the_median_leaves_out_what_is_not_a_finite_number():
+    assert finite_median([3.0, None, math.nan, 1.0, math.inf, 2.0, "x"]) == 2.0
+    assert finite_median([None, math.nan]) is None
+
+
+def test_a_figure_prints_with_four_significant_digits_or_the_missing_mark():
+    assert fmt_figure(1234.5678) == "1235" and fmt_figure(0.000123456) == "0.0001235"
+    assert fmt_figure(7) == "7" and fmt_figure(None) == "n/a" and fmt_figure(None, "–") == "–"
+
+
+def test_a_slug_is_a_stable_prefix_of_the_texts_sha256():
+    assert paths.slug("tuned+blas=mkl") == paths.slug("tuned+blas=mkl", 10)
+    assert len(paths.slug("x", 8)) == 8 and paths.slug("a") != paths.slug("b")
+    assert paths.slug("") == "e3b0c44298"  # sha256 of the empty text

@@ -1,0 +1,82 @@
+"""The package's modules form no import cycle: no two modules import each other, even
+through others or from inside a function."""
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parent.parent / "apptune"
+
+
+def _module_name(path: Path, pkg: Path) -> str:
+    parts = path.relative_to(pkg.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(pkg: Path = PKG) -> dict[str, set[str]]:
+    """{module: the package's modules it imports}, from every import statement in it."""
+    files = {_module_name(p, pkg): p for p in sorted(pkg.rglob("*.py"))}
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for mod, path in files.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")
+                    up = up[: len(up) - (node.level - 1)]
+                    base = ".".join(up + ([base] if base else []))
+                # `from . import x` imports the module x when there is one
+                targets = [f"{base}.{a.name}" for a in node.names] + [base]
+            else:
+                continue
+            for t in targets:
+                # the module itself, or the nearest enclosing module of the package
+                while t and t not in files:
+                    t = t.rpartition(".")[0]
+                # apptune/__init__.py (the version) is left out: every module is below it
+                if t and t != mod and t != "apptune":
+                    graph[mod].add(t)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as [a, b, ..., a], or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return path[path.index(n) :] + [n]
+            if n not in state and (found := visit(n)):
+                return found
+        state[m] = 2
+        path.pop()
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_the_cycle_finder_finds_one_through_a_function_level_import(tmp_path):
+    pkg = tmp_path / "apptune"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("def f():\n    from .sub.c import g\n")
+    (pkg / "sub/__init__.py").write_text("")
+    (pkg / "sub/c.py").write_text("import apptune.a\n")
+    assert find_cycle(import_graph(pkg)) == ["apptune.a", "apptune.b", "apptune.sub.c", "apptune.a"]
+    (pkg / "sub/c.py").write_text("import os\n")
+    assert find_cycle(import_graph(pkg)) is None
+
+
+def test_no_module_of_the_package_imports_itself_through_others():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
