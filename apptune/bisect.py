@@ -4,7 +4,7 @@ When an aggressive variant fails verification, bisect finds the smallest set of
 object files that must come from the good build for the results to pass again,
 and writes it as a ``per_file`` rule of the recipe.
 
-How (details and the measured cases: docs/tuning.md):
+How (details: docs/tuning.md; measured cases: docs/measurements.md#bisect-and-tune):
 
 1. Build the good and the bad variant once each, with the same source, patches and
    library axes, keeping their trees (object files, archives) and the compile lines

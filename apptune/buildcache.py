@@ -70,7 +70,7 @@ def digest(obj) -> str:
 
 
 def code_identity() -> str:
-    """apptune's own build code: a change to how we build is a different build."""
+    """apptune's own build code: a change to how apptune builds is a different build."""
     here = Path(__file__).parent
     h = hashlib.sha256()
     for name in ("build.py", "ccwrap.py", "sources.py"):

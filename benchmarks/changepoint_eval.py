@@ -12,7 +12,7 @@ as ``apptune check-regressions`` (apptune.regressions.analyse).
 * miss: a series with a step does not get a regression verdict whose first bad
   run is within 2 runs of the true one.
 
-    # the tables in docs/regressions.md
+    # the tables in docs/measurements.md#change-points
     .venv/bin/python benchmarks/changepoint_eval.py
     # re-measure the noise from runs
     .venv/bin/python benchmarks/changepoint_eval.py --record /tmp/bl/run*

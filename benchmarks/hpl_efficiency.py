@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""HPL against the DGEMM of the same run (issue #8's target), one configuration at a time.
+"""HPL against the DGEMM of the same run (HPL efficiency), one configuration at a time.
 
 Builds an HPCC variant (build cache used) and runs the ci tier's input with the
 given N, NB, P x Q and layout, outside ReFrame, exactly as `apptune tune` does

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Speed goal of issue #4: each mpi-micro benchmark <= 20 s on 2 ranks (ci tier).
+"""Speed goal: each mpi-micro benchmark <= 20 s on 2 ranks (ci tier).
 
 Not a pass/fail test (timings here are noisy): run it on a quiet node after
 `apptune run --mode ci -c reframe-checks/mpi-micro --run-dir RUN`:

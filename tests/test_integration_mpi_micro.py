@@ -4,7 +4,7 @@ gnu/tuned (Open MPI, Fortran 2008 noise kernel) bound to cores builds, runs all 
 benchmarks, verifies their data checks and checksums, and plots their curves; the llvm
 build of the Fortran kernel is reported as the expected failure the recipe states
 (flang-new-16 cannot read the gfortran mpi_f08 module). About 1-2 minutes on 2 cores.
-Asserts correctness, provenance and reporting, never timings; the issue's
+Asserts correctness, provenance and reporting, never timings; the speed goal
 "each benchmark <= 20 s on 2 ranks" (a speed goal: benchmarks/mpi_micro_budget.py).
 """
 

@@ -1,4 +1,4 @@
-"""mpi-micro (issue #4): each benchmark's verification passes on a recorded real run and
+"""mpi-micro: each benchmark's verification passes on a recorded real run and
 fails on corrupted data, through the same parsing and verification the check uses.
 
 tests/data/mpi-micro/ holds real ci-tier runs of the harness-built binary (gnu/tuned,
@@ -22,7 +22,7 @@ from apptune import build, outputs, recipes, verify
 DATA = REPO / "tests/data/mpi-micro"
 RECIPE = recipes.load_recipe(REPO / "build-recipes/mpi-micro.yaml")
 
-#: The six benchmarks of the issue and the subtests whose data each one checks.
+#: The six benchmarks and the subtests whose data each one checks.
 BENCHMARKS = {
     "imb": ["pingpong", "pingping", "sendrecv", "allreduce", "alltoall", "bcast"],
     "noise": ["noise"],

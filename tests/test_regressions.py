@@ -1,4 +1,4 @@
-"""Verdicts over the history, and the issue's acceptance case: a recorded nightly series
+"""Verdicts over the history, and the acceptance case of change points: a recorded nightly series
 where an -O1 build slipped into the baseline variant (5 % slower) is flagged at the
 right run with the flag change named; check-regressions exits 1."""
 
