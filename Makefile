@@ -4,6 +4,8 @@
 #              incl. the real-Slurm test on a private cluster started by ci/slurm-local.sh)
 VENV   ?= .venv
 MODE   ?= ci
+# extra options of apptune run, e.g. ARGS='-- -p oneapi' (ReFrame's options after --)
+ARGS   ?=
 PYTEST ?= $(VENV)/bin/python -m pytest
 
 .PHONY: run test lint bootstrap validate unit integration clean
@@ -12,7 +14,7 @@ bootstrap:
 	bash ci/bootstrap.sh
 
 run: bootstrap
-	$(VENV)/bin/apptune run --mode $(MODE)
+	$(VENV)/bin/apptune run --mode $(MODE) $(ARGS)
 
 test: bootstrap lint
 	$(PYTEST) -q -ra tests

@@ -8,6 +8,10 @@
   ``reference/baselines/<system>/APP.yaml`` as ``apptune baseline update`` does
   (median of repeats; thresholds only widen, from the measured spread).
 
+``apptune bless --new RUN`` writes an application's first reference instead
+(:func:`plan_new`): from a run against the field-less reference ``apptune new`` writes,
+every parsed field with a default tolerance (:data:`FIRST_REL`).
+
 A run with a failed or unverified test (a failed build, a wrong number, a crash)
 is refused, naming each, unless ``--only-passing`` asks for the verified ones alone;
 a test that failed only its performance stage has verified numbers and may be
@@ -28,9 +32,10 @@ from pathlib import Path
 
 import yaml
 
-from . import baselines, paths, recipes, records
+from . import baselines, outputs, paths, recipes, records
 from .errors import ApptuneError
-from .models import ReferenceFile
+from .models import FieldTolerance, ReferenceFile
+from .verify import compare_field, load_reference
 from .yamlio import atomic_write_text
 
 
@@ -122,10 +127,15 @@ def _replace_value(line: str, new, prefix: str) -> str:
     return line[:m.start(2)] + _number(new) + line[m.end(2):]
 
 
+def _preferred(r: dict) -> tuple:
+    """Order of the results a reference is taken from: gnu/baseline first."""
+    return ((r["environment"], r["variant"]) != ("gnu", "baseline"), r["environment"], r["variant"],
+            r.get("test", ""))
+
+
 def _pick_reference(rs: list[dict]) -> dict:
     ok = [r for r in rs if (r.get("verification") or {}).get("ok")]
-    ok.sort(key=lambda r: ((r["environment"], r["variant"]) != ("gnu", "baseline"),
-                           r["environment"], r["variant"], r.get("test", "")))
+    ok.sort(key=_preferred)
     return ok[0]
 
 
@@ -211,3 +221,130 @@ def diff(changes: list[tuple[Path, str, str]]) -> str:
 def write(changes: list[tuple[Path, str, str]]) -> None:
     for f, _, new in changes:
         atomic_write_text(f, new)
+
+
+# --------------------------------------------------------------------------- first reference
+#: Default tolerance of a floating-point field in a first reference (``apptune bless --new``):
+#: relative, about the 6 to 7 significant digits a program prints. An integer field (a
+#: count, a size, a checksum) is exact (``abs: 0``).
+FIRST_REL = 1e-6
+
+
+def default_tolerance(value: int | float) -> dict:
+    """A first reference's tolerance of one field (see :data:`FIRST_REL`)."""
+    return {"value": value, "abs": 0} if isinstance(value, int) else {"value": value, "rel": FIRST_REL}
+
+
+def _yaml_number(v: int | float) -> str:
+    """A number YAML reads back as the same int or float (``1e-14`` is a string to YAML 1.1)."""
+    if isinstance(v, int):
+        return str(v)
+    mant, e, exp = repr(float(v)).partition("e")
+    return (mant if "." in mant else mant + ".0") + (re.sub(r"^([+-]?)0*(?=\d)", r"e\1", exp) if e else "")
+
+
+def first_reference_problem(c: records.Case) -> str | None:
+    """Why a test case cannot give a first reference (None: it can): outputs not parsed,
+    fields that are not finite numbers, figures whose field is missing, own checks or
+    reference fields that failed, each named."""
+    head = f"{c.name}: {c.result}" + (f" in {c.fail_phase}" if c.fail_phase else "")
+    rec = c.record or {}
+    v = rec.get("verification") or {}
+    if "values" not in rec:
+        why = v.get("summary") or c.fail_reason or "no apptune result record"
+        return f"{head}: its outputs were not parsed: {' '.join(str(why).split())[:300]}"
+    values = rec["values"]
+    bad = [f["message"] for f in v.get("fields", []) if not f.get("ok")]
+    bad += [f"{k} = {x} (not a finite number)" for k, x in values.items() if outputs.is_bad_number(x)]
+    recipe = recipes.load_recipe(rec["app"])
+    bad += [f"{f.field} missing from the output (figure {n})" for n, f in recipe.run.figures.items()
+            if f.field not in values and not f.optional]
+    own = [o["message"] for o in v.get("own_checks", []) if not o.get("ok")]
+    if not bad and not own:
+        return None
+    return head + "".join([f": fields failed: {'; '.join(bad)}" if bad else "",
+                           f": own checks failed: {'; '.join(own)}" if own else ""])
+
+
+def plan_new(run_dir: Path, only_passing: bool = False,
+             notes: list[str] | None = None) -> list[tuple[Path, str, str]]:
+    """(file, old text, new text) of the first reference of each (application, tier) of a
+    run: every parsed field of the preferred result (gnu/baseline, else the first) with its
+    default tolerance, except the fields figures read (measurements) and values that are
+    not numbers (each named in ``notes``). Refused when a test case failed otherwise than
+    for want of a reference (naming it and its failed fields), unless ``only_passing``, and
+    when the reference already holds fields."""
+    run_dir = run_dir.resolve()
+    notes = notes if notes is not None else []
+    cs = records.cases(run_dir)
+    bad, usable = [], []
+    for c in cs:
+        if c.result in ("skip", "xfail"):
+            continue
+        if c.fixture:
+            if c.result != "pass":
+                why = c.fail_reason or c.result
+                bad.append(f"{c.name}: {c.result}" + (f" in {c.fail_phase}" if c.fail_phase else "")
+                           + f": {' '.join(str(why).split())[:300]}")
+            continue
+        why = first_reference_problem(c)
+        if why:
+            bad.append(why)
+        else:
+            usable.append(c)
+    if bad and not only_passing:
+        raise ApptuneError(run_dir, None, f"refused: {len(bad)} test(s) cannot give a first reference — "
+                           + "; ".join(bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else "")
+                           + " (--only-passing blesses from the others)")
+    notes += [f"left out: {b}" for b in bad]
+    if not usable:
+        raise ApptuneError(run_dir, None, f"refused: no test case of this run parsed its outputs with "
+                           f"its own checks passing ({len(cs)} test case(s): "
+                           + ", ".join(f"{n} {r}" for r, n in _count(c.result for c in cs).items()) + ")")
+    today = datetime.date.today().isoformat()
+    by_tier: dict[tuple, list[records.Case]] = {}
+    for c in usable:
+        by_tier.setdefault((c.record["app"], c.record["tier"]), []).append(c)
+    changes = []
+    for (app, tier), group in sorted(by_tier.items()):
+        f = paths.reference_file(app, tier)
+        old = f.read_text() if f.exists() else ""
+        if f.exists():
+            _, ref = load_reference(app, tier)
+            if ref.fields:
+                raise ApptuneError(f, "fields", f"already holds {len(ref.fields)} field(s): --new writes only "
+                                   "a first reference; `apptune bless RUN_DIR` updates their values")
+        group.sort(key=lambda c: _preferred(c.record))
+        r = group[0].record
+        measured = {fig.field: name for name, fig in recipes.load_recipe(app).run.figures.items()}
+        fields = {}
+        for k, x in r["values"].items():
+            if k in measured:
+                notes.append(f"{app}/{tier}: {k} left out: a measurement (figure {measured[k]}), "
+                             "judged against baselines, not verified")
+            elif isinstance(x, bool) or not isinstance(x, (int, float)):
+                notes.append(f"{app}/{tier}: {k} left out: {x!r} is not a number")
+            else:
+                fields[k] = default_tolerance(x)
+        if not fields:
+            raise ApptuneError(f, "fields", f"nothing to verify: every field {r['variant']} parsed is a "
+                               "figure's measurement or not a number; extract a number the program "
+                               "computes (a residual, a count, a checksum)")
+        for c in group[1:]:
+            for k, tol in fields.items():
+                res = compare_field(k, FieldTolerance(**tol), c.record["values"].get(k))
+                if not res.ok:
+                    notes.append(f"warning: {c.name}: {res.message}: this reference would fail it")
+        from .scaffold import environment, yaml_word
+        new = environment().get_template("first-reference.yaml.j2").render(
+            app=app, tier=tier, rel=_yaml_number(FIRST_REL),
+            source=f"run {run_dir.name} ({r['environment']}/{r['variant']})",
+            recorded=f"{today}, {r['environment']}/{r['variant']}, first reference from run {run_dir}",
+            fields={yaml_word(k): "{" + ", ".join(f"{n}: {_yaml_number(x)}" for n, x in t.items()) + "}"
+                    for k, t in fields.items()})
+        try:
+            ReferenceFile.model_validate(yaml.safe_load(new))
+        except Exception as e:   # never write a file that does not load
+            raise ApptuneError(f, None, f"the first reference would be invalid ({e})") from None
+        changes.append((f, old, new))
+    return changes

@@ -311,6 +311,11 @@ def build(plan: dict, tarball: Path, stage: Path, use_cache: bool = True) -> dic
         entry, note = buildcache.lookup(key)
         if note:
             print(f"apptune: {note}", flush=True)
+        if entry is not None and _is_expected_failure(entry):
+            replay = _replay_expected_failure(entry, recipe, plan)
+            if replay is not None:
+                raise replay
+            entry = None  # the recipe no longer expects this failure: build again
         if entry is not None:
             buildcache.restore(entry, stage)
             prov = json.loads((stage / "provenance.json").read_text())
@@ -320,13 +325,38 @@ def build(plan: dict, tarball: Path, stage: Path, use_cache: bool = True) -> dic
             print(f"apptune: build cache hit {key[:16]}: restored "
                   f"{', '.join(f['file'] for f in entry.manifest['files'])}", flush=True)
             return prov
-        prov = _build(recipe, plan, tarball, stage, compilers, libraries, t0)
+        try:
+            prov = _build(recipe, plan, tarball, stage, compilers, libraries, t0)
+        except ExpectedFailure as e:
+            # the same inputs fail the same way: later runs replay the failure (the
+            # compiler's message included) instead of compiling up to it again
+            atomic_write_json(stage / XFAIL_FILE, e.record)
+            buildcache.store(key, inputs, stage, [XFAIL_FILE])
+            raise
         prov["cache"] = {"hit": False, "key": key}
         atomic_write_json(stage / "provenance.json", prov)
         files = [p["file"] for p in prov["products"]] + ["provenance.json", "compile-lines.jsonl"]
         buildcache.store(key, inputs, stage, files)
     buildcache.prune()
     return prov
+
+
+def _is_expected_failure(entry) -> bool:
+    return [f["file"] for f in entry.manifest["files"]] == [XFAIL_FILE]
+
+
+def _replay_expected_failure(entry, recipe, plan: dict) -> "ExpectedFailure | None":
+    """The cached expected failure, if the recipe still expects it (its pattern still
+    matches what the compiler said); None when it no longer does."""
+    record = json.loads((entry.path / "files" / XFAIL_FILE).read_text())
+    xfail = expected_build_failure(recipe, plan["environment"], plan["variant"])
+    if not xfail or not re.search(xfail[1].match, record["compiler_said"]):
+        return None
+    print(f"apptune: build cache hit {entry.key[:16]}: this build failed before with the same "
+          "sources, flags and compilers; replaying its expected failure", flush=True)
+    e = ExpectedFailure(xfail[0], xfail[1].reason, record["compiler_said"], record["step"])
+    e.record["cached"] = True
+    return e
 
 
 def _build(recipe, plan: dict, tarball: Path, stage: Path, compilers: dict, libraries: dict,

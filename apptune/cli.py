@@ -323,11 +323,26 @@ def cmd_check_regressions(a) -> int:
     return 1 if count["regression"] else 0
 
 
+def cmd_new(a) -> int:
+    from . import scaffold
+    s = scaffold.new(a.app, debian=a.debian, url=a.url, sha256=a.sha256, file=a.file, path=a.path,
+                     version=a.version, build_system=a.build_system, ranks=a.ranks)
+    scaffold.write(s)
+    print(f"apptune: new: {a.app}: source {s.tarball.name} verified; build {s.kind} ({s.guess}); "
+          f"languages {', '.join(s.languages)}")
+    print(f"apptune: new: wrote {', '.join(str(f.relative_to(paths.root())) for f in s.files)}")
+    print(scaffold.next_steps(s))
+    return 0
+
+
 def cmd_bless(a) -> int:
     from . import bless
     run_dir = Path(a.run_dir).resolve()
     notes: list[str] = []
-    changes = bless.plan(run_dir, a.system, only_passing=a.only_passing, notes=notes)
+    if a.new:   # the first reference of an application, from a run without one
+        changes = bless.plan_new(run_dir, only_passing=a.only_passing, notes=notes)
+    else:
+        changes = bless.plan(run_dir, a.system, only_passing=a.only_passing, notes=notes)
     for n in notes:
         print(f"apptune: bless: {n}", file=sys.stderr)
     if not changes:
@@ -488,7 +503,26 @@ def main(argv=None) -> int:
     bl.add_argument("--system", help="baseline system name (default: the ReFrame system)")
     bl.add_argument("--only-passing", action="store_true",
                     help="bless the verified tests of a run some of whose tests failed (each left out is named)")
+    bl.add_argument("--new", action="store_true",
+                    help="write an application's first reference (reference/APP/<tier>.yaml, which has "
+                    "no fields yet) from a run's parsed fields, with default tolerances")
     bl.set_defaults(func=cmd_bless)
+    nw = sub.add_parser("new", help="start an application: fetch its source, guess its build, write "
+                        "its recipe, check, ci input and reference skeleton (docs/adding-an-application.md)")
+    nw.add_argument("app", metavar="APP", help="application name (build-recipes/APP.yaml)")
+    src = nw.add_mutually_exclusive_group(required=True)
+    src.add_argument("--debian", metavar="PACKAGE", help="a Debian source package: its newest orig "
+                     "tarball, name and sha256 from apt-cache showsrc")
+    src.add_argument("--url", help="a tarball's URL (https://, file://); with --sha256")
+    src.add_argument("--path", metavar="src/NAME", help="source kept in this repository")
+    nw.add_argument("--sha256", metavar="HEX", help="the pinned sha256 of the --url tarball")
+    nw.add_argument("--file", metavar="NAME", help="the --url tarball's file name (default: the URL's last part)")
+    nw.add_argument("--version", help="the application's version (default: the Debian upstream "
+                    "version, or the one in the file name; 1.0 for --path)")
+    nw.add_argument("--build-system", metavar="KIND", help="how it builds: cmake, configure, autoreconf "
+                    "(configure.ac, no configure) or make (default: guessed from the top of the source)")
+    nw.add_argument("--ranks", type=int, default=2, help="MPI ranks of the ci tier (default 2)")
+    nw.set_defaults(func=cmd_new)
     c = sub.add_parser("cache", help="the content-addressed build cache")
     cs = c.add_subparsers(dest="ccmd", required=True)
     cs.add_parser("list", help="entries with app, environment, variant and size")

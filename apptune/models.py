@@ -455,7 +455,9 @@ class ReferenceFile(Strict):
     app: str
     tier: str
     recorded: str
-    fields: dict[str, FieldTolerance] = Field(min_length=1)
+    #: Empty only in the skeleton ``apptune new`` writes: a run against it fails ("no
+    #: reference yet") until ``apptune bless --new RUN`` writes the first fields.
+    fields: dict[str, FieldTolerance]
     #: "environment/variant" or "variant" -> reason: known wrong results, reported
     #: by ReFrame as expected failures (XFAIL), never hidden by a looser tolerance.
     xfail: dict[str, str] = {}
@@ -489,8 +491,9 @@ def _positive_finite(v: float, what: str) -> float:
 class BaselineFigure(Strict):
     #: Median of the clean runs.
     value: float
-    #: Relative noise of one run on this machine: robust coefficient of variation
-    #: (1.4826 x MAD / median) of the clean runs; absent when fewer than 3 runs.
+    #: Relative noise of one run on this machine: the clean runs' standard deviation over
+    #: their median, at its upper 80 % confidence bound (apptune/baselines.py run_noise);
+    #: absent when fewer than 3 runs.
     noise: float | None = Field(default=None, ge=0)
     #: Clean runs the value is the median of.
     runs: int = Field(ge=1)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import buildcache
 
-_DONE = re.compile(r"\[\s*(?:OK|FAIL|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\((\d+)/(\d+)\)\s+(.*)")
+_DONE = re.compile(r"\[\s*(?:OK|FAIL|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\(\s*(\d+)/(\d+)\)\s+(.*)")
 _RUN = re.compile(r"\[\s*RUN\s*\]\s+(\S+(?: %\S+)*)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: A non-interactive log gets a progress line at most this often.
@@ -35,7 +35,7 @@ def expected_build(app: str) -> tuple[int | None, float | None]:
         if e.manifest.get("app") != app:
             continue
         try:
-            prov = json.loads((e.path / "provenance.json").read_text())
+            prov = json.loads((e.path / "files" / "provenance.json").read_text())
         except (OSError, json.JSONDecodeError):
             continue
         n = (prov.get("compile_lines") or {}).get("compiles")
@@ -89,9 +89,11 @@ class Follower:
             compiled = sum(1 for line in log.read_text(errors="replace").splitlines() if '"compile"' in line)
         except OSError:
             return None
-        started = self._build_seen.setdefault(log, self.clock())
-        return {"app": app, "compiled": compiled, "expected": self._expected[app][0],
-                "elapsed": self.clock() - started}
+        try:   # the build's plan is written when it starts
+            elapsed = max(0.0, now - (log.parent / "plan.json").stat().st_mtime)
+        except OSError:
+            elapsed = self.clock() - self._build_seen.setdefault(log, self.clock())
+        return {"app": app, "compiled": compiled, "expected": self._expected[app][0], "elapsed": elapsed}
 
     def status(self) -> str:
         parts = [f"{self.done}/{self.total} test cases done" if self.total else "starting"]

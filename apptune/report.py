@@ -164,7 +164,9 @@ def app_summary(a: dict) -> dict:
             if c.get("verdict") in ("regression", "improvement", "within noise"):
                 judged += 1
             elif c.get("why"):
-                whys[c["why"]] = whys.get(c["why"], 0) + 1
+                # why the time figures are not judged matters more than the energy ones
+                weight = 1 if recipes.is_energy_figure(n) else 10
+                whys[c["why"]] = whys.get(c["why"], 0) + weight
         if (r.get("baseline") or {}).get("why"):
             whys[r["baseline"]["why"]] = whys.get(r["baseline"]["why"], 0) + 100
     if regressions:

@@ -510,7 +510,12 @@ class AppRun(rfm.RunOnlyRegressionTest):
             return self._failure(result, f'the run left no run record ({runner.RECORD_FILE}): it was killed '
                                  f'before it ended (job exit code {self.job.exitcode})'
                                  + (f'; {tail}' if tail else ''))
-        result.update(quality=rec.get('quality'), machine=rec.get('machine'),
+        q = dict(rec.get('quality') or {})
+        nodes = getattr(self.placement_layout, 'nodes', None) or 1
+        if nodes > 1 and q:
+            # the runner watches the node its job script runs on; the others are not measured
+            q['scope'] = f'measured on the first of the job\'s {nodes} nodes'
+        result.update(quality=q or None, machine=rec.get('machine'),
                       machine_id=rec.get('machine_id'), run=_run_summary(rec))
         crash = None
         if rec.get('exit_status') != 0:
@@ -522,6 +527,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
             values = self._values()
         except ApptuneError as e:
             return self._failure(result, f'{crash}: {e}' if crash else str(e))
+        result['values'] = values   # every parsed field, also unverified (`apptune bless --new`)
         result['curves'] = outputs.write_curves(self._curves, Path(self.stagedir, CURVES_DIR))
         texts = outputs.own_check_texts(r.run, self.stagedir, self.stdout.evaluate())
         # `-S num_ranks=N` changes the input: fields that depend on the rank count are not compared

@@ -36,7 +36,7 @@ def _check(path: Path, recipe: Recipe, origin: str) -> None:
     got = sha256_file(path)
     if got != recipe.source.sha256:
         raise ApptuneError(recipe_path(recipe.name), "source.sha256",
-                           f"checksum mismatch for {path.name} from {origin}: expected "
+                           f"checksum mismatch for {recipe.source.file} from {origin}: expected "
                            f"{recipe.source.sha256}, got {got}; refusing to use it")
 
 

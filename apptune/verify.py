@@ -37,10 +37,14 @@ class Verification:
     xfail: str | None = None
     #: Fields not compared because an input they depend on was changed (``depends_on``).
     skipped: list[str] = field(default_factory=list)
+    #: Why nothing could be compared: the reference has no fields yet (the skeleton of
+    #: ``apptune new``); such a run fails, and ``apptune bless --new`` takes its values.
+    no_reference: str | None = None
 
     @property
     def failures(self) -> list[str]:
-        return [f.message for f in self.fields if not f.ok] + \
+        return ([self.no_reference] if self.no_reference else []) + \
+               [f.message for f in self.fields if not f.ok] + \
                [c["message"] for c in self.own_checks if not c["ok"]]
 
     def summary(self) -> str:
@@ -166,9 +170,12 @@ def verify(app: str, tier: str, values: dict, own_checks: list[OwnCheck] = (),
     fields = [compare_field(name, tol, values.get(name)) for name, tol in ref.fields.items()
               if name not in skipped]
     own = run_own_checks(list(own_checks), output_text, default_file)
-    ok = all(x.ok for x in fields) and all(c["ok"] for c in own)
-    return Verification(reference=str(f.relative_to(paths.root())), ok=ok, fields=fields,
-                        own_checks=own, xfail=xfail_reason(ref, environment, variant), skipped=skipped)
+    rel = str(f.relative_to(paths.root()))
+    none = None if ref.fields else (f"{rel} has no fields yet: `apptune bless --new RUN_DIR` writes "
+                                    f"the first reference from this run's values")
+    ok = none is None and all(x.ok for x in fields) and all(c["ok"] for c in own)
+    return Verification(reference=rel, ok=ok, fields=fields, own_checks=own,
+                        xfail=xfail_reason(ref, environment, variant), skipped=skipped, no_reference=none)
 
 
 def check_figures(v: Verification, figures: dict) -> Verification:

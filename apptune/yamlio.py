@@ -10,7 +10,7 @@ from typing import Any, Type, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import ApptuneError, format_validation_error
+from .errors import ApptuneError, _field, first_of, format_validation_error
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -61,6 +61,21 @@ def load_yaml(path: str | os.PathLike) -> Any:
         raise ApptuneError(path, where, problem) from None
 
 
+#: A value left for a person to write (``apptune new`` writes e.g. ``args: "FILL IN: ..."``):
+#: an error naming its field until it is replaced, never a value that silently passes.
+PLACEHOLDER = "FILL IN"
+
+
+def placeholders(data, where: tuple = ()) -> list[tuple[str, str]]:
+    """(field, what to write there) of every ``FILL IN: ...`` value in ``data``."""
+    if isinstance(data, str):
+        if data.startswith(PLACEHOLDER):
+            return [(_field(list(where)) or "(top level)", data[len(PLACEHOLDER):].lstrip(" :"))]
+        return []
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    return [h for k, v in items for h in placeholders(v, (*where, k))]
+
+
 def load_model(path: str | os.PathLike, model: Type[M], **context) -> M:
     """Load a YAML file and validate it against a pydantic model."""
     data = load_yaml(path)
@@ -68,6 +83,9 @@ def load_model(path: str | os.PathLike, model: Type[M], **context) -> M:
         raise ApptuneError(path, None, "file is empty")
     if not isinstance(data, dict):
         raise ApptuneError(path, "(top level)", f"expected a mapping, found {type(data).__name__}")
+    holes = placeholders(data)
+    if holes:
+        raise first_of([ApptuneError(path, f, f"not filled in yet: {what}") for f, what in holes])
     try:
         return model.model_validate(data, context=context or None)
     except ValidationError as e:

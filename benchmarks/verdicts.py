@@ -65,7 +65,13 @@ def main() -> int:
     ap.add_argument("--sessions", type=int, default=10)
     ap.add_argument("--slip", type=int, default=6, help="sessions before and after the -O1 slip (0: skip)")
     ap.add_argument("--quiet-wait", type=float, default=120)
+    ap.add_argument("--rules-only", action="store_true",
+                    help="only compare the rules on the sessions already in --work")
     a = ap.parse_args()
+    if a.rules_only:
+        for r in compare_rules(a.work / "tree", [f"same-{i}" for i in range(a.sessions)]):
+            print(f"| {r['rule']} | {r['runs']} | {r['judged']} | {r['alarms']} |")
+        return 0
     tree = a.work / "tree"
     if tree.exists():
         shutil.rmtree(tree)
@@ -137,6 +143,7 @@ def main() -> int:
                        "verdicts": [{k: v[k] for k in ("figure", "verdict", "change", "reason")}
                                     for v in json.loads((a.work / "slip-verdicts.json").read_text())
                                     if v["verdict"] in ("regression", "improvement")]}
+    out["rules"] = compare_rules(tree, [f"same-{i}" for i in range(a.sessions)])
     (a.work / "results.json").write_text(json.dumps(out, indent=1))
 
     print(f"machine: {out['machine']['describe']} ({out['machine']['id']}), {out['started']}\n")
@@ -148,11 +155,53 @@ def main() -> int:
     print(f"\nfalse alarms over {a.sessions} unchanged sessions: {counts}")
     for n, vs in sorted(per_fig.items()):
         print(f"  {n}: " + ", ".join(f"{v} {vs.count(v)}" for v in sorted(set(vs))))
+    print("\n| rule | runs compared | judged comparisons | false alarms |\n|---|---|---|---|")
+    for r in out["rules"]:
+        print(f"| {r['rule']} | {r['runs']} | {r['judged']} | {r['alarms']} |")
     if a.slip:
         print(f"\n-O1 slip: {out['slip']['summary']}")
         for v in out["slip"]["verdicts"]:
             print(f"  {v['verdict']}: {v['figure']} {v['reason']}")
     return 0
+
+
+def compare_rules(tree: Path, sessions: list[str]) -> list[dict]:
+    """False alarms of unchanged sessions against a baseline of the other half of them (in
+    time order, and interleaved), under the rule apptune uses and simpler ones."""
+    import yaml
+    from apptune import baselines, recipes
+    specs = recipes.figure_specs(recipes.load_recipe("hpcc"))
+    recs = {n: results(tree / "runs" / n) for n in sessions}
+    h = len(sessions) // 2
+    splits = [(sessions[:h], sessions[h:]), (sessions[h:], sessions[:h]),
+              (sessions[0::2], sessions[1::2]), (sessions[1::2], sessions[0::2])]
+    now = (baselines.SIGMAS, baselines.FLOOR, baselines.run_noise)
+
+    def robust(values):
+        return rcv(values)
+    rules = [("max(3 %, 3 sd), noise = robust CV", 3.0, 0.03, robust),
+             ("max(3 %, 3 sd), noise = sd at its upper 80 % bound", 3.0, 0.03, now[2]),
+             ("max(5 %, 3 sd), the same noise", 3.0, 0.05, now[2]),
+             ("max(5 %, 4 sd), the same noise (apptune's rule)", *now)]
+    out = []
+    try:
+        for label, sig, floor, noise in rules:
+            baselines.SIGMAS, baselines.FLOOR, baselines.run_noise = sig, floor, noise
+            runs = judged = alarms = 0
+            for base, test in splits:
+                _, text, _ = baselines.merge("local", "hpcc", [r for n in base for r in recs[n]])
+                b = baselines.BaselineFile.model_validate(yaml.safe_load(text))
+                for r in (r for n in test for r in recs[n] if r["quality"]["grade"] == "clean"):
+                    runs += 1
+                    e = baselines.lookup(b, r["machine_id"], r["environment"], r["variant"], r["tier"])
+                    for j in baselines.compare(b, e, specs, r["figures"],
+                                               energy_trust=r["energy"]["trust"]).values():
+                        judged += j["verdict"] != "no verdict"
+                        alarms += j["verdict"] in ("regression", "improvement")
+            out.append({"rule": label, "runs": runs, "judged": judged, "alarms": alarms})
+    finally:
+        baselines.SIGMAS, baselines.FLOOR, baselines.run_noise = now
+    return out
 
 
 def _pct(v) -> str:

@@ -128,6 +128,8 @@ def toy_root(tmp_path, monkeypatch):
         """))
     monkeypatch.setenv("APPTUNE_ROOT", str(root))
     monkeypatch.setenv("APPTUNE_CACHE", str(tmp_path / "cache"))
+    # the build cache under that download cache, whatever the user's environment says
+    monkeypatch.delenv("APPTUNE_BUILD_CACHE", raising=False)
     monkeypatch.setenv("APPTUNE_SOURCE_MIRROR", str(mirror))
     monkeypatch.chdir(tmp_path)
     return root

@@ -1,6 +1,7 @@
 """Baselines bound to a machine fingerprint, thresholds from their own noise, verdicts
 only where they can be trusted, and one-line errors for bad baseline files."""
 import math
+import statistics
 import textwrap
 
 import pytest
@@ -37,16 +38,16 @@ def judged(b, values, **kw):
 
 
 def test_the_threshold_rule_and_its_cap():
-    # 1 % noise, baseline of 5 runs, one run compared: sd = 1 % x sqrt(1 + pi/10)
-    t, sd, ok = baselines.threshold(0.01, 5, 1)
-    assert sd == pytest.approx(0.01 * math.sqrt(1 + math.pi / 10))
-    assert t == pytest.approx(3 * sd) and ok
+    # 1.5 % noise, baseline of 5 runs, one run compared: sd = 1.5 % x sqrt(1 + pi/10)
+    t, sd, ok = baselines.threshold(0.015, 5, 1)
+    assert sd == pytest.approx(0.015 * math.sqrt(1 + math.pi / 10))
+    assert t == pytest.approx(baselines.SIGMAS * sd) and ok
     assert baselines.threshold(0.002, 5, 1)[0] == baselines.FLOOR          # never below the floor
-    # 2.5 % noise: one run against 5 would miss a 10 % change too often, so no threshold ...
-    assert baselines.threshold(0.025, 5, 1)[2] is False
+    # 2 % noise: one run against 5 would miss a 10 % change too often, so no threshold ...
+    assert baselines.threshold(0.02, 5, 1)[2] is False
     # ... but the medians of 5 repeats against 5 runs see it
-    assert baselines.threshold(0.025, 5, 5)[2] is True
-    assert baselines.CAP == pytest.approx(0.07, abs=0.001)
+    assert baselines.threshold(0.02, 5, 5)[2] is True
+    assert baselines.CAP == pytest.approx(0.0757, abs=0.0005)
     for noise in (0.001, 0.005, 0.01, 0.02, 0.03, 0.05):
         for n in (3, 5, 10):
             t, _, ok = baselines.threshold(noise, n, 1)
@@ -107,8 +108,9 @@ def test_merge_takes_clean_verified_runs_their_median_and_noise(toy_root):
     (e,) = b.entries
     assert e.machine == this_machine()[0] and e.figures["HPL"].value == 40.5 and e.figures["HPL"].runs == 5
     vals = [40.0, 41.0, 39.0, 42.0, 40.5]
-    mad = sorted(abs(v - 40.5) for v in vals)[2]
-    assert e.figures["HPL"].noise == pytest.approx(1.4826 * mad / 40.5, abs=1e-4)
+    # the standard deviation at its upper 80 % confidence bound (4 degrees of freedom)
+    chi2 = 4 * (1 - 2 / 36 - 0.8416 * math.sqrt(2 / 36)) ** 3
+    assert e.figures["HPL"].noise == pytest.approx(statistics.stdev(vals) / 40.5 * math.sqrt(4 / chi2), abs=1e-4)
     assert "energy_J" in e.figures                            # measured energy is recorded
     assert any("(f): left out: run quality disturbed" in n for n in notes)
     assert any("(g): left out: not verified" in n for n in notes)

@@ -26,6 +26,7 @@ def _bad_flag_recipe(root, envs):
 
 
 def _main(tmp_path, tc):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     plan = recipes.resolve(recipes.load_recipe("toy"), "baseline", tc).to_dict()
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     tarball = sources.fetch(recipes.load_recipe("toy"))
@@ -44,6 +45,29 @@ def test_expected_build_failure_records_the_compilers_message(toy_root, tmp_path
     assert "-fno-such-option-here" in rec["compiler_said"]
     assert not (stage / "provenance.json").exists()
     assert "expected build failure" in capsys.readouterr().out
+
+
+def test_an_expected_failure_is_cached_and_replayed_while_the_recipe_expects_it(
+        toy_root, tmp_path, gnu_toolchain, capsys):
+    """The same sources, flags and compilers fail the same way: the second build replays
+    the failure from the build cache instead of compiling up to it; once the recipe no
+    longer expects that failure, the build runs again (and fails for real)."""
+    _bad_flag_recipe(toy_root, "gnu")
+    rc, stage = _main(tmp_path / "first", gnu_toolchain)
+    first = json.loads((stage / XFAIL_FILE).read_text())
+    assert rc == 0 and "cached" not in first
+    capsys.readouterr()
+    rc, stage = _main(tmp_path / "second", gnu_toolchain)
+    out = capsys.readouterr().out
+    again = json.loads((stage / XFAIL_FILE).read_text())
+    assert rc == 0 and again == dict(first, cached=True)
+    assert "replaying its expected failure" in out and "running (in" not in out
+    text = (toy_root / "build-recipes/toy.yaml").read_text().replace("environments: [gnu]", "environments: [llvm]")
+    (toy_root / "build-recipes/toy.yaml").write_text(text)
+    rc, stage = _main(tmp_path / "third", gnu_toolchain)
+    captured = capsys.readouterr()
+    assert rc == 1 and not (stage / XFAIL_FILE).exists()
+    assert "running (in" in captured.out and "make exited" in captured.err
 
 
 def test_expected_failure_of_another_environment_is_a_real_failure(toy_root, tmp_path, gnu_toolchain, capsys):

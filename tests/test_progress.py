@@ -2,13 +2,15 @@
 build of the same application, and no more than a line a minute in a log."""
 import io
 import json
+import os
 import subprocess
 import sys
+import time
 
 from apptune import progress
 
 RUN = "[ \x1b[32mRUN     \x1b[0m ] QEBuild %variant=baseline ~local:default+gnu /a1b2 @local:default+gnu\n"
-OK = "[ \x1b[32m      OK\x1b[0m ] (3/12) HPCCCheck %tier=ci %build.variant=tuned /5f7d @local:default+gnu\n"
+OK = "[ \x1b[32m      OK\x1b[0m ] ( 3/12) HPCCCheck %tier=ci %build.variant=tuned /5f7d @local:default+gnu\n"
 
 
 class Clock:
@@ -31,12 +33,27 @@ def test_follows_test_cases_and_a_build_against_the_last_cached_one(tmp_path, mo
     build.mkdir(parents=True)
     (build / "plan.json").write_text(json.dumps({"app": "qe"}))
     (build / "compile-lines.jsonl").write_text('{"kind": "compile"}\n' * 150)
-    f.status()                           # the build is seen now
-    clock.t = 100.0
+    started = time.time() - 100          # the plan was written when the build started
+    os.utime(build / "plan.json", (started, started))
     s = f.status()
     assert "building qe: 150/600 files, about 5 min 00 s left, 1 min 40 s so far" in s, s
     (build / "provenance.json").write_text("{}")     # finished: no longer a build in progress
     assert "building" not in f.status()
+
+
+def test_the_expected_file_count_comes_from_the_newest_cached_build_of_the_app(tmp_path, monkeypatch):
+    from apptune import buildcache
+    monkeypatch.setenv("APPTUNE_BUILD_CACHE", str(tmp_path / "cache"))
+    assert progress.expected_build("qe") == (None, None)
+    for key, app, compiles in (("a" * 64, "qe", 500), ("b" * 64, "hpcc", 90), ("c" * 64, "qe", 612)):
+        stage = tmp_path / key
+        stage.mkdir()
+        (stage / "provenance.json").write_text(json.dumps(
+            {"compile_lines": {"compiles": compiles}, "build_seconds": compiles / 2}))
+        buildcache.store(key, {"plan": {"app": app}}, stage, ["provenance.json"])
+        time.sleep(0.01)                 # entries are ordered by their creation time
+    assert progress.expected_build("qe") == (612, 306.0)
+    assert progress.expected_build("hpcc") == (90, 45.0)
 
 
 def test_a_log_gets_at_most_a_line_a_minute(tmp_path, monkeypatch):

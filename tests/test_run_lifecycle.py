@@ -25,8 +25,10 @@ from apptune import cli, history, report, supervise
 from apptune.constants import RESULT_FILE, SKIP_FILE
 from conftest import REPO, TOY_ACC, TOY_MAIN, TOY_MAKEFILE, make_tarball, write_run
 
+REFRAME = str(Path(sys.executable).with_name("reframe"))
+
 APPTUNE = [sys.executable, "-m", "apptune"]
-ONEAPI_SKIP = "environment 'oneapi': compiler/tool icx, ifx, mpiicx not found on PATH"
+ONEAPI_SKIP = "environment 'oneapi': compiler/tool icx, mpiicx not found on its PATH"
 
 
 def _errors(text: str) -> list[str]:
@@ -172,9 +174,12 @@ def stop(signum, frame):
 # an orphan in a session of its own: the child's process group does not hold it
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker], start_new_session=True)
 signal.signal(signal.SIGTERM, stop if mode != "stubborn" else signal.SIG_IGN)
+# a shell that started the tests in the background leaves SIGINT ignored: the default here
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 open(out, "a").write("started\\n")
-while True:
+for _ in range(2400):   # a test that went wrong ends after 2 minutes instead of hanging
     time.sleep(0.05)
+sys.exit(99)
 """
 
 
@@ -209,6 +214,9 @@ def _signal_when(path: Path, text: str, sig: int):
 def test_supervisor_forwards_the_signal_once_and_stops_what_is_left(tmp_path, sig):
     out, marker = tmp_path / "child.log", f"apptune-test-{uuid.uuid4().hex}"
     mode = "graceful" if sig == signal.SIGTERM else "default"
+    # the signal under test as an interactive shell leaves it (make run in the background
+    # inherits SIGINT ignored, which the supervisor rightly keeps ignored)
+    inherited = signal.signal(sig, signal.SIG_DFL)
     before = [signal.getsignal(x) for x in supervise.STOP_SIGNALS]
     try:
         with supervise.Supervisor() as s:
@@ -223,6 +231,7 @@ def test_supervisor_forwards_the_signal_once_and_stops_what_is_left(tmp_path, si
         assert s.leftovers and _alive_with(marker) == []  # the orphan in its own session is gone
         assert [signal.getsignal(x) for x in supervise.STOP_SIGNALS] == before
     finally:
+        signal.signal(sig, inherited)
         for pid in _alive_with(marker):
             os.kill(pid, signal.SIGKILL)
 
@@ -415,7 +424,7 @@ def test_sigterm_stops_the_run_stores_what_completed_and_leaves_nothing(toy_root
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and p.poll() is None:
             done = list((run_dir / "output").rglob(RESULT_FILE))
-            if done and any(c.split()[0].endswith("/toy") for _, c in _procs_of(run_dir)):
+            if done and any(c.split()[:1] and c.split()[0].endswith("/toy") for _, c in _procs_of(run_dir)):
                 break
             time.sleep(0.2)
         else:
@@ -462,7 +471,13 @@ def test_a_run_whose_only_environment_is_skipped_fails_with_one_line(toy_root, t
 def test_a_tier_naming_an_unknown_environment_fails_the_run_with_one_line(toy_root, tmp_path):
     toy_checks(toy_root, "{gnu: [baseline], gnu-typo: [tuned]}")
     p = _run(["--run-dir", str(tmp_path / "run")])
-    assert p.returncode == 1, p.stdout[-3000:]
-    (line,) = _errors(p.stderr)
-    assert "toy.yaml: tiers.ci.variants: unknown environment gnu-typo (site config has:" in line, p.stderr
+    # found by the validation before ReFrame starts: the application is left out, and with
+    # nothing else to run the run is refused
+    assert p.returncode == 2, p.stdout[-3000:]
+    line = _errors(p.stderr)[0]
+    assert "toy.yaml: tiers.ci.variants.gnu-typo: unknown environment" in line, p.stderr
     assert "Traceback" not in p.stderr + p.stdout
+    # plain ReFrame, without apptune's validation, stops with the same one line
+    r = subprocess.run([REFRAME, "-C", "site-config/settings.py", "-c", "reframe-checks/toy", "-l"],
+                       capture_output=True, text=True, cwd=toy_root, env=dict(os.environ, APPTUNE_ROOT=str(toy_root)))
+    assert "unknown environment" in r.stdout + r.stderr and "Traceback" not in r.stdout + r.stderr

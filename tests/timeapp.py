@@ -3,15 +3,15 @@
 ``kernel.c`` is the hot file: a dependent integer recurrence that -O0 slows down several
 times (every operation goes through the stack), so a ``per_file`` rule compiling it with
 ``-O0`` is a real slowdown of the ``kernel_time`` figure. The program times its kernel
-itself (the best of 5 repetitions, so its figure has little noise), writes its result
+itself (the best of 7 repetitions, so its figure has little noise), writes its result
 between BEGIN/END, and with a last argument ``crash`` kills itself with SIGSEGV after the
 output is complete. The input tier ``ci`` runs it on 1 rank through the partition's launcher.
 """
 import textwrap
 from pathlib import Path
 
-ITER = 100_000_000
-REPS = 5
+ITER = 250_000_000
+REPS = 7
 
 FILES = {
     "kernel.c": """\

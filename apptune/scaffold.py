@@ -1,0 +1,387 @@
+"""``apptune new APP``: a new application's files, from its source.
+
+The source is fetched and checked as every build fetches it (:mod:`apptune.sources`):
+a Debian orig tarball (``--debian PACKAGE``: its name and sha256 from
+``apt-cache showsrc``), a tarball at a URL with its pinned sha256 (``--url``), or a
+directory of this repository (``--path src/NAME``). The build system is guessed from the
+tarball's top level (``CMakeLists.txt``: CMake; ``configure``: autotools; ``configure.ac``
+alone: autoreconf, then configure; ``Makefile``: make), the languages from the source
+files' extensions. Written, from the templates in ``apptune/templates/``:
+
+* ``build-recipes/APP.yaml``: a commented recipe, valid except for the values a person
+  must write (``FILL IN: ...``; each is an error naming its field until replaced);
+* ``reframe-checks/APP/APP.py``: the thin check (the shape of every other check);
+* ``inputs/APP/ci/input.yaml``: the ci input, without parameters;
+* ``reference/APP/ci.yaml``: a reference without fields, which ``apptune bless --new``
+  fills from a first run.
+
+An existing file is never overwritten: the command refuses, naming it, before it writes
+anything.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import re
+import shutil
+import subprocess
+import tarfile
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from types import SimpleNamespace
+
+import jinja2
+import yaml
+
+from . import paths, recipes, sources
+from .errors import ApptuneError
+from .models import NAME_RE, SHA256_RE, SourceSpec
+from .validate import _rel
+from .yamlio import atomic_write_text, placeholders
+
+#: The build kinds ``apptune new`` writes, by the file at the top of the source that
+#: decides them, in order of precedence.
+BUILD_FILES = (("CMakeLists.txt", "cmake"), ("configure", "configure"),
+               ("configure.ac", "autoreconf"), ("configure.in", "autoreconf"),
+               ("GNUmakefile", "make"), ("Makefile", "make"), ("makefile", "make"))
+BUILD_KINDS = ("cmake", "configure", "autoreconf", "make")
+#: Source file extensions -> recipe language.
+LANGUAGE_EXT = {".c": "c",
+                **dict.fromkeys((".cc", ".cpp", ".cxx", ".C", ".c++"), "cxx"),
+                **dict.fromkeys((".f", ".F", ".f77", ".F77", ".for", ".f90", ".F90", ".f95",
+                                 ".F95", ".f03", ".F03", ".f08", ".F08"), "fortran")}
+ARCHIVE_EXT = re.compile(r"(\.orig)?\.(tar\.(gz|bz2|xz|zst)|tgz|tbz2|txz|tar)$")
+
+# Build words per language: (compiler variable, compiler, flags variable, flags).
+_MAKE = {"c": ("CC", "cc", "CFLAGS", "(app_cflags + cflags + cppflags) | makeflags"),
+         "cxx": ("CXX", "cxx", "CXXFLAGS", "(app_cflags + cflags + cppflags) | makeflags"),
+         "fortran": ("FC", "ftn", "FFLAGS", "(app_fflags + fflags + cppflags) | makeflags")}
+_CONFIGURE = {"c": [("CC", "cc"), ("CFLAGS", "(app_cflags + cflags) | join(' ')")],
+              "cxx": [("CXX", "cxx"), ("CXXFLAGS", "(app_cflags + cflags) | join(' ')")],
+              "fortran": [("FC", "ftn"), ("FCFLAGS", "(app_fflags + fflags + cppflags) | join(' ')"),
+                          ("F77", "ftn"), ("FFLAGS", "(app_fflags + fflags + cppflags) | join(' ')")]}
+_CMAKE = {"c": ("C", "cc", "(app_cflags + cflags + cppflags) | join(' ')"),
+          "cxx": ("CXX", "cxx", "(app_cflags + cflags + cppflags) | join(' ')"),
+          "fortran": ("Fortran", "ftn", "(app_fflags + fflags + cppflags) | join(' ')")}
+_LDFLAGS = "(app_ldflags + ldflags) | "
+_JOIN = "join(' ')"
+
+
+@dataclass
+class DebianOrig:
+    """A Debian source package's orig tarball, as ``apt-cache showsrc`` lists it."""
+    package: str
+    version: str
+    file: str
+    sha256: str
+
+    @property
+    def upstream_version(self) -> str:
+        """The version without its epoch and Debian revision (``1:2.2-3`` -> ``2.2``)."""
+        v = re.sub(r"^\d+:", "", self.version)
+        return v.rsplit("-", 1)[0] if "-" in v else v
+
+
+@dataclass
+class Scaffold:
+    """What ``apptune new`` writes and found."""
+    app: str
+    #: file -> text
+    files: dict[Path, str]
+    kind: str
+    guess: str
+    languages: list[str]
+    tarball: Path
+    #: (field, what to write) of every FILL IN left in the recipe
+    to_fill: list[tuple[str, str]] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- Debian
+def parse_showsrc(text: str, package: str) -> DebianOrig:
+    """The orig tarball of the newest version of source package ``package`` in
+    ``apt-cache showsrc PACKAGE``'s output (which also lists the sources of a binary
+    package of that name)."""
+    stanzas = []
+    for block in re.split(r"\n\s*\n", text.strip()):
+        fields: dict[str, str] = {}
+        key = None
+        for line in block.splitlines():
+            if line[:1] in (" ", "\t") and key:
+                fields[key] += "\n" + line.strip()
+            elif ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        if "Package" in fields and "Version" in fields:
+            stanzas.append(fields)
+    if not stanzas:
+        raise ApptuneError(None, "--debian", f"no Debian source package '{package}' (apt-cache showsrc "
+                           "found none: is the name right, and deb-src enabled? ci/bootstrap.sh enables it)")
+    own = [s for s in stanzas if s["Package"] == package]
+    names = sorted({s["Package"] for s in stanzas})
+    if not own and len(names) > 1:
+        raise ApptuneError(None, "--debian", f"'{package}' is no source package; binary packages of "
+                           f"that name come from {', '.join(names)}: give one of them")
+    chosen = max(own or stanzas, key=functools.cmp_to_key(lambda a, b: _compare_versions(a["Version"],
+                                                                                      b["Version"])))
+    src, version = chosen["Package"], chosen["Version"]
+    files = {}
+    for line in chosen.get("Checksums-Sha256", "").splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            files[parts[2]] = parts[0]
+    upstream = DebianOrig(src, version, "", "").upstream_version
+    orig = [f for f in files if re.fullmatch(re.escape(f"{src}_{upstream}") + r"\.orig\.tar\.\w+", f)]
+    native = [f for f in files if re.fullmatch(re.escape(f"{src}_{re.sub(r'^[0-9]+:', '', version)}")
+                                               + r"\.tar\.\w+", f)]
+    pick = (orig or native or [None])[0]
+    if pick is None:
+        raise ApptuneError(None, "--debian", f"Debian source {src} {version} lists no orig tarball "
+                           f"(files: {', '.join(files) or 'none with a sha256'})")
+    return DebianOrig(src, version, pick, files[pick])
+
+
+def _compare_versions(a: str, b: str) -> int:
+    """Debian's version order, as dpkg itself compares."""
+    if a == b:
+        return 0
+    lt = subprocess.run(["dpkg", "--compare-versions", a, "lt", b], capture_output=True).returncode == 0
+    return -1 if lt else 1
+
+
+def debian_orig(package: str) -> DebianOrig:
+    """The newest orig tarball of a Debian source package, from the machine's deb-src lists."""
+    if shutil.which("apt-cache") is None:
+        raise ApptuneError(None, "--debian", "apt-cache not found: this machine cannot look up Debian "
+                           "source packages; give the tarball with --url URL --sha256 HEX")
+    p = subprocess.run(["apt-cache", "showsrc", package], capture_output=True, text=True)
+    return parse_showsrc(p.stdout, package)
+
+
+# --------------------------------------------------------------------------- the source
+def source_spec(app: str, debian: str | None = None, url: str | None = None, sha256: str | None = None,
+                file: str | None = None, path: str | None = None,
+                version: str | None = None) -> tuple[SourceSpec, str, str]:
+    """The recipe's ``source``, the application's version and where the source is from."""
+    given = [o for o, v in (("--debian", debian), ("--url", url), ("--path", path)) if v]
+    if len(given) != 1:
+        raise ApptuneError(None, "source", "give exactly one of --debian PACKAGE, --url URL "
+                           "--sha256 HEX or --path src/NAME" + (f" (got {', '.join(given)})" if given else ""))
+    if not url and (sha256 or file):
+        raise ApptuneError(None, "--sha256" if sha256 else "--file", "only with --url (a Debian "
+                           "source's file and sha256 come from apt-cache showsrc)")
+    if debian:
+        d = debian_orig(debian)
+        spec = SourceSpec(debian={"package": d.package, "version": d.version}, file=d.file, sha256=d.sha256)
+        return spec, version or d.upstream_version, f"Debian source package {d.package} {d.version}"
+    if url:
+        if not sha256:
+            raise ApptuneError(None, "--sha256", f"give the sha256 of {url} (the pin every fetch is "
+                               "checked against; sha256sum prints it)")
+        if not re.fullmatch(SHA256_RE, sha256.lower()):
+            raise ApptuneError(None, "--sha256", f"'{sha256}' is not a sha256 (64 hexadecimal digits)")
+        name = file or PurePosixPath(urllib.parse.urlparse(url).path).name
+        if not name or "/" in name:
+            raise ApptuneError(None, "--file", f"give the tarball's file name (none in {url})")
+        if version is None:
+            m = re.search(r"[-_]v?(\d[\w.+~]*?)$", ARCHIVE_EXT.sub("", name))
+            if not m:
+                raise ApptuneError(None, "--version", f"no version in the file name {name}: give --version")
+            version = m.group(1)
+        return SourceSpec(url=url, file=name, sha256=sha256.lower()), version, url
+    path = path.rstrip("/")
+    if not re.fullmatch(r"[^/.][^\\]*", path):
+        raise ApptuneError(None, "--path", f"'{path}' must be a directory of this repository, "
+                           "relative to its root (e.g. src/NAME)")
+    return SourceSpec(path=path), version or "1.0", f"{path}/ in this repository"
+
+
+_OPTION = {"source.debian": "--debian", "source.file": "--debian", "source.path": "--path"}
+
+
+def fetch(app: str, spec: SourceSpec) -> Path:
+    """The verified tarball in the download cache (:func:`apptune.sources.fetch`); its
+    errors name the command-line option the source came from."""
+    try:
+        return sources.fetch(SimpleNamespace(name=app, source=spec))
+    except ApptuneError as e:
+        if e.file not in (None, str(recipes.recipe_path(app))):
+            raise
+        option = _OPTION.get(e.field) or ("--sha256" if spec.url and e.field == "source.sha256"
+                                          else "--url" if spec.url else "--debian" if spec.debian else "--path")
+        raise ApptuneError(None, option, e.message) from None
+
+
+def tarball_layout(tarball: Path) -> tuple[int, list[str], list[str]]:
+    """(strip_components, the names at the top of the source tree, every file's path in it)."""
+    try:
+        with tarfile.open(tarball) as tf:
+            members = [(PurePosixPath(m.name).parts, m.isdir()) for m in tf.getmembers()]
+    except (tarfile.TarError, OSError) as e:
+        raise ApptuneError(tarball, None, f"cannot read the tarball: {e}") from None
+    members = [(tuple(p for p in parts if p not in (".", "")), d) for parts, d in members]
+    members = [(parts, d) for parts, d in members if parts]
+    tops = {parts[0] for parts, _ in members}
+    strip = 1 if len(tops) == 1 and any(len(parts) > 1 for parts, _ in members) else 0
+    inner = [(parts[strip:], d) for parts, d in members if len(parts) > strip]
+    top = sorted({parts[0] for parts, _ in inner})
+    files = ["/".join(parts) for parts, d in inner if not d]
+    return strip, top, files
+
+
+def guess_build(top: list[str]) -> tuple[str, str]:
+    """(build kind, why) from the names at the top of the source tree."""
+    for name, kind in BUILD_FILES:
+        if name in top:
+            return kind, f"guessed from {name} at the top of the source"
+    raise ApptuneError(None, "--build-system", f"none of {', '.join(n for n, _ in BUILD_FILES)} at the "
+                       f"top of the source (it has: {', '.join(top[:12]) or 'nothing'}"
+                       f"{', ...' if len(top) > 12 else ''}): give --build-system "
+                       f"{'|'.join(BUILD_KINDS)}")
+
+
+def guess_languages(files: list[str]) -> list[str]:
+    found = {LANGUAGE_EXT.get(PurePosixPath(f).suffix) for f in files}
+    return [lang for lang in ("c", "cxx", "fortran") if lang in found] or ["c"]
+
+
+# --------------------------------------------------------------------------- rendering
+def yaml_word(w: str) -> str:
+    """``w`` as a YAML scalar: plain where YAML reads it back as the same string, else quoted."""
+    if re.fullmatch(r"[A-Za-z0-9_./=+-]+", w):
+        try:
+            if yaml.safe_load(w) == w:
+                return w
+        except yaml.YAMLError:
+            pass
+    return json.dumps(w)
+
+
+def _flow(words, indent: int = 0, width: int = 96) -> str:
+    """A YAML flow list of words, continued on lines indented by ``indent`` + 1 (where its
+    ``[`` is) when longer than ``width``."""
+    lines, line = [], ""
+    for w in map(yaml_word, words):
+        if line and indent + 1 + len(line) + len(w) + 2 > width:
+            lines.append(line + ",")
+            line = w
+        else:
+            line = f"{line}, {w}" if line else w
+    lines.append(line)
+    return "[" + ("\n" + " " * (indent + 1)).join(lines) + "]"
+
+
+def environment() -> jinja2.Environment:
+    """The templates of ``apptune new`` and ``apptune bless --new`` (apptune/templates/)."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader("apptune", "templates"),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
+    env.filters["flow"] = _flow
+    return env
+
+
+def build_words(kind: str, languages: list[str]) -> dict[str, list[str]]:
+    """The build's argument lists for ``kind`` (make arguments, configure, cmake)."""
+    def t(expr):
+        return "{{ " + expr + " }}"
+    make = [w for lang in languages for w in (f"{_MAKE[lang][0]}={t(_MAKE[lang][1])}",
+                                              f"{_MAKE[lang][2]}={t(_MAKE[lang][3])}")]
+    make.append(f"LDFLAGS={t(_LDFLAGS + 'makeflags')}")
+    configure = ["./configure"] + [f"{var}={t(expr)}" for lang in languages for var, expr in _CONFIGURE[lang]]
+    configure += [f"CPPFLAGS={t('cppflags | ' + _JOIN)}", f"LDFLAGS={t(_LDFLAGS + _JOIN)}"]
+    cmake = ["cmake", "-S", ".", "-B", "_build", "-DCMAKE_BUILD_TYPE=None"]
+    for lang in languages:
+        name, comp, flags = _CMAKE[lang]
+        cmake += [f"-DCMAKE_{name}_COMPILER={t(comp)}", f"-DCMAKE_{name}_FLAGS={t(flags)}"]
+    cmake.append(f"-DCMAKE_EXE_LINKER_FLAGS={t(_LDFLAGS + _JOIN)}")
+    return {"make_args": make, "configure": configure, "cmake": cmake}
+
+
+def check_class(app: str) -> str:
+    """The check classes' name stem: ``my-app`` -> ``MyApp`` (``MyAppCheck``)."""
+    stem = "".join(p[:1].upper() + p[1:] for p in re.split(r"[-_.]+", app) if p)
+    return stem if stem[:1].isalpha() else f"App{stem}"
+
+
+def targets(app: str) -> list[Path]:
+    """The files ``apptune new APP`` writes."""
+    root = paths.root()
+    module = re.sub(r"[-.]", "_", app)
+    return [recipes.recipe_path(app), root / "reframe-checks" / app / f"{module}.py",
+            paths.inputs_dir(app, "ci") / "input.yaml", paths.reference_file(app, "ci")]
+
+
+def _refuse_existing(files) -> None:
+    there = [f for f in files if f.exists()]
+    if there:
+        more = f" (also {', '.join(_rel(f) for f in there[1:])})" if len(there) > 1 else ""
+        raise ApptuneError(_rel(there[0]), None, f"already exists: apptune new never overwrites a file{more}")
+
+
+def new(app: str, *, debian: str | None = None, url: str | None = None, sha256: str | None = None,
+        file: str | None = None, path: str | None = None, version: str | None = None,
+        build_system: str | None = None, ranks: int = 2) -> Scaffold:
+    """Fetch the source, guess its build and render every file (nothing written yet)."""
+    if not re.fullmatch(NAME_RE, app):
+        raise ApptuneError(None, "APP", f"'{app}' must be lower case letters, digits, '_', '.', '-' "
+                           "(starting with a letter or digit)")
+    if ranks < 1:
+        raise ApptuneError(None, "--ranks", f"must be at least 1, not {ranks}")
+    if build_system is not None and build_system not in BUILD_KINDS:
+        raise ApptuneError(None, "--build-system", f"must be one of {', '.join(BUILD_KINDS)}")
+    files = targets(app)
+    _refuse_existing(files)
+    spec, version, origin = source_spec(app, debian, url, sha256, file, path, version)
+    tarball = fetch(app, spec)
+    strip, top, members = tarball_layout(tarball)
+    if build_system:
+        kind, guess = build_system, "given with --build-system"
+    else:
+        kind, guess = guess_build(top)
+    languages = guess_languages(members)
+    desc = f"{app} {version}" + (f", Debian source package {spec.debian.package}" if spec.debian else "")
+    ctx = dict(app=app, version=version, description=desc, origin=origin, source=spec,
+               strip_components=strip, kind=kind, guess=guess, languages=languages, ranks=ranks,
+               system="cmake" if kind == "cmake" else "make", cls=check_class(app),
+               title=re.sub(r'["\\]', "", f"{app} {version}: built per variant, verified and timed."),
+               **build_words(kind, languages))
+    env = environment()
+    texts = [env.get_template(t).render(**ctx) for t in
+             ("new-recipe.yaml.j2", "new-check.py.j2", "new-input.yaml.j2", "new-reference.yaml.j2")]
+    return Scaffold(app=app, files=dict(zip(files, texts)), kind=kind, guess=guess, languages=languages,
+                    tarball=tarball, to_fill=placeholders(yaml.safe_load(texts[0])))
+
+
+def write(s: Scaffold) -> None:
+    """Write every file of ``s``, each atomically; none if one exists (then: ApptuneError),
+    and none left behind if writing one fails."""
+    _refuse_existing(s.files)
+    done: list[Path] = []
+    try:
+        for f, text in s.files.items():
+            atomic_write_text(f, text)
+            done.append(f)
+    except BaseException:
+        for f in done:
+            f.unlink(missing_ok=True)
+        raise
+
+
+def next_steps(s: Scaffold) -> str:
+    """What the person does next, with the commands."""
+    recipe, check = list(s.files)[:2]
+    recipe, checks = _rel(recipe), _rel(check.parent)
+    fill = "\n".join(f"       {f}: {what}" for f, what in s.to_fill)
+    return f"""\
+Next (docs/adding-an-application.md, "In 15 minutes"):
+  1. In {recipe}, replace each FILL IN value:
+{fill}
+     and check the guesses marked "check" (build system, languages, products).
+     `apptune validate` names every value still to fill.
+  2. apptune run --mode dev -c {checks}
+     It fails once, by design: reference/{s.app}/ci.yaml has no fields yet.
+  3. apptune bless --new runs/latest
+     Shows reference/{s.app}/ci.yaml with every verified field of that run (integers
+     exact, other numbers within 1e-6 relative) as a diff; --yes writes it.
+  4. apptune run --mode dev -c {checks}
+     passes against the new reference."""
