@@ -19,6 +19,22 @@ def recipe_path(app: str) -> Path:
     return paths.recipes_dir() / f"{app}.yaml"
 
 
+#: Parsed recipes by path and content: a ReFrame run asks for each recipe many times per
+#: test; the file is parsed and validated again only when its text changes.
+_PARSED: dict[tuple[str, bytes], Recipe] = {}
+
+
+def _parsed(p: Path) -> Recipe:
+    try:
+        key = (str(p.resolve()), hashlib.sha256(p.read_bytes()).digest())
+    except OSError:
+        return load_model(p, Recipe)  # the loader says what is wrong with the path
+    if key not in _PARSED:
+        _PARSED[key] = load_model(p, Recipe)
+    # a copy: callers may change their recipe (tune and bisect add per-file rules)
+    return _PARSED[key].model_copy(deep=True)
+
+
 def load_recipe(app_or_path: str | os.PathLike) -> Recipe:
     p = Path(app_or_path)
     if p.suffix not in (".yaml", ".yml"):
@@ -28,7 +44,7 @@ def load_recipe(app_or_path: str | os.PathLike) -> Recipe:
             raise ApptuneError(
                 p, None, f"no recipe for application '{app_or_path}' (known: {known})"
             )
-    r = load_model(p, Recipe)
+    r = _parsed(p)
     problems = []
     if r.name != p.stem:
         problems.append(ApptuneError(p, "name", f"'{r.name}' must match the file name '{p.stem}'"))

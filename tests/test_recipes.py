@@ -24,6 +24,18 @@ def test_real_hpcc_recipe_loads_and_lists_its_variants():
     assert recipes.environments_for(r, "ci", "tuned+fft=fftw3") == ["gnu"]
 
 
+def test_a_recipe_is_parsed_again_only_when_its_text_changes(toy_root):
+    f = toy_root / "build-recipes/toy.yaml"
+    first = recipes.load_recipe("toy")
+    first.tiers["ci"].variants["gnu"].append("aggressive")  # a caller's change stays its own
+    again = recipes.load_recipe("toy")
+    assert again.tiers["ci"].variants["gnu"] == ["baseline", "tuned"]
+    # an edit of the same length, within the file system's timestamp granularity
+    text = f.read_text()
+    f.write_text(text.replace("ranks: 1", "ranks: 3", 1))
+    assert recipes.load_recipe("toy").tiers["ci"].ranks == 3
+
+
 def test_malformed_yaml_names_file_and_line(toy_root):
     (toy_root / "build-recipes/toy.yaml").write_text("name: toy\nversion: [1.0\n")
     msg = err(recipes.load_recipe, "toy")

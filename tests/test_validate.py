@@ -410,7 +410,8 @@ def test_run_leaves_out_a_bad_application_and_runs_the_others(tmp_path, monkeypa
     (cmd,) = seen
     checks = [cmd[i + 1] for i, w in enumerate(cmd) if w == "-c"]
     assert checks == [
-        str(root / "reframe-checks" / a) for a in ("examl", "hpcc", "mpi-micro", "netpipe")
+        str(root / "reframe-checks" / a)
+        for a in ("examl", "hpcc", "mpi-micro", "netpipe", "nwchem")
     ]
 
 
