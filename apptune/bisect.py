@@ -56,7 +56,7 @@ from pathlib import Path
 
 import yaml
 
-from . import build, localrun, paths, recipes
+from . import build, localrun, paths, recipes, yamlio
 from .errors import ApptuneError
 from .figures import finite_median, fmt_figure
 from .models import Recipe
@@ -519,55 +519,68 @@ def per_file_entries(plan_good: dict, sources: list[str], reason: str) -> list[d
     return list(groups.values())
 
 
-def _flow(v) -> str:
-    text = yaml.safe_dump(v, default_flow_style=True, width=10**6).strip()
-    return text[:-3].strip() if text.endswith("\n...") else text
-
-
-def _render_entries(entries: list[dict]) -> str:
-    """Rules in the recipes' own style: flow lists, the reason folded (``>-``)."""
+def _rule(e: dict):
+    """A rule in the recipes' own style: flow lists, the reason folded (``>-``) at 84."""
     import textwrap
 
-    out = []
-    for e in entries:
-        out.append(f"  - files: {_flow(e['files'])}\n")
-        for k in ("flags", "cflags", "fflags"):
-            if k in e:
-                out.append(f"    {k}: {_flow(e[k])}\n")
-        out.append("    reason: >-\n")
-        out += [f"      {ln}\n" for ln in textwrap.wrap(" ".join(e["reason"].split()), 84)]
-    return "".join(out)
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.scalarstring import FoldedScalarString
+
+    def flow(items):
+        s = CommentedSeq(items)
+        s.fa.set_flow_style()
+        return s
+
+    m = CommentedMap(files=flow(e["files"]))
+    for k in ("flags", "cflags", "fflags"):
+        if k in e:
+            m[k] = flow(e[k]) if isinstance(e[k], list) else e[k]
+    text = " ".join(e["reason"].split())
+    reason, folds, at = FoldedScalarString(text), [], 0
+    for line in textwrap.wrap(text, 84)[:-1]:
+        at += len(line)
+        folds.append(at)
+        at += 1
+    reason.fold_pos = folds
+    m["reason"] = reason
+    return m
 
 
 def add_per_file(text: str, entries: list[dict], where: str = "recipe") -> str:
-    """The recipe's text with ``entries`` appended to ``per_file`` (comments kept)."""
-    lines = text.splitlines(keepends=True)
-    items = _render_entries(entries)
+    """The recipe's text with ``entries`` appended to ``per_file``; comments, order and
+    style of everything else stay (ruamel.yaml round trip)."""
+    from ruamel.yaml.comments import CommentedSeq
 
-    def section_end(i):
-        j = i + 1
-        while j < len(lines) and (not lines[j].strip() or lines[j][0] in " \t-"):
-            j += 1
-        while j > i + 1 and (not lines[j - 1].strip() or lines[j - 1].startswith("#")):
-            j -= 1
-        return j
+    def change(doc):
+        rules = doc.get("per_file")
+        if not rules:  # absent, or an empty flow list: a block list, before `run`
+            rules = CommentedSeq()
+            keys = list(doc)
+            if "per_file" in doc:
+                doc["per_file"] = rules
+            else:
+                doc.insert(keys.index("run") if "run" in keys else len(keys), "per_file", rules)
+        last = rules[-1] if len(rules) else None
+        for e in entries:
+            rules.append(_rule(e))
+        # the blank lines and comments after the list stay after it
+        if last is not None and hasattr(last, "ca") and len(last):
+            key = list(last)[-1]
+            tail = last.ca.items.pop(key, None)
+            if tail:
+                token = tail[2]
+                block = type(last[key]).__name__ in ("FoldedScalarString", "LiteralScalarString")
+                if token is not None and not block and token.value.startswith("\n"):
+                    # after a plain value the token also ends its line; a folded reason
+                    # (the new rule's) ends its own
+                    token.value = token.value[1:]
+                    if not token.value:
+                        tail = None
+                if tail:
+                    new = rules[-1]
+                    new.ca.items[list(new)[-1]] = tail
 
-    for i, line in enumerate(lines):
-        key = line.split("#")[0].strip()
-        if key == "per_file: []":
-            new = lines[:i] + ["per_file:\n", items] + lines[i + 1 :]
-            break
-        if key == "per_file:":
-            j = section_end(i)
-            new = lines[:j] + [items] + lines[j:]
-            break
-    else:
-        i = next((k for k, ln in enumerate(lines) if ln.startswith("run:")), len(lines))
-        while i > 0 and lines[i - 1].startswith("#"):
-            i -= 1
-        blank = ["\n"] if i > 0 and lines[i - 1].strip() else []
-        new = lines[:i] + blank + ["per_file:\n", items, "\n"] + lines[i:]
-    out = "".join(new)
+    out = yamlio.edit_yaml_text(text, change)
     old_n = len((yaml.safe_load(text) or {}).get("per_file") or [])
     data = yaml.safe_load(out)
     Recipe.model_validate(data)

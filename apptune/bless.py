@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import datetime
 import difflib
-import json
 import re
 from pathlib import Path
 
 import yaml
 
-from . import baselines, outputs, paths, recipes, records
+from . import baselines, outputs, paths, recipes, records, yamlio
 from .errors import ApptuneError
 from .models import FieldTolerance, ReferenceFile
 from .verify import compare_field, load_reference
@@ -93,55 +92,33 @@ def plan_drift(r: dict) -> list[str]:
     return out
 
 
-def _number(v) -> str:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(v)
-    return (
-        str(int(v))
-        if isinstance(v, int) or float(v).is_integer() and abs(v) < 1e15
-        else repr(float(v))
-    )
-
-
 def reference_text(text: str, values: dict[str, float], recorded: str | None) -> str:
     """``text`` (a reference file) with each field's ``value`` replaced by ``values``,
-    changing only the lines that hold a value that differs (and ``recorded``, if given)."""
-    lines = text.splitlines(True)
-    out, field, indent = [], None, None
-    in_fields = False
-    for line in lines:
-        stripped = line.strip()
-        if recorded and re.match(r"^recorded:", line):
-            line = f"recorded: {json.dumps(recorded, ensure_ascii=False)}\n"
-        elif re.match(r"^fields:\s*$", line):
-            in_fields = True
-        elif in_fields and line.strip() and not line.startswith((" ", "#")):
-            in_fields = False
-        elif in_fields and stripped and not stripped.startswith("#"):
-            ind = len(line) - len(line.lstrip())
-            m = re.match(r"^(\s+)([^\s:#]+):\s*(\{.*\})?\s*(#.*)?$", line)
-            if m and (indent is None or ind == indent):
-                indent, field = ind, m.group(2)
-                if m.group(3):  # flow style: NAME: {value: X, rel: ...}
-                    line = _replace_value(line, values.get(field), r"(\{\s*|,\s*)value:\s*")
-            elif field and ind > (indent or 0):  # block style: value: X on its own line
-                line = _replace_value(line, values.get(field), r"^(\s+)value:\s*")
-        out.append(line)
-    return "".join(out)
+    changing only the values that differ (and ``recorded``, if given); comments, order and
+    style stay."""
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+    def change(doc):
+        if recorded:
+            doc["recorded"] = DoubleQuotedScalarString(recorded)
+        for name, spec in (doc.get("fields") or {}).items():
+            new = values.get(name)
+            if new is None or not isinstance(spec, dict) or "value" not in spec:
+                continue
+            try:
+                if float(spec["value"]) == float(new):
+                    continue
+            except (TypeError, ValueError):
+                pass
+            spec["value"] = _number(new)
+
+    return yamlio.edit_yaml_text(text, change)
 
 
-def _replace_value(line: str, new, prefix: str) -> str:
-    if new is None:
-        return line
-    m = re.search(prefix + r"([^,}\s#]+)", line)
-    if not m:
-        return line
-    try:
-        if float(m.group(2)) == float(new):
-            return line
-    except ValueError:
-        pass
-    return line[: m.start(2)] + _number(new) + line[m.end(2) :]
+def _number(v) -> int | float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(v)
+    return int(v) if isinstance(v, int) or float(v).is_integer() and abs(v) < 1e15 else float(v)
 
 
 def _preferred(r: dict) -> tuple:

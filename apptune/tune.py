@@ -48,7 +48,7 @@ from . import localrun, paths, recipes
 from .errors import ApptuneError
 from .figures import finite_median, fmt_figure
 from .models import TuningSpace
-from .yamlio import atomic_write_json, atomic_write_text, load_model
+from .yamlio import atomic_write_json, atomic_write_text, edit_yaml_text, load_model
 
 OBJECTIVE_DEFAULTS = {"energy": ["energy_J"], "edp": ["edp_Js"]}
 
@@ -929,7 +929,6 @@ def recommended_diff(app: str, winner: dict, result: dict) -> tuple[str, str]:
             "# `apptune tune APP --write` (docs/tuning.md). Review it as a diff.\n"
         )
     )
-    data = yaml.safe_load(old) or {}
     entry = dict(winner["config"])
     entry["tier"] = result["tier"]
     entry["evidence"] = {
@@ -942,22 +941,17 @@ def recommended_diff(app: str, winner: dict, result: dict) -> tuple[str, str]:
         "search": f"{result['cost']['trials']} trials, {result['cost']['builds']} builds, "
         f"{result['cost']['runs']} runs",
     }
-    data[app] = entry
-    new = _header(old) + yaml.safe_dump(data, sort_keys=True, width=100, allow_unicode=True)
+
+    def change(data):
+        data[app] = entry  # the other applications' entries and every comment stay
+
+    # a file of comments only is an empty mapping to edit
+    new = edit_yaml_text(old if yaml.safe_load(old) else old + "{}\n", change)
     rel = str(f.relative_to(paths.root()))
     diff = "".join(
         difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}")
     )
     return diff, new
-
-
-def _header(text: str) -> str:
-    lines = []
-    for line in text.splitlines(keepends=True):
-        if not line.startswith("#"):
-            break
-        lines.append(line)
-    return "".join(lines)
 
 
 def _round(v):

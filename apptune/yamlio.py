@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -134,3 +136,26 @@ def dump_yaml(data: Any) -> str:
 
 def atomic_write_yaml(path: str | os.PathLike, data: Any, header: str = "") -> None:
     atomic_write_text(path, header + dump_yaml(data))
+
+
+def _roundtrip():
+    from ruamel.yaml import YAML
+
+    y = YAML(typ="rt")
+    y.preserve_quotes = True
+    y.width = 4096  # never re-wrap a long line
+    y.indent(mapping=2, sequence=4, offset=2)
+    return y
+
+
+def edit_yaml_text(text: str, change: Callable[[Any], None]) -> str:
+    """``text`` (a YAML document) after ``change(data)`` has edited its data in place:
+    comments, key order, quoting and flow style are kept (ruamel.yaml round trip); only
+    what was changed differs."""
+    y = _roundtrip()
+    data = y.load(text)
+    change(data)
+    out = io.StringIO()
+    y.dump(data, out)
+    lead = text[: len(text) - len(text.lstrip("\n"))]  # blank lines before the document
+    return lead + out.getvalue().lstrip("\n")

@@ -4,6 +4,7 @@ refusal of a run whose verification failed, in-place edits that keep comments.""
 import os
 
 import pytest
+import yaml
 from conftest import write_run
 
 from apptune import bless, cli
@@ -185,3 +186,26 @@ def test_block_style_fields_keep_their_comments():
     assert new == text.replace("value: -10.5", "value: -10.25").replace(
         "recorded: old", 'recorded: "today"'
     )
+
+
+def test_a_real_reference_changes_in_the_changed_values_only():
+    """Every committed reference file: a bless that changes one value changes that line
+    only (comments, flow style, quoting and order stay), and one that changes nothing
+    leaves the file byte-identical."""
+    import difflib
+
+    from conftest import REPO
+
+    for f in sorted((REPO / "reference").glob("*/*.yaml")):
+        text = f.read_text()
+        fields = yaml.safe_load(text)["fields"]
+        assert bless.reference_text(text, {}, None) == text, f
+        name, spec = next((n, s) for n, s in fields.items() if "value" in s and s["value"] != 0)
+        new = bless.reference_text(text, {name: float(spec["value"]) * 2 + 1}, None)
+        changed = [
+            ln
+            for ln in difflib.unified_diff(text.splitlines(), new.splitlines(), lineterm="", n=0)
+            if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
+        ]
+        assert len(changed) == 2 and all("value: " in ln for ln in changed), (f, changed)
+        assert yaml.safe_load(new)["fields"][name]["value"] == float(spec["value"]) * 2 + 1

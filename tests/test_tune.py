@@ -224,7 +224,9 @@ def test_runtime_layouts_and_conditional_knobs():
 
 
 def test_recommended_diff_adds_the_app_and_keeps_others(toy_root):
-    (toy_root / "site-config/recommended.yaml").write_text("# header\nother: {variant: tuned}\n")
+    (toy_root / "site-config/recommended.yaml").write_text(
+        "# header\nother: {variant: tuned}  # kept as written\n"
+    )
     winner = {
         "config": {
             "environment": "gnu",
@@ -250,6 +252,13 @@ def test_recommended_diff_adds_the_app_and_keeps_others(toy_root):
     assert text.startswith("# header\n") and data["other"] == {"variant": "tuned"}
     assert data["hpcc"]["variant"] == "tuned+blas=mkl" and data["hpcc"]["inputs"] == {"N": 7040}
     assert "+hpcc:" in diff and "+  variant: tuned+blas=mkl" in diff
+    # the other application's line, its comment included, is untouched
+    assert "\n other: {variant: tuned}  # kept as written\n" in diff
+    assert not any(ln.startswith("-") and not ln.startswith("---") for ln in diff.splitlines())
+    # a file of comments only gets the entry below them
+    (toy_root / "site-config/recommended.yaml").write_text("# only a header\n")
+    _, text = tune.recommended_diff("hpcc", winner, res)
+    assert text.startswith("# only a header\nhpcc:\n")
 
 
 def test_cli_budget_must_be_positive(capsys):
