@@ -104,6 +104,7 @@ class Follower:
             "app": app,
             "compiled": compiled,
             "expected": self._expected[app][0],
+            "expected_s": self._expected[app][1],
             "elapsed": elapsed,
         }
 
@@ -114,8 +115,8 @@ class Follower:
             s = f"building {b['app']}: {b['compiled']}"
             if b["expected"]:
                 s += f"/{b['expected']} files"
-                if 0 < b["compiled"] < b["expected"]:
-                    left = b["elapsed"] * (b["expected"] - b["compiled"]) / b["compiled"]
+                left = _left(b)
+                if left is not None:
                     s += f", about {_dur(left)} left"
             else:
                 s += " files (no earlier build to compare)"
@@ -175,3 +176,17 @@ def relay(proc, run_dir: Path, out=sys.stdout) -> None:
         t.join(timeout=2)
         if bar is not None:
             bar.close()
+
+
+def _left(b: dict) -> float | None:
+    """Time left of a build: from its compile rate so far, bounded by the last cached build's
+    time (a build spends its first minutes configuring, before the first file compiles)."""
+    compiled, expected, total = b["compiled"], b["expected"], b.get("expected_s")
+    if not expected or compiled >= expected:
+        return None
+    by_rate = b["elapsed"] * (expected - compiled) / compiled if compiled else None
+    if not total:
+        return by_rate
+    if by_rate is None:
+        return max(0.0, total - b["elapsed"])
+    return max(total - b["elapsed"], min(by_rate, total))

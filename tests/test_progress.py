@@ -73,6 +73,20 @@ def test_the_expected_file_count_comes_from_the_newest_cached_build_of_the_app(
     assert progress.expected_build("hpcc") == (90, 45.0)
 
 
+def test_time_left_is_bounded_by_the_last_cached_build():
+    # 8 of 1581 files after 8 minutes of configuring: not 26 hours, the cached build's time
+    b = {"compiled": 8, "expected": 1581, "expected_s": 647.0, "elapsed": 480.0}
+    assert progress._left(b) == 647.0
+    b.update(compiled=0, elapsed=60.0)  # configuring: what the cached build took, less so far
+    assert progress._left(b) == 587.0
+    b.update(compiled=1500, elapsed=900.0)  # slower than the cached build: the rate decides
+    assert progress._left(b) == 900.0 * 81 / 1500
+    b.update(expected_s=None)  # no time known: the rate alone
+    assert progress._left(b) == 900.0 * 81 / 1500
+    b.update(compiled=0)
+    assert progress._left(b) is None
+
+
 def test_a_log_gets_at_most_a_line_a_minute(tmp_path, monkeypatch):
     """Not a TTY: ReFrame's lines pass through unchanged and no progress line appears
     within the first minute."""
