@@ -4,10 +4,11 @@
 checks cannot express: a build tree whose object files are mixed from two builds
 (the build cache keeps only products), and input parameters no tier has (tune's
 knobs, e.g. HPL's N). They call the same package functions the checks call —
-:func:`recipes.resolve`, ``python -m apptune.build``, :func:`inputs.render`,
-:func:`outputs.parse_all`, :func:`verify.verify` and the energy sampler — with the
-environment and launcher taken from the ReFrame site config, so a candidate is
-built, run and verified exactly as a check would do it on a local partition.
+:func:`recipes.resolve`, ``python -m apptune.build``, :func:`inputs.render`, the run
+core (:func:`apptune.run.steps` and :func:`apptune.run.evaluate`, which write the same
+run record, ``apptune-result.json``, flagged ``trial``) and the energy sampler — with the
+environment and launcher taken from the ReFrame site config, so a candidate is built,
+run and verified exactly as a check would do it on a local partition.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import energy, inputs, outputs, paths, placement, recipes, runner, sources, verify
-from .constants import XFAIL_FILE
+from . import energy, inputs, paths, placement, recipes, runner, sources
+from . import run as runcore
+from .constants import RESULT_FILE, XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .models import Recipe
 from .recipes import time_limit_seconds
+from .yamlio import atomic_write_json
 
 #: Launchers a candidate can be started with on this node (ReFrame's names).
 LAUNCHERS = ("mpirun", "local")
@@ -285,25 +288,8 @@ def run_tier(
         raise ApptuneError(None, "binding", str(e)) from None
     launch = site.launch(ranks)
     launch = launch[:1] + bind + launch[1:] if launch else launch
-    steps = []
-    for i, step in enumerate(run.prerun):
-        argv = inputs.render_words(step.command, params, recipe.name, f"run.prerun[{i}]")
-        if (build_dir / argv[0]).is_file():
-            argv[0] = str(build_dir / argv[0])
-        steps.append(
-            runner.Step(
-                label=f"run.prerun[{i}]",
-                stdout=step.stdout,
-                argv=(launch if step.launch else []) + argv,
-            )
-        )
-    argv = (
-        launch
-        + [str(build_dir / run.executable)]
-        + inputs.render_words(run.args, params, recipe.name, "run.args")
-    )
-    (run_dir / "command.txt").write_text(shlex.join(argv) + "\n")
-    steps.append(runner.Step(label="run", argv=argv, stdout=STDOUT, stderr="run.err"))
+    steps = runcore.steps(recipe, params, build_dir, launch, stdout=STDOUT, stderr="run.err")
+    (run_dir / "command.txt").write_text(shlex.join(steps[-1].argv) + "\n")
     # the same runner as the checks' job script: no shell, exit status, run quality
     spec = runner.Spec(
         steps=steps,
@@ -325,56 +311,46 @@ def run_tier(
         )
     finally:
         rec_energy = sampler.stop()
-    rec = runner.load_record(run_dir) or {}
-    wall = rec.get("wall_s")
-    crash = None
-    if not rec:
-        crash = "the run left no run record (killed by its time limit?)"
-    elif rec.get("exit_status") != 0:
-        crash = rec.get("message") or f"run exited with status {rec.get('exit_status')}"
-    figures, values = {}, None
-    try:
-        values, _ = outputs.parse_all(run.outputs, run_dir, STDOUT, tier)
-    except ApptuneError as e:
-        summary = f"{crash}: {e}" if crash else str(e)
-        v = {"ok": False, "summary": summary}
-    if values is not None:
-        texts = outputs.own_check_texts(run, run_dir, STDOUT)
-        ver = verify.verify(
-            recipe.name,
-            tier,
-            values,
-            run.own_checks,
-            texts,
-            site.environment,
-            label,
-            run.outputs[0].file,
-            changed_inputs=set(changed_inputs),
-        )
-        if crash:
-            ver.ok = False
-            ver.own_checks.append(
-                {"pattern": "exit code", "matches": 0, "ok": False, "message": crash}
-            )
-        figures = recipes.figure_values(recipe, values)
-        figures["wall_time"] = wall
-        verify.check_figures(ver, figures)
-        v = ver.to_dict()
-    figures["wall_time"] = wall
-    figures.update(rec_energy.figures(wall, {n: figures.get(n) for n in run.per_watt}))
+    identity = {
+        "app": recipe.name,
+        "tier": tier,
+        "variant": label,
+        "environment": site.environment,
+        "partition": site.partition,
+        "ranks": ranks,
+        "input": params,
+        "trial": True,  # a tune or bisect candidate, not a check of a tier
+    }
+    record = runcore.evaluate(
+        recipe,
+        tier,
+        run_dir,
+        identity,
+        build_dir=build_dir,
+        stdout=STDOUT,
+        energy_record=rec_energy,
+        environment=site.environment,
+        variant=label,
+        changed_inputs=changed_inputs,
+        stderr=run_dir / "run.err",
+        no_record="killed by its time limit?",
+        require_provenance=False,
+    )
+    atomic_write_json(run_dir / RESULT_FILE, record)
+    v = record["verification"]
+    figures = record.get("figures") or {"wall_time": (record.get("run") or {}).get("wall_s")}
     result = RunResult(
         ok=bool(v["ok"]),
         summary=v["summary"],
         figures=figures,
-        wall_time=wall,
+        wall_time=figures.get("wall_time"),
         verification=v,
-        energy=rec_energy.to_dict(),
+        energy=record["energy"],
         params=params,
         run_dir=str(run_dir),
-        quality=rec.get("quality"),
-        machine_id=rec.get("machine_id"),
+        quality=record.get("quality"),
+        machine_id=record.get("machine_id"),
     )
-    (run_dir / "result.json").write_text(json.dumps(result.to_dict(), indent=1, default=str))
     return result
 
 

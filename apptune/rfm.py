@@ -37,6 +37,7 @@ from . import (
     placement,
     quality,
     recipes,
+    run,
     runner,
     slurm,
     sources,
@@ -45,30 +46,6 @@ from . import (
 from .constants import CURVES_DIR, RESULT_FILE, SKIP_FILE, XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json
-
-
-def _last_line(path: str) -> str | None:
-    try:
-        lines = [ln for ln in Path(path).read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return None
-    return lines[-1].strip()[:200] if lines else None
-
-
-def _run_summary(rec: dict) -> dict:
-    """The run record's parts a result keeps (the machine and quality are kept whole)."""
-    return {
-        k: rec.get(k)
-        for k in (
-            "exit_status",
-            "failed_step",
-            "message",
-            "wall_s",
-            "t_start",
-            "quiet_wait",
-            "completed",
-        )
-    }
 
 
 def _expand(value: str, env: dict) -> str:
@@ -350,31 +327,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         self.run_env = dict(r.run.env)
         self.apply_placement()
         self.apply_layout()
-        steps = []
-        for i, step in enumerate(r.run.prerun):
-            argv = inputs.render_words(
-                step.command, self.input_parameters, self.app, f"run.prerun[{i}]"
-            )
-            product = Path(self.build.stagedir, argv[0])
-            if product.is_file():
-                argv[0] = str(product)
-            steps.append(
-                runner.Step(
-                    label=f"run.prerun[{i}]",
-                    stdout=step.stdout,
-                    argv=(self.launch_argv() if step.launch else []) + argv,
-                )
-            )
-        steps.append(
-            runner.Step(
-                label="run",
-                argv=[
-                    *self.launch_argv(),
-                    os.path.join(self.build.stagedir, r.run.executable),
-                    *inputs.render_words(r.run.args, self.input_parameters, self.app, "run.args"),
-                ],
-            )
-        )
+        steps = run.steps(r, self.input_parameters, Path(self.build.stagedir), self.launch_argv())
         part = self.current_partition
         sched = part.scheduler.registered_name
         wait = self.quiet_wait
@@ -598,7 +551,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     # ----------------------------------------------------------------- results
     def _values(self):
         if not hasattr(self, "_parsed"):
-            self._parsed, self._curves = outputs.parse_all(
+            self._parsed, _ = outputs.parse_all(
                 self.recipe.run.outputs, self.stagedir, self.stdout.evaluate(), self.tier
             )
         return self._parsed
@@ -610,18 +563,10 @@ class AppRun(rfm.RunOnlyRegressionTest):
         return self._run_record
 
     def figures(self) -> dict:
-        run = self.recipe.run
-        out = recipes.figure_values(self.recipe, self._values())
-        out["wall_time"] = (self.run_record() or {}).get("wall_s")
-        out.update(
-            self.energy_record.figures(out["wall_time"], {n: out.get(n) for n in run.per_watt})
-        )
-        return out
+        wall = (self.run_record() or {}).get("wall_s")
+        return run.figures(self.recipe, self._values(), wall, self.energy_record)
 
-    def _result(self) -> dict:
-        prov_file = os.path.join(self.build.stagedir, "provenance.json")
-        with open(prov_file) as f:
-            prov = json.load(f)
+    def _identity(self) -> dict:
         return {
             "app": self.app,
             "tier": self.tier,
@@ -634,84 +579,40 @@ class AppRun(rfm.RunOnlyRegressionTest):
             "test": self.unique_name,
             "ranks": self.num_tasks,
             "input": self.input_parameters,
-            "provenance": prov,
-            "energy": self.energy_record.to_dict(),
             "placement_layout": dict(self.placement_layout.to_dict(), binding=self.binding),
         }
 
-    def _failure(self, result: dict, msg: str):
-        result["verification"] = {"ok": False, "summary": msg}
-        atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
-        return sn.assert_true(False, msg=msg)
-
     @sanity_function
     def validate(self):
-        r = self.recipe
-        result = self._result()
-        result["job"], unfinished = self._job_outcome()
-        if unfinished:
-            # the scheduler ended the job (time limit, node failure, ...): that is the verdict
-            return self._failure(result, unfinished)
-        rec = self.run_record()
-        if rec is None:
-            tail = _last_line(os.path.join(self.stagedir, self.job.stderr))
-            return self._failure(
-                result,
-                f"the run left no run record ({runner.RECORD_FILE}): it was killed "
-                f"before it ended (job exit code {self.job.exitcode})"
-                + (f"; {tail}" if tail else ""),
-            )
-        q = dict(rec.get("quality") or {})
-        nodes = getattr(self.placement_layout, "nodes", None) or 1
-        if nodes > 1 and q:
-            # the runner watches the node its job script runs on; the others are not measured
-            q["scope"] = f"measured on the first of the job's {nodes} nodes"
-        result.update(
-            quality=q or None,
-            machine=rec.get("machine"),
-            machine_id=rec.get("machine_id"),
-            run=_run_summary(rec),
-        )
-        crash = None
-        if rec.get("exit_status") != 0:
-            tail = _last_line(os.path.join(self.stagedir, self.job.stderr))
-            crash = rec.get("message") or f"run exited with status {rec.get('exit_status')}"
-            if tail and tail not in crash and not tail.startswith("apptune: error:"):
-                crash += f" ({tail})"
-        try:
-            values = self._values()
-        except ApptuneError as e:
-            return self._failure(result, f"{crash}: {e}" if crash else str(e))
-        result["values"] = values  # every parsed field, also unverified (`apptune bless --new`)
-        result["curves"] = outputs.write_curves(self._curves, Path(self.stagedir, CURVES_DIR))
-        texts = outputs.own_check_texts(r.run, self.stagedir, self.stdout.evaluate())
+        job, unfinished = self._job_outcome()
         # `-S num_ranks=N` changes the input: fields that depend on the rank count are not compared
+        r = self.recipe
         changed = {"ranks"} if self.num_tasks != r.tiers[self.tier].ranks else set()
-        v = verify.verify(
-            self.app,
+        result = run.evaluate(
+            r,
             self.tier,
-            values,
-            r.run.own_checks,
-            texts,
-            self.current_environ.name,
-            self.run_variant,
-            r.run.outputs[0].file,
+            Path(self.stagedir),
+            dict(self._identity(), job=job),
+            build_dir=Path(self.build.stagedir),
+            stdout=self.stdout.evaluate(),
+            energy_record=self.energy_record,
+            environment=self.current_environ.name,
+            variant=self.run_variant,
             changed_inputs=changed,
+            unfinished=unfinished,
+            stderr=os.path.join(self.stagedir, self.job.stderr),
+            no_record=f"it was killed before it ended (job exit code {self.job.exitcode})",
+            nodes=getattr(self.placement_layout, "nodes", None) or 1,
         )
-        with open(os.path.join(self.build.stagedir, "provenance.json")) as f:
-            atomic_write_json(os.path.join(self.stagedir, "provenance.json"), json.load(f))
-        if crash:
-            v.ok = False
-            v.own_checks.append(
-                {"pattern": "exit status", "matches": 0, "ok": False, "message": crash}
-            )
-        result["figures"] = self.figures()
-        verify.check_figures(v, result["figures"])
-        atomic_write_json(os.path.join(self.stagedir, "verification.json"), v.to_dict())
-        result["verification"] = v.to_dict()
-        result["baseline"] = self.judge_performance(result["figures"])
+        v = result["verification"]
+        if "figures" in result:  # verified (or not): the performance verdict goes with it
+            result["baseline"] = self.judge_performance(result["figures"])
         atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
-        return sn.assert_true(v.ok, msg=f"{self.app}/{self.tier} {self.run_variant}: {v.summary()}")
+        if "fields" not in v:  # nothing to verify: the reason is the whole verdict
+            return sn.assert_true(False, msg=v["summary"])
+        return sn.assert_true(
+            v["ok"], msg=f"{self.app}/{self.tier} {self.run_variant}: {v['summary']}"
+        )
 
     def judge_performance(self, figures: dict) -> dict:
         """Each figure against this machine's baseline (apptune/baselines.py): a verdict only

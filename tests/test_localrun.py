@@ -2,6 +2,7 @@
 overridden parameters, verification that skips fields of changed inputs, a real
 build and run of the toy app, and bad inputs."""
 
+import json
 import textwrap
 
 import pytest
@@ -76,7 +77,8 @@ def test_toy_builds_runs_and_verifies_like_a_check(toy_root, tmp_path, gnu_toolc
     res = localrun.run_tier(r, "ci", tmp_path / "b", tmp_path / "run", site)
     assert res.ok, res.summary
     assert res.figures["rate"] == 123.5 and res.figures["wall_time"] > 0
-    assert (tmp_path / "run/result.json").is_file()
+    record = json.loads((tmp_path / "run/apptune-result.json").read_text())
+    assert record["trial"] and record["verification"]["ok"] and record["figures"] == res.figures
     # the same plan in the same stage is not built again
     (tmp_path / "b/marker").write_text("x")
     localrun.build_variant(r, plan, site, tmp_path / "b", use_cache=False)

@@ -613,3 +613,36 @@ def test_a_tier_naming_an_unknown_environment_fails_the_run_with_one_line(toy_ro
         env=dict(os.environ, APPTUNE_ROOT=str(toy_root)),
     )
     assert "unknown environment" in r.stdout + r.stderr and "Traceback" not in r.stdout + r.stderr
+
+
+@pytest.mark.integration
+def test_the_check_and_a_trial_write_the_same_run_record(toy_root, tmp_path):
+    """One run core: the check (ReFrame) and a tune/bisect trial (localrun) of the same build
+    and input write records of the same shape whose verification, values, provenance and
+    figures agree; only the identity of the run and what is measured anew differ."""
+    from apptune import localrun, recipes
+
+    toy_checks(toy_root, "{gnu: [baseline]}")
+    run_dir = tmp_path / "run"
+    p = _run(["--run-dir", str(run_dir), "--no-history", "--", "--keep-stage-files"])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    (check_file,) = (run_dir / "output").rglob(RESULT_FILE)
+    check = json.loads(check_file.read_text())
+    (build,) = (run_dir / "stage").rglob("ToyBuild_*")
+    site = localrun.load_site("gnu", toy_root / "site-config/settings.py")
+    trial = localrun.run_tier(
+        recipes.load_recipe("toy"), "ci", build, tmp_path / "trial", site, label="baseline"
+    )
+    rec = json.loads((tmp_path / "trial" / RESULT_FILE).read_text())
+    measured = {"energy", "quality", "run", "machine", "curves", "figures"}
+    check_only = {"build_variant", "placement", "system", "test", "placement_layout", "job"}
+    check_only |= {"baseline"}
+    assert set(check) - check_only == set(rec) - {"trial"}, (sorted(check), sorted(rec))
+    for key in set(rec) - measured - {"trial", "variant", "partition"}:
+        assert rec[key] == check[key], key
+    assert rec["trial"] is True and trial.ok
+    # the same figures; those the program computes from its input are equal, the times and
+    # the energy are measured anew
+    assert rec["figures"].keys() == check["figures"].keys()
+    assert rec["figures"]["rate"] == check["figures"]["rate"] == 123.5
+    assert rec["run"].keys() == check["run"].keys() and rec["machine"] == check["machine"]

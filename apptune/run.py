@@ -1,0 +1,175 @@
+"""One run of an application, the same for the checks (:class:`apptune.rfm.AppRun`) and for
+tune and bisect (:mod:`apptune.localrun`).
+
+* :func:`steps`: the commands the runner (:mod:`apptune.runner`) starts, as argument
+  lists: the recipe's pre-run steps, then the program with its arguments.
+* :func:`evaluate`: the run record made of what the run left: the runner's record (exit
+  status, wall time, run quality, machine), the outputs parsed and verified against
+  ``reference/APP/<tier>.yaml``, the figures, the energy and the build's provenance.
+  It writes ``verification.json``, ``provenance.json`` and the curves into the run
+  directory; the caller adds what only it knows (a baseline verdict) and writes the
+  record as ``apptune-result.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from . import inputs, outputs, recipes, runner, verify
+from .constants import CURVES_DIR
+from .errors import ApptuneError
+from .models import Recipe
+from .yamlio import atomic_write_json
+
+
+def steps(
+    recipe: Recipe,
+    params: dict,
+    build_dir: Path,
+    launch: list[str],
+    stdout: str | None = None,
+    stderr: str | None = None,
+) -> list[runner.Step]:
+    """The run's commands: each pre-run step (a build product named by its file name runs
+    from the build), then the program, started with ``launch`` (the job's parallel launch)."""
+    out = []
+    for i, step in enumerate(recipe.run.prerun):
+        argv = inputs.render_words(step.command, params, recipe.name, f"run.prerun[{i}]")
+        product = Path(build_dir, argv[0])
+        if product.is_file():
+            argv[0] = str(product)
+        out.append(
+            runner.Step(
+                label=f"run.prerun[{i}]",
+                stdout=step.stdout,
+                argv=(list(launch) if step.launch else []) + argv,
+            )
+        )
+    program = os.path.join(build_dir, recipe.run.executable)
+    args = inputs.render_words(recipe.run.args, params, recipe.name, "run.args")
+    out.append(
+        runner.Step(label="run", argv=[*launch, program, *args], stdout=stdout, stderr=stderr)
+    )
+    return out
+
+
+def last_line(path: str | os.PathLike | None) -> str | None:
+    """The last non-empty line of a file (a program's last words on stderr), or None."""
+    if path is None:
+        return None
+    try:
+        lines = [ln for ln in Path(path).read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return None
+    return lines[-1].strip()[:200] if lines else None
+
+
+def run_summary(rec: dict) -> dict:
+    """The parts of the runner's record a result keeps (machine and quality are kept whole)."""
+    keys = ("exit_status", "failed_step", "message", "wall_s", "t_start", "quiet_wait", "completed")
+    return {k: rec.get(k) for k in keys}
+
+
+def figures(recipe: Recipe, values: dict, wall_s: float | None, energy_record) -> dict:
+    """The recipe's figures of a run, its wall time, and the energy figures."""
+    out = recipes.figure_values(recipe, values)
+    out["wall_time"] = wall_s
+    out.update(energy_record.figures(wall_s, {n: out.get(n) for n in recipe.run.per_watt}))
+    return out
+
+
+def failed(result: dict, message: str) -> dict:
+    """``result`` as a run that produced nothing to verify, saying why."""
+    result["verification"] = {"ok": False, "summary": message}
+    return result
+
+
+def evaluate(
+    recipe: Recipe,
+    tier: str,
+    run_dir: Path,
+    identity: dict,
+    *,
+    build_dir: Path,
+    stdout: str,
+    energy_record,
+    environment: str | None,
+    variant: str | None,
+    changed_inputs: set[str] | frozenset[str] = frozenset(),
+    unfinished: str | None = None,
+    stderr: str | os.PathLike | None = None,
+    no_record: str = "it was killed before it ended",
+    nodes: int = 1,
+    require_provenance: bool = True,
+) -> dict:
+    """The run record of the run in ``run_dir``: ``identity`` (app, tier, variant, ...)
+    plus provenance, energy, run quality, values, figures and verification.
+
+    ``unfinished``: the scheduler's reason when the job did not run to its end (that is
+    then the verdict); ``stderr``: the job's standard error, whose last line explains a
+    crash; ``no_record``: why a run may have left no runner record."""
+    run_dir = Path(run_dir)
+    result = dict(identity)
+    prov = Path(build_dir, "provenance.json")
+    # a build of apptune's own (python -m apptune.build) has one; bisect's mixed trees not
+    result["provenance"] = (
+        json.loads(prov.read_text()) if prov.is_file() or require_provenance else None
+    )
+    result["energy"] = energy_record.to_dict()
+    if unfinished:
+        return failed(result, unfinished)
+    rec = runner.load_record(run_dir)
+    if rec is None:
+        tail = last_line(stderr)
+        return failed(
+            result,
+            f"the run left no run record ({runner.RECORD_FILE}): {no_record}"
+            + (f"; {tail}" if tail else ""),
+        )
+    q = dict(rec.get("quality") or {})
+    if nodes > 1 and q:
+        # the runner watches the node its job script runs on; the others are not measured
+        q["scope"] = f"measured on the first of the job's {nodes} nodes"
+    result.update(
+        quality=q or None,
+        machine=rec.get("machine"),
+        machine_id=rec.get("machine_id"),
+        run=run_summary(rec),
+    )
+    crash = None
+    if rec.get("exit_status") != 0:
+        tail = last_line(stderr)
+        crash = rec.get("message") or f"run exited with status {rec.get('exit_status')}"
+        if tail and tail not in crash and not tail.startswith("apptune: error:"):
+            crash += f" ({tail})"
+    run = recipe.run
+    try:
+        values, curves = outputs.parse_all(run.outputs, run_dir, stdout, tier)
+    except ApptuneError as e:
+        return failed(result, f"{crash}: {e}" if crash else str(e))
+    result["values"] = values  # every parsed field, also unverified (`apptune bless --new`)
+    result["curves"] = outputs.write_curves(curves, run_dir / CURVES_DIR)
+    texts = outputs.own_check_texts(run, run_dir, stdout)
+    v = verify.verify(
+        recipe.name,
+        tier,
+        values,
+        run.own_checks,
+        texts,
+        environment,
+        variant,
+        run.outputs[0].file,
+        changed_inputs=set(changed_inputs),
+    )
+    if result["provenance"] is not None:
+        atomic_write_json(run_dir / "provenance.json", result["provenance"])
+    if crash:
+        v.ok = False
+        v.own_checks.append({"pattern": "exit status", "matches": 0, "ok": False, "message": crash})
+    result["figures"] = figures(recipe, values, rec.get("wall_s"), energy_record)
+    verify.check_figures(v, result["figures"])
+    atomic_write_json(run_dir / "verification.json", v.to_dict())
+    result["verification"] = v.to_dict()
+    return result
