@@ -527,7 +527,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         plan = json.loads(a.plan.read_text())
-        prov = build(plan, a.source.resolve(), a.stage.resolve(), use_cache=not a.no_cache)
+        # APPTUNE_USE_BUILD_CACHE=0 in the environment of `apptune run` or `reframe` reaches
+        # every build job (ReFrame's -S does not reach the checks' build fixtures)
+        off = a.no_cache or os.environ.get("APPTUNE_USE_BUILD_CACHE", "1") == "0"
+        prov = build(plan, a.source.resolve(), a.stage.resolve(), use_cache=not off)
     except ApptuneError as e:
         print(f"apptune: error: {e}", file=sys.stderr, flush=True)
         return 1

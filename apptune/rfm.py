@@ -147,7 +147,8 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
     build_locally = True
 
     #: Reuse an identical earlier build from apptune's content-addressed build
-    #: cache (``-S use_build_cache=0`` forces a rebuild).
+    #: cache (``-S use_build_cache=0`` forces a rebuild of a build test selected by itself;
+    #: ``APPTUNE_USE_BUILD_CACHE=0`` in the environment, of every build of a run).
     #: :type: bool
     use_build_cache = variable(bool, value=True, loggable=True)
 

@@ -324,3 +324,16 @@ def test_optional_figure_is_declared_in_the_recipe():
     r = recipes.load_recipe(recipes.recipe_path("mpi-micro"))
     assert r.run.figures["placement_other_node"].optional
     assert not r.run.figures["placement_same_socket"].optional
+
+
+@pytest.mark.slow
+def test_the_environment_turns_the_build_cache_off_for_every_build(
+    toy_root, tmp_path, gnu_toolchain, capsys, monkeypatch
+):
+    rc, _ = _main(tmp_path / "first", gnu_toolchain)
+    assert rc == 0 and "built in" in capsys.readouterr().out
+    rc, _ = _main(tmp_path / "second", gnu_toolchain)
+    assert rc == 0 and "restored from the build cache" in capsys.readouterr().out
+    monkeypatch.setenv("APPTUNE_USE_BUILD_CACHE", "0")
+    rc, _ = _main(tmp_path / "third", gnu_toolchain)
+    assert rc == 0 and "built in" in capsys.readouterr().out
