@@ -56,9 +56,9 @@ from pathlib import Path
 
 import yaml
 
-from . import build, localrun, paths, recipes, yamlio
+from . import build, localrun, paths, recipes, templating, yamlio
 from .errors import ApptuneError
-from .figures import finite_median, fmt_figure
+from .figures import finite_median
 from .models import Recipe
 from .yamlio import atomic_write_json, atomic_write_text
 
@@ -1001,85 +1001,5 @@ def _save(res: BisectResult, work: Path) -> None:
 
 
 def report_md(res: BisectResult) -> str:
-    L = [
-        f"# apptune bisect: {res.app} {res.good} (good) vs {res.bad} (bad), {res.environment}, "
-        f"tier {res.tier}",
-        "",
-    ]
-    if res.ignore_per_file:
-        L.append("The bad build ignores the recipe's per_file rules (`--ignore-per-file`).\n")
-    L.append(
-        f"- objects that differ: {res.units} ({res.left_out.get('identical', 0)} identical left "
-        "out)"
-    )
-    L.append(
-        f"- build+run cycles: **{res.n_cycles}** (2 ends + {max(0, res.n_cycles - 2)} mixed "
-        "candidates)"
-    )
-    if res.relink_identical is not None:
-        L.append(
-            f"- relinking the bad objects reproduces the bad product byte for byte: "
-            f"{'yes' if res.relink_identical else 'no'}"
-        )
-    if res.culprits:
-        L.append(
-            f"- culprit(s): {', '.join('`' + c['source'] + '`' for c in res.culprits)} "
-            f"({res.method}); verified: {'yes' if res.verified else 'no'}; "
-            f"1-minimal: {'yes' if res.one_minimal else 'no'}"
-        )
-    for f in res.functions:
-        if f["functions"] and f["verified"]:
-            L.append(
-                f"- function level: in `{f['source']}`, {len(f['functions'])} of {f['of']} global "
-                "functions must keep the good flags: "
-                f"{', '.join('`' + x + '`' for x in f['functions'])} ({f['cycles']} more "
-                f"cycle{'' if f['cycles'] == 1 else 's'})" + (f"; {f['note']}" if f["note"] else "")
-            )
-        else:
-            L.append(f"- function level: `{f['source']}`: {f['note'] or 'no verified set'}")
-    for s, i in res.already_covered.items():
-        L.append(
-            f"- `{s}` is already covered by the recipe's per_file[{i}]: bisect confirms the rule "
-            "is needed"
-        )
-    for n in res.notes:
-        L.append(f"- note: {n}")
-    L += [
-        "",
-        "| cycle | candidate | good objects | verified | seconds | verification |",
-        "|---|---|---|---|---|---|",
-    ]
-    for c in res.cycles:
-        L.append(
-            f"| {c.n} | {c.what} | {c.good_objects} | {'✓' if c.ok else '✗'} | {c.seconds} | "
-            f"{c.summary[:100].replace('|', '/')} |"
-        )
-    if res.timing:
-        t = res.timing
-        L += [
-            "",
-            f"Speed (medians of {t['repeats']} interleaved runs each, same session; "
-            f"{t['figure']}: {t['better']} is better):",
-            "",
-            f"| build | {t['figure']} ({t['unit']}) | wall time (s) | {t['figure']} vs good | vs "
-            "bad |",
-            "|---|---|---|---|---|",
-        ]
-        for k in ("good", "bad", "mixed"):
-            m = t["medians"][k]
-            g, b = t["medians"]["good"]["primary"], t["medians"]["bad"]["primary"]
-            L.append(
-                f"| {k} | {fmt_figure(m['primary'])} | {fmt_figure(m['wall_time'])} | "
-                f"{fmt_figure(m['primary'] / g if m['primary'] and g else None)} | "
-                f"{fmt_figure(m['primary'] / b if m['primary'] and b else None)} |"
-            )
-    if res.entries:
-        L += [
-            "",
-            "Per-file override (recipe diff; `--write` applies it):",
-            "",
-            "```diff",
-            res.diff.rstrip(),
-            "```",
-        ]
-    return "\n".join(L) + "\n"
+    """The bisect's report (apptune/templates/bisect-report.md.j2)."""
+    return templating.environment().get_template("bisect-report.md.j2").render(r=res)

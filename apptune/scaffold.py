@@ -35,7 +35,7 @@ from types import SimpleNamespace
 import jinja2
 import yaml
 
-from . import paths, recipes, sources
+from . import paths, recipes, sources, templating
 from .errors import ApptuneError
 from .models import NAME_RE, SHA256_RE, SourceSpec
 from .validate import _rel
@@ -374,13 +374,7 @@ def _flow(words, indent: int = 0, width: int = 96) -> str:
 
 def environment() -> jinja2.Environment:
     """The templates of ``apptune new`` and ``apptune bless --new`` (apptune/templates/)."""
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("apptune", "templates"),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    env = templating.environment()
     env.filters["flow"] = _flow
     return env
 

@@ -44,9 +44,9 @@ from pathlib import Path
 
 import yaml
 
-from . import localrun, paths, recipes
+from . import localrun, paths, recipes, templating
 from .errors import ApptuneError
-from .figures import finite_median, fmt_figure
+from .figures import finite_median
 from .models import TuningSpace
 from .yamlio import atomic_write_json, atomic_write_text, edit_yaml_text, load_model
 
@@ -959,76 +959,5 @@ def _round(v):
 
 
 def report_md(res: dict) -> str:
-    c = res["cost"]
-    L = [
-        f"# apptune tune: {res['app']}, tier {res['tier']}, objective {res['objective']} "
-        f"({', '.join(res['objective_figures'])})",
-        "",
-        f"Search: {c['trials']} trials ({c['search_runs']} runs within a budget of "
-        f"{res['budget']}), {c['builds']} builds ({c['builds_from_cache']} from the build cache, "
-        f"{c['build_seconds']} s), {c['runs']} runs in all ({c['run_seconds']} s, baseline and "
-        f"confirmation included); this session {c['this_session_seconds']} s. Method: Optuna TPE "
-        f"with successive-halving pruning over repeats ({res['repeats']} per candidate), the last "
-        f"{res.get('polish', 0)} runs of the budget a one-knob polish around the best trial; every "
-        f"run verified against reference/{res['app']}/{res['tier']}.yaml.",
-        "",
-    ]
-    if res["winner"] is None:
-        L.append("**No verified candidate beat the baseline in the confirmation runs.**\n")
-    L += [f"## Confirmation (same session, medians of {res['confirm']} interleaved runs each)", ""]
-    figs = res["objective_figures"]
-    tnames = [t["name"] for t in (res["confirmation"][0]["targets"] if res["confirmation"] else [])]
-    L.append(
-        "| rank | configuration | verified | score | "
-        + " | ".join(figs)
-        + " | "
-        + " | ".join(f"{n}" for n in tnames)
-        + " |"
-    )
-    L.append("|---" * (4 + len(figs) + len(tnames)) + "|")
-    for i, r in enumerate(res["confirmation"], 1):
-        tv = [
-            f"{fmt_figure(t['value'])} {'✓' if t['met'] else '✗'} (goal {t['goal']})"
-            for t in r["targets"]
-        ]
-        L.append(
-            f"| {i} | {r['label']} | "
-            f"{'✓' if r['verified'] else '✗ ' + '; '.join(r['failures'])[:80]} | "
-            f"{fmt_figure(r['score'])} | "
-            + " | ".join(fmt_figure(r["medians"].get(f)) for f in figs)
-            + " | "
-            + " | ".join(tv)
-            + " |"
-        )
-    skipped = (
-        sorted(set().union(*(set(r["skipped"]) for r in res["confirmation"])))
-        if res["confirmation"]
-        else []
-    )
-    if skipped:
-        L.append(
-            "\nNot compared where an input knob changed them (reference `depends_on`): "
-            f"{', '.join(skipped)}."
-        )
-    L += [
-        "",
-        "## Trials (search order; score = geometric mean of speedups over the baseline)",
-        "",
-        "| # | state | configuration | runs | score | note |",
-        "|---|---|---|---|---|---|",
-    ]
-    for tr in res["trials"]:
-        L.append(
-            f"| {tr['number']} | {tr['state'].lower()} | {tr['label'] or ''} | {tr['runs']} | "
-            f"{fmt_figure(tr['value'])} | {(tr['summary'] or '')[:90].replace('|', '/')} |"
-        )
-    if res["diff"]:
-        L += [
-            "",
-            "## Winner as a diff (`--write` applies it)",
-            "",
-            "```diff",
-            res["diff"].rstrip(),
-            "```",
-        ]
-    return "\n".join(L) + "\n"
+    """The search's report (apptune/templates/tune-report.md.j2)."""
+    return templating.environment().get_template("tune-report.md.j2").render(r=res)
