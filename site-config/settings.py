@@ -106,6 +106,9 @@ site_configuration = {
                                     'fortran': ['ifx', 'mpiifx']}},
         },
     ],
+    # A finished job is noticed within half a second: ReFrame's poll rate otherwise decays
+    # to one poll in 10 s, adding up to seconds to every short run of a tier.
+    'general': [{'poll_rate_min': 2}],
     'modes': [
         {
             # Reduced inputs, one job at a time (timings compare within the run)
