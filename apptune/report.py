@@ -526,17 +526,63 @@ def _styles(a: dict) -> dict[str, dict]:
     return a["variant_styles"]
 
 
+#: Figures of the report being rendered, written by :func:`_write_figures`.
+_PENDING: list[tuple] = []
+
+
 def _save_figure(fig, out: Path) -> Path:
-    """Write a matplotlib figure atomically (a reader never sees half a PNG) and close it."""
+    """Queue a matplotlib figure to be written to ``out`` (:func:`_write_figures`)."""
+    import matplotlib
+
+    # the queued figures stay open until they are written: that is intended
+    matplotlib.rcParams["figure.max_open_warning"] = 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _PENDING.append((fig, out))
+    return out
+
+
+def _write_part(part: list[tuple]) -> None:
+    for fig, out in part:
+        # atomically: a reader never sees half a PNG
+        fig.tight_layout()
+        tmp = out.with_suffix(".tmp.png")
+        fig.savefig(tmp)
+        tmp.replace(out)
+
+
+def _write_figures() -> None:
+    """Write the queued figures, on every core: drawing and PNG encoding are most of a
+    report's time. Forked workers share the figures without copying them; a part whose
+    worker failed is written here instead."""
+    import multiprocessing
+    import os
+
     import matplotlib.pyplot as plt
 
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(out)
-    return out
+    jobs = list(_PENDING)
+    _PENDING.clear()
+    try:
+        n = min(len(jobs), os.cpu_count() or 1)
+        parts = [jobs[i::n] for i in range(n)] if n else []
+        if n > 1 and "fork" in multiprocessing.get_all_start_methods():
+            ctx = multiprocessing.get_context("fork")
+            procs = [ctx.Process(target=_write_part, args=(part,)) for part in parts[1:]]
+            for proc in procs:
+                proc.start()
+            try:
+                _write_part(parts[0])
+            finally:
+                for proc in procs:
+                    proc.join()
+            for proc, part in zip(procs, parts[1:], strict=True):
+                if proc.exitcode != 0:
+                    _write_part(part)
+        else:
+            for part in parts:
+                _write_part(part)
+    finally:
+        for fig, _ in jobs:
+            plt.close(fig)
 
 
 def power_plots(summary: dict, run_dir: Path) -> None:
@@ -789,10 +835,13 @@ def render(
                 if (v.app, v.tier) == (a["app"], a["tier"])
             ]
         )
-    power_plots(summary, run_dir)
-    curve_plots(summary, run_dir)
-    if history_dir is not None:
-        trend_plots(summary, run_dir, verdicts, order)
+    try:
+        power_plots(summary, run_dir)
+        curve_plots(summary, run_dir)
+        if history_dir is not None:
+            trend_plots(summary, run_dir, verdicts, order)
+    finally:
+        _write_figures()
     md = env.get_template("report.md.j2").render(**summary)
     html = env.get_template("report.html.j2").render(**summary)
     paths = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")
