@@ -526,12 +526,12 @@ def _styles(a: dict) -> dict[str, dict]:
     return a["variant_styles"]
 
 
-#: Figures of the report being rendered, written by :func:`_write_figures`.
+#: Figures of the report being rendered, written by :func:`write_figures`.
 _PENDING: list[tuple] = []
 
 
 def _save_figure(fig, out: Path) -> Path:
-    """Queue a matplotlib figure to be written to ``out`` (:func:`_write_figures`)."""
+    """Queue a matplotlib figure to be written to ``out`` (:func:`write_figures`)."""
     import matplotlib
 
     # the queued figures stay open until they are written: that is intended
@@ -550,7 +550,7 @@ def _write_part(part: list[tuple]) -> None:
         tmp.replace(out)
 
 
-def _write_figures() -> None:
+def write_figures() -> None:
     """Write the queued figures, on every core: drawing and PNG encoding are most of a
     report's time. Forked workers share the figures without copying them; a part whose
     worker failed is written here instead."""
@@ -841,7 +841,7 @@ def render(
         if history_dir is not None:
             trend_plots(summary, run_dir, verdicts, order)
     finally:
-        _write_figures()
+        write_figures()
     md = env.get_template("report.md.j2").render(**summary)
     html = env.get_template("report.html.j2").render(**summary)
     paths = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")

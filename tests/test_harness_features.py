@@ -313,6 +313,7 @@ def test_curve_columns_without_a_finite_value_are_not_plotted(tmp_path):
         ]
     }
     report.curve_plots(summary, tmp_path)
+    report.write_figures()
     assert [p["y"] for p in summary["apps"][0]["curve_plots"]] == ["same_socket_us"]
     assert (tmp_path / "plots/curve-mpi-micro-ci-placement-same_socket_us.png").is_file()
 
