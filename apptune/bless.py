@@ -109,7 +109,7 @@ def reference_text(text: str, values: dict[str, float], recorded: str | None) ->
                 if float(spec["value"]) == float(new):
                     continue
             except (TypeError, ValueError):
-                pass
+                pass  # the stored value is not a number: the new one replaces it
             spec["value"] = _number(new)
 
     return yamlio.edit_yaml_text(text, change)

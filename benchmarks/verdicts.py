@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from apptune import records  # the venv's editable install of this tree
+
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
 
@@ -40,9 +42,6 @@ def sh(args, env, cwd, check=True) -> subprocess.CompletedProcess:
 
 
 def results(run_dir: Path) -> list[dict]:
-    sys.path.insert(0, str(REPO))
-    from apptune import records
-
     return [c.record for c in records.cases(run_dir) if c.record]
 
 
