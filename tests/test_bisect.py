@@ -255,21 +255,11 @@ def synth_root(toy_root):
 
 
 @pytest.mark.integration
-def test_synthetic_fortran_c_case_names_the_fast_math_file(synth_root, tmp_path, capsys):
+def test_synthetic_fortran_c_case_names_the_fast_math_file(synth_root, tmp_path, capsys, toy_site):
     """Builds the synthetic program (8 objects: 5 C in an archive, 3 Fortran with two
     modules) at baseline and aggressive, and bisects: exactly lib/missing.c, in at
     most 15 build+run cycles, verified; the recipe is only written with --write."""
-    tc = recipes.Toolchain(
-        environment="gnu",
-        family="gnu",
-        cc="gcc",
-        cxx="g++",
-        ftn="gfortran",
-        mpi="none",
-        mpi_standard="3.1",
-        blas="openblas",
-    )
-    site = localrun.Site("gnu", tc, {}, "local", "test:local", {})
+    site = toy_site
     recipe_file = synth_root / "build-recipes/synth.yaml"
     before = recipe_file.read_text()
     res = bisect.bisect("synth", "baseline", "aggressive", site, work=tmp_path / "w", repeats=1)
@@ -300,23 +290,13 @@ def test_synthetic_fortran_c_case_names_the_fast_math_file(synth_root, tmp_path,
 
 
 @pytest.mark.integration
-def test_a_cmake_build_is_bisected_like_a_make_build(toy_root, tmp_path):
+def test_a_cmake_build_is_bisected_like_a_make_build(toy_root, tmp_path, toy_site):
     """The same program built by CMake (Makefile generator, out of source): CMake's
     own probes (compiler identification, try_compile) pass through the wrappers
     and are not the product; the objects under _build/ are mixed and relinked with
     CMake's recorded link lines; the culprit is found the same way."""
     synth_app.write_tree(toy_root, cmake=True)
-    tc = recipes.Toolchain(
-        environment="gnu",
-        family="gnu",
-        cc="gcc",
-        cxx="g++",
-        ftn="gfortran",
-        mpi="none",
-        mpi_standard="3.1",
-        blas="openblas",
-    )
-    site = localrun.Site("gnu", tc, {}, "local", "test:local", {})
+    site = toy_site
     res = bisect.bisect("synth", "baseline", "aggressive", site, work=tmp_path / "w", repeats=1)
     assert [c["source"] for c in res.culprits] == ["lib/missing.c"]
     assert res.verified and res.n_cycles <= 15

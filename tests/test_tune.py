@@ -38,18 +38,8 @@ def synth_root(toy_root):
 
 
 @pytest.fixture
-def site():
-    tc = recipes.Toolchain(
-        environment="gnu",
-        family="gnu",
-        cc="gcc",
-        cxx="g++",
-        ftn="gfortran",
-        mpi="none",
-        mpi_standard="3.1",
-        blas="openblas",
-    )
-    return localrun.Site("gnu", tc, {}, "local", "test:local", {})
+def site(gnu_toolchain):
+    return localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
 
 
 def test_the_hpcc_space_is_valid():
