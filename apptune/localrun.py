@@ -25,11 +25,10 @@ from pathlib import Path
 
 from . import energy, inputs, paths, placement, recipes, runner, sources
 from . import run as runcore
-from .constants import RESULT_FILE, XFAIL_FILE
+from .constants import XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .models import Recipe
 from .recipes import time_limit_seconds
-from .yamlio import atomic_write_json
 
 #: Launchers a candidate can be started with on this node (ReFrame's names).
 LAUNCHERS = ("mpirun", "local")
@@ -336,7 +335,7 @@ def run_tier(
         no_record="killed by its time limit?",
         require_provenance=False,
     )
-    atomic_write_json(run_dir / RESULT_FILE, record)
+    runcore.write_record(run_dir, record)
     v = record["verification"]
     figures = record.get("figures") or {"wall_time": (record.get("run") or {}).get("wall_s")}
     result = RunResult(

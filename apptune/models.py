@@ -702,3 +702,56 @@ class TuningSpace(Strict):
             k: v if isinstance(v, TuneInputKnob) else TuneInputKnob(values=v)
             for k, v in self.inputs.items()
         }
+
+
+# ------------------------------------------------------------------------- run records
+class RunVerification(BaseModel):
+    """The verification part of a run record: always a verdict and one sentence; the
+    per-field comparison when there was output to compare (apptune/verify.py)."""
+
+    model_config = ConfigDict(extra="allow")
+    ok: bool
+    summary: str
+
+
+class RunRecord(BaseModel):
+    """``apptune-result.json``: one run of one input, as the checks (apptune/rfm.py) and tune
+    and bisect trials (apptune/localrun.py) write it through :func:`apptune.run.write_record`
+    and everything that reads a run (report, history, bless) reads it through
+    :func:`apptune.records.load_record`. A run that produced nothing to verify has only its
+    identity, provenance, energy and verification."""
+
+    # unknown keys are refused by the writer; a reader keeps those of newer versions
+    model_config = ConfigDict(extra="allow")
+
+    app: str
+    tier: str
+    #: The run variant: the build variant, plus ``@placement`` parts.
+    variant: str | None
+    environment: str | None
+    build_variant: str | None = None
+    placement: str | None = None
+    system: str | None = None
+    partition: str | None = None
+    #: The ReFrame test's unique name; a trial's is ``trial``.
+    test: str | None = None
+    ranks: int | None = None
+    input: dict = {}
+    placement_layout: dict | None = None
+    #: The job: scheduler, job id, final state (and nodes on a cluster).
+    job: dict | None = None
+    #: A tune or bisect candidate, not a check of a tier.
+    trial: bool = False
+    provenance: dict | None = None
+    energy: dict | None = None
+    quality: dict | None = None
+    machine: dict | None = None
+    machine_id: str | None = None
+    #: The runner's summary: exit status, failed step, wall time, start time.
+    run: dict | None = None
+    values: dict | None = None
+    curves: dict | None = None
+    figures: dict[str, float | None] | None = None
+    verification: RunVerification
+    #: Each figure against this machine's baseline (apptune/baselines.py), checks only.
+    baseline: dict | None = None

@@ -9,12 +9,16 @@ test's output directory first, then in its stage directory.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pydantic
+
 from . import slurm
 from .constants import RESULT_FILE
-from .errors import ApptuneError, last_error_line
+from .errors import ApptuneError, format_validation_error, last_error_line
+from .models import RunRecord
 
 
 def load_json(path: Path):
@@ -24,11 +28,43 @@ def load_json(path: Path):
         return None
 
 
+def load_record(path: str | Path) -> dict | None:
+    """The run record (``apptune-result.json``, :class:`apptune.models.RunRecord`) in
+    ``path``, a file or its run directory; None if there is none. A record that is not
+    one (cut short, hand-edited, of another program) is an error naming the file and field."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULT_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ApptuneError(path, None, f"cannot read the run record: {e.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ApptuneError(path, None, f"not a run record: invalid JSON ({e.msg})") from None
+    if not isinstance(data, dict):
+        raise ApptuneError(path, None, "not a run record: not a JSON object")
+    try:
+        RunRecord.model_validate(data)
+    except pydantic.ValidationError as e:
+        raise format_validation_error(path, e, data, RunRecord) from None
+    return data
+
+
 def result_of(tc: dict) -> dict | None:
-    """The apptune result record of one ReFrame test case, None if it wrote none."""
+    """The apptune result record of one ReFrame test case, None if it wrote none (or an
+    unreadable one: that is said on stderr, in one line, and the case counts as without
+    a record, so one broken file stops no report)."""
     for d in (tc.get("outputdir"), tc.get("stagedir")):
         if d:
-            r = load_json(Path(d) / RESULT_FILE)
+            try:
+                r = load_record(Path(d))
+            except ApptuneError as e:
+                print(f"apptune: warning: {e}", file=sys.stderr)
+                continue
             if r is not None:
                 return r
     return None

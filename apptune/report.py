@@ -10,7 +10,6 @@ correct variant per figure.
 from __future__ import annotations
 
 import functools
-import json
 import math
 from pathlib import Path
 
@@ -21,17 +20,6 @@ from .constants import SKIP_FILE, XFAIL_FILE
 from .errors import ApptuneError
 from .figures import fmt_figure
 from .yamlio import atomic_write_json, atomic_write_text
-
-
-def _load_json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-_result_file = records.result_of
-
 
 #: ReFrame's results of a test that did not run: ``skip`` (it skipped itself, or a test it
 #: depends on was skipped or an expected failure) and ``fail_deps`` (a test it depends on
@@ -51,7 +39,7 @@ def _skip_reason(tc: dict, by_name: dict, depth: int = 0) -> str:
             if d and d.get("result") == "xfail":
                 return f"depends on {d['display_name']}, an expected failure: {_xfail_reason(d)}"
             if d and d.get("result") == "fail":
-                f = _row_failure(d, None)
+                f = records.failure(d, None)
                 return (
                     f"depends on {d['display_name']}, which failed"
                     f"{' in ' + f['phase'] if f['phase'] else ''}: {f['reason']}"
@@ -71,7 +59,7 @@ def _xfail_reason(tc: dict) -> str:
             r
             for d in (tc.get("outputdir"), tc.get("stagedir"))
             if d
-            for r in [_load_json(Path(d) / XFAIL_FILE)]
+            for r in [records.load_json(Path(d) / XFAIL_FILE)]
             if r
         ),
         None,
@@ -83,10 +71,8 @@ def _xfail_reason(tc: dict) -> str:
 
 def _testcases(report_file: Path) -> tuple[dict, list[dict], dict]:
     """The run report, its test cases, and the cases by unique name (and environment)."""
-    rep = _load_json(report_file)
-    if rep is None:
-        raise ApptuneError(report_file, None, "not a readable ReFrame run report")
-    cases = [tc for run in rep.get("runs", []) for tc in run.get("testcases", [])]
+    rep = records.read_report(Path(report_file).parent, report_file)
+    cases = records.testcases(rep)
     by_name = {(tc["unique_name"], tc.get("environ")): tc for tc in cases}
     by_name.update({tc["unique_name"]: tc for tc in cases})
     return rep, cases, by_name
@@ -108,9 +94,9 @@ def collect(report_file: Path) -> dict:
             continue
         if tc.get("fixture"):
             if res == "fail":
-                failures.append(_row_failure(tc, None))
+                failures.append(records.failure(tc, None))
             continue
-        r = _result_file(tc)
+        r = records.result_of(tc)
         if res in SKIPPED_RESULTS:
             skipped.append(
                 {
@@ -121,7 +107,7 @@ def collect(report_file: Path) -> dict:
             )
             continue
         if r is None:
-            failures.append(_row_failure(tc, None))
+            failures.append(records.failure(tc, None))
             continue
         row = {
             "test": tc["display_name"],
@@ -152,7 +138,7 @@ def collect(report_file: Path) -> dict:
         }
         rows.append(row)
         if res != "pass":
-            failures.append(_row_failure(tc, row))
+            failures.append(records.failure(tc, row))
     si = rep.get("session_info", {})
     session = {
         k: si.get(k)
@@ -397,9 +383,6 @@ def _readable_time(stamp):
         return datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%S%z").strftime("%Y-%m-%d %H:%M:%S %z")
     except (TypeError, ValueError):
         return stamp
-
-
-_row_failure = records.failure
 
 
 def _matrices(rows: list[dict]) -> list[dict]:

@@ -608,7 +608,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         v = result["verification"]
         if "figures" in result:  # verified (or not): the performance verdict goes with it
             result["baseline"] = self.judge_performance(result["figures"])
-        atomic_write_json(os.path.join(self.stagedir, RESULT_FILE), result)
+        run.write_record(self.stagedir, result)
         if "fields" not in v:  # nothing to verify: the reason is the whole verdict
             return sn.assert_true(False, msg=v["summary"])
         return sn.assert_true(

@@ -17,10 +17,12 @@ import json
 import os
 from pathlib import Path
 
+import pydantic
+
 from . import inputs, outputs, recipes, runner, verify
-from .constants import CURVES_DIR
-from .errors import ApptuneError
-from .models import Recipe
+from .constants import CURVES_DIR, RESULT_FILE
+from .errors import ApptuneError, format_validation_error
+from .models import Recipe, RunRecord
 from .yamlio import atomic_write_json
 
 
@@ -173,3 +175,21 @@ def evaluate(
     atomic_write_json(run_dir / "verification.json", v.to_dict())
     result["verification"] = v.to_dict()
     return result
+
+
+def write_record(run_dir: str | os.PathLike, record: dict) -> Path:
+    """Write ``record`` as the run directory's ``apptune-result.json``, atomically, after
+    checking it against :class:`RunRecord` (a key the schema does not know is refused, so
+    the checks and the trials cannot drift apart)."""
+    path = Path(run_dir, RESULT_FILE)
+    unknown = sorted(set(record) - set(RunRecord.model_fields))
+    if unknown:
+        raise ApptuneError(
+            path, unknown[0], "not a field of a run record (apptune.models.RunRecord)"
+        )
+    try:
+        RunRecord.model_validate(record)
+    except pydantic.ValidationError as e:
+        raise format_validation_error(path, e, record, RunRecord) from None
+    atomic_write_json(path, record)
+    return path

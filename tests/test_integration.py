@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from apptune import records
+
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
 
@@ -29,7 +31,7 @@ def results(run_dir: Path) -> dict:
     out = {}
     for base in ("output", "stage"):
         for f in (run_dir / base).rglob("apptune-result.json"):
-            r = json.loads(f.read_text())
+            r = records.load_record(f)
             out.setdefault((r["environment"], r["variant"]), r)
     return out
 
@@ -241,7 +243,7 @@ def test_examl_and_netpipe_ci_build_run_verify_and_plot(tmp_path):
     res = {}
     for base in ("output", "stage"):
         for f in (run_dir / base).rglob("apptune-result.json"):
-            r = json.loads(f.read_text())
+            r = records.load_record(f)
             res.setdefault((r["app"], r["environment"], r["variant"]), r)
     ex = res[("examl", "gnu", "tuned")]
     assert ex["verification"]["ok"], ex["verification"]

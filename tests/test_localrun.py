@@ -2,13 +2,12 @@
 overridden parameters, verification that skips fields of changed inputs, a real
 build and run of the toy app, and bad inputs."""
 
-import json
 import textwrap
 
 import pytest
 from conftest import REPO
 
-from apptune import inputs, localrun, recipes, verify
+from apptune import inputs, localrun, recipes, records, verify
 from apptune.errors import ApptuneError
 
 
@@ -77,7 +76,7 @@ def test_toy_builds_runs_and_verifies_like_a_check(toy_root, tmp_path, gnu_toolc
     res = localrun.run_tier(r, "ci", tmp_path / "b", tmp_path / "run", site)
     assert res.ok, res.summary
     assert res.figures["rate"] == 123.5 and res.figures["wall_time"] > 0
-    record = json.loads((tmp_path / "run/apptune-result.json").read_text())
+    record = records.load_record(tmp_path / "run")
     assert record["trial"] and record["verification"]["ok"] and record["figures"] == res.figures
     # the same plan in the same stage is not built again
     (tmp_path / "b/marker").write_text("x")

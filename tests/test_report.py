@@ -3,7 +3,7 @@
 import json
 import re
 
-from apptune import report
+from apptune import records, report
 
 
 def _tc(
@@ -219,7 +219,7 @@ def _result_files(run_dir):
     return {
         (r["environment"], r["variant"]): (p, r)
         for p in (run_dir / "output").rglob("apptune-result.json")
-        for r in [json.loads(p.read_text())]
+        for r in [records.load_record(p)]
     }
 
 

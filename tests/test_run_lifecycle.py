@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TOY_ACC, TOY_MAIN, TOY_MAKEFILE, make_tarball, write_run
 
-from apptune import cli, history, report, supervise
+from apptune import cli, history, records, report, supervise
 from apptune.constants import RESULT_FILE, SKIP_FILE
 
 REFRAME = str(Path(sys.executable).with_name("reframe"))
@@ -627,13 +627,13 @@ def test_the_check_and_a_trial_write_the_same_run_record(toy_root, tmp_path):
     p = _run(["--run-dir", str(run_dir), "--no-history", "--", "--keep-stage-files"])
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     (check_file,) = (run_dir / "output").rglob(RESULT_FILE)
-    check = json.loads(check_file.read_text())
+    check = records.load_record(check_file)
     (build,) = (run_dir / "stage").rglob("ToyBuild_*")
     site = localrun.load_site("gnu", toy_root / "site-config/settings.py")
     trial = localrun.run_tier(
         recipes.load_recipe("toy"), "ci", build, tmp_path / "trial", site, label="baseline"
     )
-    rec = json.loads((tmp_path / "trial" / RESULT_FILE).read_text())
+    rec = records.load_record(tmp_path / "trial")
     measured = {"energy", "quality", "run", "machine", "curves", "figures"}
     check_only = {"build_variant", "placement", "system", "test", "placement_layout", "job"}
     check_only |= {"baseline"}

@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from apptune import records
+
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "ci" / "slurm-local.sh"
 APPTUNE = [sys.executable, "-m", "apptune"]
@@ -83,7 +85,7 @@ def results(run_dir: Path) -> list[dict]:
     found = {}
     for base in ("output", "stage"):
         for f in (run_dir / base).rglob("apptune-result.json"):
-            r = json.loads(f.read_text())
+            r = records.load_record(f)
             found.setdefault(r["test"], dict(r, dir=str(f.parent)))
     return list(found.values())
 

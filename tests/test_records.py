@@ -1,0 +1,82 @@
+"""The run record: one schema (apptune.models.RunRecord), one writer (apptune.run.write_record)
+and one reader (apptune.records.load_record) for checks and trials alike."""
+
+import json
+
+import pytest
+
+from apptune import records, run
+from apptune.constants import RESULT_FILE
+from apptune.errors import ApptuneError
+
+pytestmark = pytest.mark.unit
+
+
+def _record(**kw):
+    rec = {
+        "app": "toy",
+        "tier": "ci",
+        "variant": "baseline",
+        "environment": "gnu",
+        "input": {"n": 3},
+        "figures": {"wall_time": 1.5, "rate": 123.5},
+        "verification": {"ok": True, "summary": "verified 1 fields", "fields": []},
+    }
+    rec.update(kw)
+    return rec
+
+
+def test_a_written_record_reads_back_unchanged(tmp_path):
+    path = run.write_record(tmp_path, _record())
+    assert path == tmp_path / RESULT_FILE
+    assert records.load_record(tmp_path) == _record()
+    assert records.load_record(path) == _record()
+
+
+def test_a_run_directory_without_a_record_has_none(tmp_path):
+    assert records.load_record(tmp_path) is None
+
+
+def test_the_writer_refuses_a_key_the_schema_does_not_know(tmp_path):
+    with pytest.raises(ApptuneError) as e:
+        run.write_record(tmp_path, _record(figurez={}))
+    assert str(e.value).endswith("figurez: not a field of a run record (apptune.models.RunRecord)")
+    assert not (tmp_path / RESULT_FILE).exists()
+
+
+def test_the_writer_refuses_a_record_without_a_verdict(tmp_path):
+    rec = _record()
+    del rec["verification"]["ok"]
+    with pytest.raises(ApptuneError) as e:
+        run.write_record(tmp_path, rec)
+    assert "verification.ok" in str(e.value) and str(tmp_path) in str(e.value)
+    assert not (tmp_path / RESULT_FILE).exists()
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ('{"app": "toy"', "invalid JSON"),
+        ("[1, 2]", "not a JSON object"),
+        (json.dumps(_record(figures={"rate": "fast"})), "figures.rate"),
+        (json.dumps({k: v for k, v in _record().items() if k != "tier"}), "tier"),
+    ],
+)
+def test_a_broken_record_is_one_line_naming_the_file_and_field(tmp_path, text, says):
+    (tmp_path / RESULT_FILE).write_text(text)
+    with pytest.raises(ApptuneError) as e:
+        records.load_record(tmp_path)
+    msg = str(e.value)
+    assert RESULT_FILE in msg and says in msg and "\n" not in msg
+
+
+def test_a_broken_record_stops_no_report_it_is_a_warning(tmp_path, capsys):
+    out, stage = tmp_path / "output", tmp_path / "stage"
+    out.mkdir()
+    stage.mkdir()
+    (out / RESULT_FILE).write_text("{")
+    run.write_record(stage, _record())
+    assert records.result_of({"outputdir": str(out), "stagedir": str(stage)}) == _record()
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("apptune: warning: ") and "invalid JSON" in err
+    assert "\n" not in err
