@@ -53,7 +53,7 @@ def _skip_reason(tc: dict, by_name: dict, depth: int = 0) -> str:
 
 def _xfail_reason(tc: dict) -> str:
     """Why a test failed as expected: the build's record (reason and the compiler's own
-    message) or ReFrame's message."""
+    message), the run record's known-wrong reason, or ReFrame's message."""
     rec = next(
         (
             r
@@ -66,6 +66,9 @@ def _xfail_reason(tc: dict) -> str:
     )
     if rec:
         return f"{rec['reason']} (compiler said: {rec['compiler_said']})"
+    known_wrong = ((records.result_of(tc) or {}).get("verification") or {}).get("xfail")
+    if known_wrong:
+        return f"known-wrong result: {known_wrong}"
     return " ".join(str(tc.get("fail_reason") or "expected failure").split())[:500]
 
 

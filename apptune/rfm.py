@@ -134,6 +134,29 @@ class SourceFetch(rfm.RunOnlyRegressionTest):
         )
 
 
+def expected_build_failure(test) -> bool:
+    """Whether the recipe's ``build.expected_failures`` (data, reviewed as a diff) lists this
+    environment and variant: ReFrame then reports the build XFAIL when it fails (the build
+    itself checks that the compiler said what the entry expects, ``apptune-xfail.json``)
+    and XPASS, a failure, when it builds (the entry is stale)."""
+    return (
+        recipes.expected_build_failure(test.recipe, test.current_environ.name, test.variant)
+        is not None
+    )
+
+
+def expected_wrong_result(test) -> bool:
+    """Whether ``reference/APP/TIER.yaml`` ``xfail`` lists this environment and variant as a
+    known-wrong result (the reason is the run record's ``verification.xfail``)."""
+    _, ref = verify.load_reference(test.app, test.tier)
+    return verify.xfail_reason(ref, test.current_environ.name, test.run_variant) is not None
+
+
+@rfm.xfail(
+    "expected build failure listed in the recipe's build.expected_failures "
+    "(the reason and the compiler's message: apptune-xfail.json, apptune report)",
+    expected_build_failure,
+)
 class AppBuild(rfm.CompileOnlyRegressionTest):
     """Build one variant of an application with the current environment."""
 
@@ -208,16 +231,12 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
             msg=err or "build produced no provenance.json",
         )
 
-    def __rfm_xfail_sanity__(self):
-        # The recipe's build.expected_failures (data, reviewed as a diff): the build is
-        # reported XFAIL when it fails with the compiler's stated message, XPASS (a
-        # failure: the entry is stale) when it builds.
-        x = recipes.expected_build_failure(self.recipe, self.current_environ.name, self.variant)
-        if x is None:
-            return False, ""
-        return True, f"expected build failure: {x[1].reason}"
 
-
+@rfm.xfail(
+    "known-wrong result listed in the tier's reference (reference/APP/TIER.yaml xfail; "
+    "the reason: the run record's verification.xfail, apptune report)",
+    expected_wrong_result,
+)
 class AppRun(rfm.RunOnlyRegressionTest):
     """Run one input tier of an application against a build, verify it, time it."""
 
@@ -550,22 +569,11 @@ class AppRun(rfm.RunOnlyRegressionTest):
         atomic_write_json(os.path.join(self.stagedir, "energy.json"), self.energy_record.to_dict())
 
     # ----------------------------------------------------------------- results
-    def _values(self):
-        if not hasattr(self, "_parsed"):
-            self._parsed, _ = outputs.parse_all(
-                self.recipe.run.outputs, self.stagedir, self.stdout.evaluate(), self.tier
-            )
-        return self._parsed
-
     def run_record(self) -> dict | None:
         """What the runner wrote: exit status, wall time, run quality, machine."""
         if not hasattr(self, "_run_record"):
             self._run_record = runner.load_record(self.stagedir)
         return self._run_record
-
-    def figures(self) -> dict:
-        wall = (self.run_record() or {}).get("wall_s")
-        return run.figures(self.recipe, self._values(), wall, self.energy_record)
 
     def _identity(self) -> dict:
         return {
@@ -583,8 +591,13 @@ class AppRun(rfm.RunOnlyRegressionTest):
             "placement_layout": dict(self.placement_layout.to_dict(), binding=self.binding),
         }
 
-    @sanity_function
-    def validate(self):
+    @run_after("run")
+    def record_run(self):
+        """The run record (:func:`apptune.run.evaluate`) with this machine's baseline verdict,
+        written as ``apptune-result.json`` for every run that ended, passed or not (the
+        sanity function only asserts on it)."""
+        if self.is_dry_run():
+            return
         job, unfinished = self._job_outcome()
         # `-S num_ranks=N` changes the input: fields that depend on the rank count are not compared
         r = self.recipe
@@ -605,10 +618,14 @@ class AppRun(rfm.RunOnlyRegressionTest):
             no_record=f"it was killed before it ended (job exit code {self.job.exitcode})",
             nodes=getattr(self.placement_layout, "nodes", None) or 1,
         )
-        v = result["verification"]
         if "figures" in result:  # verified (or not): the performance verdict goes with it
             result["baseline"] = self.judge_performance(result["figures"])
         run.write_record(self.stagedir, result)
+        self.apptune_result = result
+
+    @sanity_function
+    def validate(self):
+        v = self.apptune_result["verification"]
         if "fields" not in v:  # nothing to verify: the reason is the whole verdict
             return sn.assert_true(False, msg=v["summary"])
         return sn.assert_true(
@@ -644,22 +661,14 @@ class AppRun(rfm.RunOnlyRegressionTest):
         )
         return out
 
-    def __rfm_xfail_sanity__(self):
-        # The contract of @rfm.xfail (ReFrame >= 4.9), with the reason taken per
-        # environment/variant from reference/APP/<tier>.yaml ``xfail`` (data, reviewed
-        # as a diff) instead of being fixed in check code.
-        _, ref = verify.load_reference(self.app, self.tier)
-        reason = verify.xfail_reason(ref, self.current_environ.name, self.run_variant)
-        return reason is not None, reason
-
     # ------------------------------------------------------------- performance
     @run_before("performance")
     def set_references(self):
         """ReFrame's references: only the figures :meth:`judge_performance` gives a verdict."""
         specs = recipes.figure_specs(self.recipe)
-        figures = self.figures()
+        figures = self.apptune_result.get("figures") or {}
         present = {n for n, v in figures.items() if v is not None}
-        judged = self.judge_performance(figures)
+        judged = self.apptune_result.get("baseline") or self.judge_performance(figures)
         self.reference = baselines.reframe_reference(judged["figures"], specs)
         self.perf_variables = {
             name: sn.make_performance_function(self._figure(name), fig.unit)
@@ -669,7 +678,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
 
     @sn.deferrable
     def _figure(self, name):
-        v = self.figures().get(name)
+        v = (self.apptune_result.get("figures") or {}).get(name)
         if v is None:
             raise ApptuneError(
                 self.recipe.run.outputs[0].file, name, "figure missing from the output"

@@ -646,3 +646,34 @@ def test_the_check_and_a_trial_write_the_same_run_record(toy_root, tmp_path):
     assert rec["figures"].keys() == check["figures"].keys()
     assert rec["figures"]["rate"] == check["figures"]["rate"] == 123.5
     assert rec["run"].keys() == check["run"].keys() and rec["machine"] == check["machine"]
+
+
+@pytest.mark.integration
+def test_a_known_wrong_result_is_xfail_with_its_reason_and_a_stale_entry_is_xpass(
+    toy_root, tmp_path
+):
+    """``reference/APP/TIER.yaml`` ``xfail`` through ReFrame's ``@rfm.xfail``: a listed
+    variant whose numbers are wrong is XFAIL (the report gives the data's reason); the same
+    entry on numbers that verify is XPASS, a failure that names the stale entry."""
+    toy_checks(toy_root, "{gnu: [baseline, tuned]}")
+    ref = toy_root / "reference/toy/ci.yaml"
+    ref.write_text(ref.read_text() + 'xfail:\n  gnu/tuned: "sum drifts with -O3 (toy bug 7)"\n')
+    good = ref.read_text()
+    ref.write_text(good.replace("1.6449330668", "1.7"))  # both variants now give wrong numbers
+    p = _run(["--run-dir", str(tmp_path / "wrong"), "--no-history"])
+    assert p.returncode != 0, p.stdout[-3000:]
+    assert "XFAIL" in p.stdout and "known-wrong result listed in the tier's reference" in p.stdout
+    summary = json.loads((tmp_path / "wrong/summary.json").read_text())
+    (x,) = summary["expected_failures"]
+    assert x["reason"] == "known-wrong result: sum drifts with -O3 (toy bug 7)", x
+    assert "%build.variant=tuned" in x["test"]
+    assert [f["test"] for f in summary["failures"] if "variant=baseline" in f["test"]], summary
+
+    ref.write_text(good)  # the numbers verify: the entry is stale
+    p = _run(["--run-dir", str(tmp_path / "stale"), "--no-history"])
+    assert p.returncode != 0, p.stdout[-3000:]
+    assert "XPASS" in p.stdout, p.stdout[-3000:]
+    summary = json.loads((tmp_path / "stale/summary.json").read_text())
+    assert not summary["expected_failures"]
+    (f,) = summary["failures"]
+    assert "%build.variant=tuned" in f["test"], f
