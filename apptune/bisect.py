@@ -644,7 +644,10 @@ def bisect(
     ranks: int | None = None,
     functions: bool = True,
     log=None,
+    on_trial=None,
 ) -> BisectResult:
+    """Bisect ``bad`` against ``good`` on ``tier``; ``on_trial`` is called with the run
+    directory of each run once it ran."""
     log = log or (lambda m: print(m, flush=True))
     recipe = recipes.load_recipe(app)
     rfile = recipes.recipe_path(app)
@@ -688,6 +691,14 @@ def bisect(
     )
     figure = recipe.run.primary
 
+    def run_trial(build_dir: Path, name: str, label: str) -> localrun.RunResult:
+        r = localrun.run_tier(
+            recipe, tier, build_dir, work / "runs" / name, site, ranks=ranks, label=label
+        )
+        if on_trial:
+            on_trial(r.run_dir)
+        return r
+
     def cycle(what, n_good, n_bad, r, t0):
         c = Cycle(
             len(res.cycles) + 1,
@@ -710,9 +721,7 @@ def bisect(
         t0 = time.monotonic()
         log(f"apptune: bisect: building {name} end {plan['variant']} with {site.environment}")
         localrun.build_variant(recipe, plan, site, work / name, use_cache=False)
-        r = localrun.run_tier(
-            recipe, tier, work / name, work / "runs" / name, site, ranks=ranks, label=variant
-        )
+        r = run_trial(work / name, name, variant)
         cycle(f"{name} build {variant}", 0, 0, r, t0)
         ends[name] = r
     if not ends["good"].ok:
@@ -765,15 +774,7 @@ def bisect(
         t0 = time.monotonic()
         n = len(res.cycles) + 1
         d = mixer.make(goods, work / f"mix-{n:02d}", replace)
-        r = localrun.run_tier(
-            recipe,
-            tier,
-            d,
-            work / "runs" / f"mix-{n:02d}",
-            site,
-            ranks=ranks,
-            label=f"{bad} with {len(goods)} good objects",
-        )
+        r = run_trial(d, f"mix-{n:02d}", f"{bad} with {len(goods)} good objects")
         cycle(what, len(goods), n_bad, r, t0)
         if r.ok:
             (d / "passed").touch()
@@ -877,9 +878,7 @@ def bisect(
     samples = {k: {"primary": [], "wall_time": []} for k in builds}
     for i in range(repeats):
         for k, d in builds.items():
-            r = localrun.run_tier(
-                recipe, tier, d, work / "runs" / f"time-{k}-{i}", site, ranks=ranks, label=k
-            )
+            r = run_trial(d, f"time-{k}-{i}", k)
             if k == "mixed" and not r.ok:
                 res.notes.append(
                     f"timing repeat {i + 1}: the mixed build failed verification: {r.summary}"

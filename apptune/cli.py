@@ -225,6 +225,46 @@ def reframe_storage_env(env: dict) -> dict:
     }
 
 
+@contextlib.contextmanager
+def trials_in_history(a, tool: str):
+    """What ``tune`` or ``bisect`` calls with each trial's run directory; when the command
+    ends, also by an error or an interrupt, the trials that ran are stored in the history as
+    one session (``--no-history``: nothing, ``--history DIR``: that history)."""
+    from . import history
+
+    if a.no_history:
+        yield None
+        return
+    argv = getattr(a, "argv", sys.argv[1:])
+    session = history.TrialSession(tool, shlex.join(["apptune", *argv]))
+    try:
+        yield session.add
+    finally:
+        if session.run_dirs:
+            store_trials(session, a.history)
+
+
+def store_trials(session, directory: str | None) -> None:
+    """Store a trial session; a failing write is one line naming the database (the tool's
+    own result files are written before, and the command goes on)."""
+    import sqlite3
+
+    from . import history
+
+    db = Path(directory or history.history_dir()) / history.DB_FILE
+    try:
+        with history.History(directory) as h:
+            uuid, n, _ = h.ingest_trials(session)
+        print(f"apptune: history: {n} {session.tool} trials of session {uuid[:8]} in {db}")
+    except (ApptuneError, sqlite3.Error, OSError) as e:
+        same = isinstance(e, ApptuneError) and e.file == str(db)
+        detail = str(ApptuneError(None, e.field, e.message)) if same else str(e)
+        print(
+            f"apptune: error: history: {session.tool} trials not stored in {db}: {detail}",
+            file=sys.stderr,
+        )
+
+
 def cmd_list(a) -> int:
     from . import inputs
 
@@ -321,7 +361,9 @@ def cmd_baseline_update(a) -> int:
 def cmd_history(a) -> int:
     from . import history
 
-    with history.History(a.history, create=a.hcmd != "list") as h:
+    with history.History(a.history, create=a.hcmd == "ingest") as h:
+        if a.hcmd == "trials":
+            return show_trials(h, a.session)
         if a.hcmd == "list":
             for r in h.runs(mode=a.mode):
                 print(
@@ -349,6 +391,32 @@ def cmd_history(a) -> int:
                 + (f"{n} results stored" if new else "already in the history (unchanged)")
             )
         print(f"history: {h.path}")
+    return 0
+
+
+def show_trials(h, session: str | None) -> int:
+    """The stored tune and bisect sessions, or the trials of one (its uuid or a prefix)."""
+    if session is None:
+        runs = h.runs(kind="trial")
+        for r in runs:
+            print(
+                f"{r['started']}  {r['session_uuid'][:8]}  {r['mode']:<7} "
+                f"{r['num_cases']:>3} trials {r['num_failures']:>2} unverified  {r['run_dir']}"
+            )
+        print(f"{len(runs)} tune/bisect sessions in {h.path} (apptune history trials SESSION)")
+        return 0
+    r = h.session(session)
+    print(f"{r['mode']} session {r['session_uuid']}, {r['started']} on {r['hostname']}")
+    print(f"  {r['cmdline']}\n  runs in {r['run_dir']}")
+    for t in h.results(r["session_uuid"]):
+        figs = "  ".join(
+            f"{k}={v:.6g}" + (f" {u}" if u else "") for k, (v, u) in t["figures"].items()
+        )
+        state = "verified" if t["verified"] else f"UNVERIFIED ({(t['reason'] or '')[:100]})"
+        print(
+            f"{t['test']}  {t['variant']} [{t['environment']}]  "
+            f"{t['quality_grade'] or 'unmeasured'}  {state}  {figs}"
+        )
     return 0
 
 
@@ -505,19 +573,21 @@ def cmd_bisect(a) -> int:
     site = localrun.load_site(
         a.environment, a.config, languages=recipes.load_recipe(a.app).build.languages
     )
-    res = bisect.bisect(
-        a.app,
-        a.good,
-        a.bad,
-        site,
-        tier=a.tier,
-        work=a.work_dir,
-        ignore_per_file=a.ignore_per_file,
-        repeats=a.repeats,
-        max_cycles=a.max_cycles,
-        ranks=a.ranks,
-        functions=a.functions,
-    )
+    with trials_in_history(a, "bisect") as on_trial:
+        res = bisect.bisect(
+            a.app,
+            a.good,
+            a.bad,
+            site,
+            tier=a.tier,
+            work=a.work_dir,
+            ignore_per_file=a.ignore_per_file,
+            repeats=a.repeats,
+            max_cycles=a.max_cycles,
+            ranks=a.ranks,
+            functions=a.functions,
+            on_trial=on_trial,
+        )
     print(bisect.report_md(res))
     if not res.verified:
         print(
@@ -540,20 +610,22 @@ def cmd_tune(a) -> int:
     from . import tune
 
     try:
-        res = tune.tune(
-            a.app,
-            objective=a.objective,
-            budget=a.budget,
-            max_builds=a.max_builds,
-            repeats=a.repeats,
-            confirm=a.confirm,
-            top=a.top,
-            work=a.work_dir,
-            seed=a.seed,
-            polish=a.polish,
-            config_file=a.config,
-            tier=a.input,
-        )
+        with trials_in_history(a, "tune") as on_trial:
+            res = tune.tune(
+                a.app,
+                objective=a.objective,
+                budget=a.budget,
+                max_builds=a.max_builds,
+                repeats=a.repeats,
+                confirm=a.confirm,
+                top=a.top,
+                work=a.work_dir,
+                seed=a.seed,
+                polish=a.polish,
+                config_file=a.config,
+                tier=a.input,
+                on_trial=on_trial,
+            )
     except KeyboardInterrupt:
         print("apptune: tune: interrupted; the same command resumes the search", file=sys.stderr)
         return 130
@@ -657,7 +729,11 @@ def main(argv=None) -> int:
     )
     hl = hs.add_parser("list", help="stored runs")
     hl.add_argument("--mode", help="only runs of this ReFrame mode")
-    for p_ in (hi, hl):
+    ht = hs.add_parser(
+        "trials", help="stored tune and bisect sessions (never judged), or one session's trials"
+    )
+    ht.add_argument("session", nargs="?", metavar="SESSION", help="a session's uuid (or a prefix)")
+    for p_ in (hi, hl, ht):
         p_.add_argument(
             "--history",
             help="history directory (default $APPTUNE_HISTORY or ~/.local/share/apptune/history)",
@@ -840,7 +916,17 @@ def main(argv=None) -> int:
     )
     tu.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
     tu.set_defaults(func=cmd_tune)
+    for p_ in (bi, tu):
+        p_.add_argument(
+            "--history",
+            help="history directory for the trials (default $APPTUNE_HISTORY or "
+            "~/.local/share/apptune/history)",
+        )
+        p_.add_argument(
+            "--no-history", action="store_true", help="do not store the trials in the history"
+        )
     a = ap.parse_args(argv)
+    a.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return a.func(a)
     except KeyboardInterrupt:

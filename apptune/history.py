@@ -1,5 +1,9 @@
 """The history store: every run's results (figures, verdicts, provenance, energy) in SQLite.
 
+Two kinds of run: a ``check`` run is one ``apptune run`` (a ReFrame session), a ``trial``
+run is one ``apptune tune`` or ``apptune bisect`` command (its trials, each from its
+run record); only check runs are judged (change points, trends, regressions).
+
 One database file, ``history.sqlite``, in the history directory
 (``$APPTUNE_HISTORY``, default ``${XDG_DATA_HOME:-~/.local/share}/apptune/history``),
 next to ReFrame's own results database (``reframe-results.db``, which
@@ -10,7 +14,7 @@ Safe with several writers (nightly, a developer, a second partition's job):
 WAL journal, a busy timeout, and every change in one ``BEGIN IMMEDIATE``
 transaction, so a run is stored whole or not at all (a crash or a kill in the
 middle leaves nothing behind).  Ingesting a run twice stores it once: a run is
-keyed by ReFrame's session uuid.
+keyed by ReFrame's session uuid (a trial session by :attr:`TrialSession.uuid`).
 """
 
 from __future__ import annotations
@@ -21,11 +25,15 @@ import hashlib
 import json
 import os
 import re
+import socket
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from uuid import NAMESPACE_URL, uuid5
 
 from . import locks, recipes, records
+from .constants import RESULT_FILE
 from .errors import ApptuneError
 
 DB_FILE = "history.sqlite"
@@ -99,6 +107,16 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE results ADD COLUMN quality TEXT",  # the run-quality record (JSON)
             "ALTER TABLE results ADD COLUMN machine_id TEXT",
             "CREATE INDEX results_machine ON results(machine_id)",
+        ],
+    ),
+    (
+        3,
+        [
+            # the trials of `apptune tune` and `apptune bisect` (apptune/localrun.py): one run
+            # of kind 'trial' per session (mode: the tool), never part of a check's series
+            "ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'check' "
+            "CHECK (kind IN ('check', 'trial'))",
+            "CREATE INDEX runs_kind ON runs(kind)",
         ],
     ),
 ]
@@ -204,13 +222,23 @@ class History:
         Returns (session uuid, number of results, whether it was stored now).
         """
         run = read_run(Path(run_dir), Path(report_file) if report_file else None, report)
+        return self._store(run)
+
+    def ingest_trials(self, session: TrialSession) -> tuple[str, int, bool]:
+        """Store the trials of one ``apptune tune`` or ``apptune bisect`` command as one run of
+        kind ``trial`` (each trial's result as a check's is stored; never judged).
+
+        Returns (session uuid, number of trials, whether it was stored now)."""
+        return self._store(read_trials(session))
+
+    def _store(self, run: RunRec) -> tuple[str, int, bool]:
         with self.transaction() as db:
             if db.execute("SELECT 1 FROM runs WHERE session_uuid = ?", (run.uuid,)).fetchone():
                 return run.uuid, len(run.results), False
             cur = db.execute(
                 "INSERT INTO runs (session_uuid, run_dir, started_unix, started, mode, hostname, "
-                "reframe_version, cmdline, num_cases, num_failures, ingested) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                "reframe_version, cmdline, num_cases, num_failures, ingested, kind) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     run.uuid,
                     str(run.run_dir),
@@ -223,6 +251,7 @@ class History:
                     run.num_cases,
                     run.num_failures,
                     datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                    run.kind,
                 ),
             )
             run_id = cur.lastrowid
@@ -272,27 +301,33 @@ class History:
         return db.execute("SELECT id FROM provenance WHERE sha256 = ?", (sha,)).fetchone()[0]
 
     # ------------------------------------------------------------------- query
-    def stored(self, what: str) -> list[str]:
+    # Every query takes ``kind``: runs of kind 'check' unless a caller asks for the trials
+    # ('trial') or for both (None); what judges the checks never sees a trial.
+    def stored(self, what: str, kind: str | None = "check") -> list[str]:
         """The distinct values stored of ``app``, ``system`` (system:partition) or ``mode``."""
         col = {"app": "results.app", "system": "results.system", "mode": "runs.mode"}[what]
-        table = col.split(".")[0]
+        src = "runs" if col.startswith("runs.") else "results JOIN runs ON results.run_id = runs.id"
+        where, args = _kind_where(kind)
         return [
             r[0]
             for r in self.db.execute(
-                f"SELECT DISTINCT {col} FROM {table} WHERE {col} IS NOT NULL ORDER BY 1"
+                f"SELECT DISTINCT {col} FROM {src} WHERE {col} IS NOT NULL{where} ORDER BY 1", args
             )
         ]
 
-    def runs(self, mode: str | None = None) -> list[sqlite3.Row]:
-        q = (
-            "SELECT * FROM runs"
-            + (" WHERE mode = ?" if mode else "")
-            + " ORDER BY started_unix, id"
-        )
-        return self.db.execute(q, (mode,) if mode else ()).fetchall()
+    def runs(self, mode: str | None = None, kind: str | None = "check") -> list[sqlite3.Row]:
+        where, args = _kind_where(kind)
+        if mode:
+            where, args = where + " AND mode = ?", [*args, mode]
+        q = f"SELECT * FROM runs WHERE 1{where} ORDER BY started_unix, id"
+        return self.db.execute(q, args).fetchall()
 
     def samples(
-        self, system: str | None = None, mode: str | None = None, app: str | None = None
+        self,
+        system: str | None = None,
+        mode: str | None = None,
+        app: str | None = None,
+        kind: str | None = "check",
     ) -> list[sqlite3.Row]:
         """Every verified figure value of a clean run, with its run, in run order (disturbed
         or unmeasured runs are stored, never part of a series)."""
@@ -306,16 +341,56 @@ class History:
                     f"({col} = ? OR {col} LIKE ?)" if col == "res.system" else f"{col} = ?"
                 )
                 args += [val, f"{val}:%"] if col == "res.system" else [val]
+        k, kargs = _kind_where(kind)
         return self.db.execute(
             "SELECT runs.session_uuid, runs.started, runs.started_unix, runs.run_dir, runs.mode, "
             "res.system, res.app, res.tier, res.environment, res.variant, res.test, res.repeat, "
             "f.figure, f.value, f.unit, f.better, f.baseline, p.json AS provenance, "
             "res.machine_id, json_extract(res.energy, '$.trust') AS energy_trust FROM figures f "
             "JOIN results res ON f.result_id = res.id JOIN runs ON res.run_id = runs.id LEFT JOIN "
-            f"provenance p ON res.provenance_id = p.id WHERE {' AND '.join(where)} ORDER BY "
+            f"provenance p ON res.provenance_id = p.id WHERE {' AND '.join(where)}{k} ORDER BY "
             "runs.started_unix, runs.id, res.repeat",
-            args,
+            args + kargs,
         ).fetchall()
+
+    def session(self, prefix: str, kind: str | None = "trial") -> sqlite3.Row:
+        """The one stored run whose session uuid starts with ``prefix``."""
+        where, args = _kind_where(kind)
+        rows = self.db.execute(
+            f"SELECT * FROM runs WHERE substr(session_uuid, 1, ?) = ?{where} ORDER BY started_unix",
+            [len(prefix), prefix, *args],
+        ).fetchall()
+        if len(rows) != 1:
+            what = "tune or bisect session" if kind == "trial" else "run"
+            raise ApptuneError(
+                self.path,
+                None,
+                f"no {what} '{prefix}'"
+                if not rows
+                else f"{len(rows)} sessions start with '{prefix}': give more of the uuid",
+            )
+        return rows[0]
+
+    def results(self, session_uuid: str) -> list[dict]:
+        """The results of one stored run, each with its figures (name -> (value, unit))."""
+        rows = self.db.execute(
+            "SELECT res.* FROM results res JOIN runs ON res.run_id = runs.id "
+            "WHERE runs.session_uuid = ? ORDER BY res.id",
+            (session_uuid,),
+        ).fetchall()
+        out = []
+        for r in rows:
+            figs = self.db.execute(
+                "SELECT figure, value, unit FROM figures WHERE result_id = ? ORDER BY figure",
+                (r["id"],),
+            ).fetchall()
+            out.append(dict(r) | {"figures": {f["figure"]: (f["value"], f["unit"]) for f in figs}})
+        return out
+
+
+def _kind_where(kind: str | None) -> tuple[str, list]:
+    """The condition on ``runs.kind`` (None: every kind), to append to a WHERE clause."""
+    return ("", []) if kind is None else (" AND runs.kind = ?", [kind])
 
 
 # ---------------------------------------------------------------------- reading a run
@@ -362,6 +437,7 @@ class RunRec:
     num_cases: int | None
     num_failures: int | None
     results: list[ResultRec]
+    kind: str = "check"  # or "trial": a tune or bisect session
 
 
 _TIME_UNITS = {"s", "ms", "us", "ns", "min", "h"}
@@ -495,6 +571,17 @@ def _result(tc: dict) -> ResultRec:
             energy=None,
             figures=figs,
         )
+    rec = _record_result(r, test, repeat, res or "?", tc.get("fail_phase"))
+    if res == "fail":
+        rec.reason = records.failure(tc, {"verification": rec.reason})["reason"]
+    return rec
+
+
+def _record_result(
+    r: dict, test: str, repeat: int, result: str, fail_phase: str | None
+) -> ResultRec:
+    """A result from an apptune run record (:func:`apptune.run.evaluate`'s, the same for a
+    check and a trial); the reason is the verification's summary."""
     specs = _figure_specs(r.get("app"))
     verdicts = (r.get("baseline") or {}).get("figures") or {}
     figs = []
@@ -514,26 +601,96 @@ def _result(tc: dict) -> ResultRec:
             )
         )
     ver = r.get("verification") or {}
-    reason = ver.get("summary")
-    if res == "fail":
-        reason = records.failure(tc, {"verification": ver.get("summary")})["reason"]
     return ResultRec(
         test=test,
         repeat=repeat,
-        system=f"{r.get('system')}:{r.get('partition')}",
+        # a check's record names the system and the partition, a trial's partition both
+        system=(
+            r.get("partition")
+            if r.get("trial") and r.get("system") is None
+            else f"{r.get('system')}:{r.get('partition')}"
+        ),
         app=r.get("app"),
         tier=r.get("tier"),
         environment=r.get("environment"),
         variant=r.get("variant"),
-        result=res or "?",
-        fail_phase=tc.get("fail_phase"),
-        reason=reason,
+        result=result,
+        fail_phase=fail_phase,
+        reason=ver.get("summary"),
         verified=bool(ver.get("ok")),
         provenance=r.get("provenance"),
         energy=r.get("energy"),
         figures=figs,
         quality=r.get("quality"),
         machine_id=r.get("machine_id"),
+    )
+
+
+# --------------------------------------------------------------------- a trial session
+@dataclass
+class TrialSession:
+    """The trials one ``apptune tune`` or ``apptune bisect`` command ran: the run directory
+    of each (``apptune/localrun.py`` leaves its run record there), stored as one run."""
+
+    tool: str  # tune or bisect: the stored run's mode
+    cmdline: str
+    started_unix: float = field(default_factory=time.time)
+    hostname: str = field(default_factory=socket.gethostname)
+    run_dirs: list[Path] = field(default_factory=list)
+
+    @property
+    def uuid(self) -> str:
+        """The session's key in the history: the same session is stored once."""
+        key = f"apptune {self.tool} {self.hostname} {self.started_unix!r} {self.cmdline}"
+        return str(uuid5(NAMESPACE_URL, key))
+
+    def add(self, run_dir: str | os.PathLike) -> None:
+        """One trial, by its run directory (a directory run again is stored once, as last run)."""
+        d = Path(run_dir).resolve()
+        if d not in self.run_dirs:
+            self.run_dirs.append(d)
+
+
+#: Parts of a run record that are mappings (or absent).
+_RECORD_MAPPINGS = ("figures", "verification", "energy", "quality", "provenance", "baseline")
+
+
+def read_trials(session: TrialSession) -> RunRec:
+    """A tune or bisect session as a run of kind ``trial``: one result per trial from its run
+    record, named by its run directory relative to the session's runs directory."""
+    if not session.run_dirs:
+        raise ApptuneError(None, f"{session.tool} trials", "no trial ran: nothing to store")
+    top = Path(os.path.commonpath([d.parent for d in session.run_dirs]))
+    results = []
+    for d in session.run_dirs:
+        f = d / RESULT_FILE
+        r = records.load_json(f)
+        if not isinstance(r, dict):
+            raise ApptuneError(f, None, "no readable run record (missing, or not a JSON object)")
+        if r.get("trial") is not True:
+            raise ApptuneError(f, "trial", "not the run record of a tune or bisect trial")
+        for key in _RECORD_MAPPINGS:
+            if not isinstance(r.get(key) or {}, dict):
+                raise ApptuneError(f, key, f"not a mapping: {type(r[key]).__name__}")
+        ok = bool((r.get("verification") or {}).get("ok"))
+        results.append(
+            _record_result(r, str(d.relative_to(top)), 0, "pass" if ok else "fail", None)
+        )
+    return RunRec(
+        uuid=session.uuid,
+        run_dir=top,
+        started_unix=session.started_unix,
+        started=datetime.datetime.fromtimestamp(session.started_unix, datetime.UTC).isoformat(
+            timespec="seconds"
+        ),
+        mode=session.tool,
+        hostname=session.hostname,
+        reframe_version=None,
+        cmdline=session.cmdline,
+        num_cases=len(results),
+        num_failures=sum(not r.verified for r in results),
+        results=results,
+        kind="trial",
     )
 
 

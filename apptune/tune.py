@@ -386,6 +386,8 @@ class Tuner:
     config_file: str = paths.DEFAULT_CONFIG
     repeats: int = 2
     log: object = None
+    #: Called with each trial's run directory once it ran (the history's trial session).
+    on_trial: object = None
 
     def __post_init__(self):
         self.recipe = recipes.load_recipe(self.app)
@@ -475,6 +477,8 @@ class Tuner:
             )
             self.cost.add_run(time.monotonic() - t0)
             self.save()
+            if self.on_trial:
+                self.on_trial(r.run_dir)
             if not r.ok or (getattr(r, "quality", None) or {}).get("grade") in ("clean", None):
                 break
         return {
@@ -520,8 +524,10 @@ def tune(
     space_file: Path | None = None,
     tier: str | None = None,
     log=None,
+    on_trial=None,
 ) -> dict:
-    """Run (or resume) the search; return the result written to ``tune.json``."""
+    """Run (or resume) the search; return the result written to ``tune.json``.
+    ``on_trial`` is called with the run directory of each run once it ran."""
     optuna = _optuna()
     space = load_space(app, space_file, tier)
     for name, value in (
@@ -543,7 +549,7 @@ def tune(
     work = Path(
         work or paths.root() / "runs" / "tune" / f"{app}-{space.tier}-{objective}"
     ).resolve()
-    t = Tuner(app, space, objective, work, dict(sites or {}), config_file, repeats, log)
+    t = Tuner(app, space, objective, work, dict(sites or {}), config_file, repeats, log, on_trial)
     log = t.log
     storage = f"sqlite:///{work / 'tune.db'}"
     with (

@@ -287,3 +287,61 @@ def write_run(
         )
     )
     return run_dir
+
+
+@pytest.fixture
+def fake_trials(monkeypatch, gnu_toolchain):
+    """``tune`` and ``bisect`` of the toy without compilers or processes: the site is the
+    gnu toolchain on a local partition, a build is a directory with its plan and provenance,
+    and a run writes the toy's output (a wrong sum where the build's variant is in
+    ``fake.wrong``) and the runner's record (clean, this machine). The rest is the real
+    ``localrun.run_tier`` and run core: each trial leaves the run record they write.
+    ``fake.interrupt_at = N`` interrupts the Nth run (Ctrl-C)."""
+    import json
+    from types import SimpleNamespace
+
+    from apptune import localrun, runner
+    from apptune.yamlio import atomic_write_json
+
+    fake = SimpleNamespace(wrong=set(), interrupt_at=None, runs=0)
+    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
+
+    def build_variant(recipe, plan, site, stage, use_cache=True):
+        stage.mkdir(parents=True, exist_ok=True)
+        prov = {"variant": plan["variant"], "flags": {"cflags": plan["cflags"]}, "cache": {}}
+        (stage / "plan.json").write_text(json.dumps(plan))
+        (stage / "provenance.json").write_text(json.dumps(prov))
+        (stage / "wrong").write_text("1" if plan["variant"] in fake.wrong else "")
+        return prov
+
+    def run(argv, cwd, environ, deadline, sampler):
+        fake.runs += 1
+        if fake.runs == fake.interrupt_at:
+            raise KeyboardInterrupt
+        spec = json.loads((cwd / runner.SPEC_FILE).read_text())
+        build = Path(spec["steps"][-1]["argv"][0]).parent
+        total = 1.7 if (build / "wrong").read_text() else 1.6449330668
+        (cwd / "toy.out").write_text(f"BEGIN\nsum={total:.10f}\nn=1000000\nrate=123.5\nEND\n")
+        mid, fp = this_machine()
+        atomic_write_json(
+            cwd / runner.RECORD_FILE,
+            {
+                "machine": fp,
+                "machine_id": mid,
+                "t_start": 1.0,
+                "wall_s": 0.25,
+                "quality": CLEAN,
+                "exit_status": 0,
+                "failed_step": None,
+                "message": None,
+                "steps": [],
+                "completed": True,
+            },
+        )
+        return 0
+
+    monkeypatch.setattr(localrun, "load_site", lambda *a, **k: site)
+    monkeypatch.setattr(localrun, "build_variant", build_variant)
+    monkeypatch.setattr(localrun, "_run", run)
+    fake.site = site
+    return fake

@@ -328,3 +328,24 @@ def test_lto_objects_are_refused_at_function_level(tmp_path):
     subprocess.run(["gcc", "-O2", "-flto", "-c", "a.c"], cwd=tmp_path, check=True)
     with pytest.raises(ApptuneError, match="a.o: nm: a link-time-optimisation object"):
         bisect.defined_globals(tmp_path / "a.o")
+
+
+def test_bisect_stores_the_trials_that_ran_before_it_stopped(
+    toy_root, fake_trials, tmp_path, capsys
+):
+    """Both ends ran (the good one verified, the bad one not), then bisect stops on the
+    builds (these have no compile lines): the two runs are one bisect session in the history."""
+    from apptune import history
+
+    fake_trials.wrong = {"tuned"}
+    hdir = tmp_path / "h"
+    argv = ["bisect", "toy", "--good", "baseline", "--bad", "tuned", "--work-dir"]
+    rc = cli.main([*argv, str(tmp_path / "w"), "--history", str(hdir)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "compile-lines.jsonl: no compile lines" in err, err
+    with history.History(hdir) as h:
+        (run,) = h.runs(kind="trial")
+        assert run["mode"] == "bisect" and run["run_dir"] == str(tmp_path / "w" / "runs")
+        got = [(r["test"], r["variant"], r["verified"]) for r in h.results(run["session_uuid"])]
+        assert got == [("good", "baseline", 1), ("bad", "tuned", 0)]
+        assert h.samples() == [] and h.runs() == []

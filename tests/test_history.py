@@ -263,3 +263,155 @@ def test_run_sets_reframe_results_storage_next_to_the_history(monkeypatch, tmp_p
     }
     # a caller's own setting wins
     assert cli.reframe_storage_env({"RFM_ENABLE_RESULTS_STORAGE": "0"}) == {}
+
+
+# ------------------------------------------------------------------ tune and bisect trials
+def _trials(tmp_path, fake_trials, names=("trial-000-0", "trial-001-0")) -> history.TrialSession:
+    """A tune session of the toy as the tool records it: the run directory of each trial, its
+    run record written by the real localrun.run_tier (the first right, the others wrong)."""
+    from apptune import localrun, recipes
+
+    r, site = recipes.load_recipe("toy"), fake_trials.site
+    fake_trials.wrong = {"tuned"}
+    s = history.TrialSession("tune", "apptune tune toy --budget 2", started_unix=1_800_000_100.0)
+    for i, name in enumerate(names):
+        variant = "baseline" if i == 0 else "tuned"
+        build = tmp_path / "w" / "builds" / variant
+        localrun.build_variant(r, localrun.plan_for(r, variant, site), site, build)
+        run = localrun.run_tier(
+            r, "ci", build, tmp_path / "w" / "runs" / name, site, label=f"gnu/{variant}"
+        )
+        s.add(run.run_dir)
+    return s
+
+
+def test_a_trial_session_is_stored_as_a_check_result_is_and_once(toy_root, tmp_path, fake_trials):
+    from conftest import this_machine
+
+    s = _trials(tmp_path, fake_trials)
+    with history.History(tmp_path / "h") as h:
+        assert h.ingest_trials(s) == (s.uuid, 2, True)
+        # the same session again (the same uuid) is already stored
+        again = history.TrialSession(s.tool, s.cmdline, s.started_unix, s.hostname, s.run_dirs)
+        assert again.uuid == s.uuid and h.ingest_trials(again) == (s.uuid, 2, False)
+        (run,) = h.db.execute("SELECT * FROM runs").fetchall()
+        assert (run["kind"], run["mode"], run["cmdline"]) == ("trial", "tune", s.cmdline)
+        assert (run["num_cases"], run["num_failures"]) == (2, 1)
+        assert run["run_dir"] == str(tmp_path / "w" / "runs")
+        assert run["started"] == "2027-01-15T08:01:40+00:00" and run["hostname"] == s.hostname
+        res = h.results(s.uuid)
+        assert [(r["test"], r["variant"], r["verified"], r["result"]) for r in res] == [
+            ("trial-000-0", "gnu/baseline", 1, "pass"),
+            ("trial-001-0", "gnu/tuned", 0, "fail"),
+        ]
+        good, bad = res
+        assert (good["system"], good["app"], good["tier"], good["environment"]) == (
+            "test:local",
+            "toy",
+            "ci",
+            "gnu",
+        )
+        assert (
+            good["figures"]["rate"] == (123.5, "op/s") and good["figures"]["wall_time"][0] == 0.25
+        )
+        assert good["quality_grade"] == "clean" and good["machine_id"] == this_machine()[0]
+        assert (
+            json.loads(good["energy"])
+            == json.loads((tmp_path / "w/runs/trial-000-0/apptune-result.json").read_text())[
+                "energy"
+            ]
+        )
+        prov = h.db.execute(
+            "SELECT json FROM provenance WHERE id = ?", (good["provenance_id"],)
+        ).fetchone()[0]
+        assert json.loads(prov)["variant"] == "baseline"
+        assert bad["reason"].startswith("sum = 1.7")
+        # never judged: not in the series, the runs, the stored modes or applications
+        assert h.samples() == [] and h.runs() == [] and h.stored("mode") == []
+        assert h.stored("app") == [] and h.stored("app", kind="trial") == ["toy"]
+        assert {r["figure"] for r in h.samples(kind="trial")} == {"rate", "wall_time"}
+
+
+def test_a_trial_record_reads_as_the_same_result_as_a_checks_record(
+    toy_root, tmp_path, fake_trials
+):
+    """One reader of run records: the trial's record, found the way a check's is (a
+    ReFrame test case whose stage directory holds it), gives the same result."""
+    s = _trials(tmp_path, fake_trials, names=("trial-000-0",))
+    (trial,) = history.read_trials(s).results
+    tc = {
+        "display_name": "trial-000-0",
+        "result": "pass",
+        "stagedir": str(s.run_dirs[0]),
+        "system": "test",
+        "partition": "local",
+    }
+    assert history._result(tc) == trial
+
+
+def test_samples_leave_trials_out_unless_asked(toy_root, tmp_path, fake_trials):
+    from apptune import regressions
+
+    with history.History(tmp_path / "h") as h:
+        h.ingest(_run(tmp_path, 1))
+        h.ingest_trials(_trials(tmp_path, fake_trials))
+        assert {r["app"] for r in h.samples()} == {"hpcc"}
+        assert {r["app"] for r in h.samples(kind="trial")} == {"toy"}
+        assert {r["app"] for r in h.samples(kind=None)} == {"hpcc", "toy"}
+        assert [r["mode"] for r in h.runs()] == ["nightly"]
+        assert [r["mode"] for r in h.runs(kind=None)] == ["tune", "nightly"]  # in time order
+        assert h.runs(mode="tune") == [] and h.samples(mode="tune") == []
+        assert {v.app for v in regressions.check(h)} == {"hpcc"}
+
+
+def test_a_version_2_database_is_migrated_and_keeps_its_runs(toy_root, tmp_path, monkeypatch):
+    hdir = tmp_path / "h"
+    monkeypatch.setattr(history, "MIGRATIONS", history.MIGRATIONS[:2])
+    monkeypatch.setattr(history, "SCHEMA_VERSION", 2)
+    with history.History(hdir) as h:
+        # a run as apptune stored it before trials were kept
+        h.db.execute(
+            "INSERT INTO runs (session_uuid, run_dir, started_unix, started, mode, ingested) "
+            "VALUES ('old-1', '/runs/old', 5.0, '1970-01-01T00:00:05+00:00', 'nightly', 'x')"
+        )
+        h.db.execute(
+            "INSERT INTO results (run_id, test, system, app, tier, environment, variant, "
+            "result, verified, quality_grade) VALUES "
+            "(1, 'HPCCCheck', 'local:default', 'hpcc', 'ci', 'gnu', 'baseline', 'pass', 1, "
+            "'clean')"
+        )
+        h.db.execute("INSERT INTO figures (result_id, figure, value) VALUES (1, 'HPL', 9.5)")
+        assert h.version() == 2
+        assert "kind" not in {c[1] for c in h.db.execute("PRAGMA table_info(runs)")}
+    monkeypatch.undo()
+    with history.History(hdir) as h:
+        assert h.version() == history.SCHEMA_VERSION == 3
+        assert [(r["session_uuid"], r["kind"]) for r in h.runs()] == [("old-1", "check")]
+        assert [(r["figure"], r["value"]) for r in h.samples()] == [("HPL", 9.5)]
+        assert h.ingest(_run(tmp_path, 2))[2] is True
+        with pytest.raises(sqlite3.IntegrityError):
+            h.db.execute("UPDATE runs SET kind = 'other'")
+
+
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ('{"app": "toy", "trial": tr', "no readable run record (missing, or not a JSON object)"),
+        ('{"app": "toy", "figures": {}}', "trial: not the run record of a tune or bisect trial"),
+        ('{"app": "toy", "trial": true, "figures": [1]}', "figures: not a mapping: list"),
+    ],
+)
+def test_a_bad_trial_record_is_one_line_naming_the_file_and_stores_nothing(
+    toy_root, tmp_path, fake_trials, text, match
+):
+    s = _trials(tmp_path, fake_trials)
+    bad = s.run_dirs[1] / "apptune-result.json"
+    bad.write_text(text)
+    with history.History(tmp_path / "h") as h:
+        with pytest.raises(ApptuneError) as e:
+            h.ingest_trials(s)
+        assert str(e.value) == f"w/runs/trial-001-0/apptune-result.json: {match}"
+        assert h.db.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    s.run_dirs[1].joinpath("apptune-result.json").unlink()
+    with pytest.raises(ApptuneError, match="apptune-result.json: no readable run record"):
+        history.read_trials(s)

@@ -472,3 +472,101 @@ def test_polish_outside_the_budget_is_refused_naming_the_option(tmp_path):
         ApptuneError, match=r"--polish: must be between 0 and the budget \(4\), not 5"
     ):
         tune.tune("hpcc", budget=4, polish=5, work=tmp_path)
+
+
+TOY_SPACE = """\
+app: toy
+tier: ci
+baseline: {environment: gnu, variant: baseline}
+build:
+  environments: [gnu]
+  ladders: [baseline, tuned]
+  extra_flags: [[]]
+"""
+TOY_TUNE = ["tune", "toy", "--budget", "2", "--max-builds", "2", "--repeats", "1"]
+TOY_TUNE += ["--confirm", "1", "--top", "1", "--polish", "0"]
+
+
+def test_tune_stores_its_trials_in_the_history(toy_root, fake_trials, tmp_path, capsys):
+    """Every run of the search (baseline, trials, confirmation) is a trial of one session in
+    the history, verified or not, and never part of a check's series."""
+    from apptune import history
+
+    (toy_root / "tuning").mkdir()
+    (toy_root / "tuning/toy.yaml").write_text(TOY_SPACE)
+    fake_trials.wrong = {"tuned"}
+    work, hdir = tmp_path / "w", tmp_path / "h"
+    rc = cli.main([*TOY_TUNE, "--work-dir", str(work), "--history", str(hdir)])
+    res = json.loads((work / "tune.json").read_text())
+    assert rc == (0 if res["winner"] else 1)
+    ran = sorted(p.parent.name for p in (work / "runs").glob("*/apptune-result.json"))
+    assert len(ran) == res["cost"]["runs"] == fake_trials.runs >= 4
+    out = capsys.readouterr().out
+    with history.History(hdir) as h:
+        (run,) = h.runs(kind="trial")
+        assert (
+            f"apptune: history: {len(ran)} tune trials of session {run['session_uuid'][:8]}" in out
+        )
+        assert run["mode"] == "tune" and run["cmdline"].startswith("apptune tune toy --budget 2")
+        got = {r["test"]: (r["variant"], r["verified"]) for r in h.results(run["session_uuid"])}
+        assert sorted(got) == ran
+        assert all(bool(ok) == ("tuned" not in v) for v, ok in got.values()), got
+        assert got["baseline-0"] == ("gnu/baseline", 1)
+        assert h.samples() == [] and h.runs() == []
+    # shown by `apptune history trials`; `apptune history list` (the checks) is unchanged
+    assert cli.main(["history", "trials", "--history", str(hdir)]) == 0
+    listing = capsys.readouterr().out
+    assert f"tune    {len(ran):>3} trials" in listing and "1 tune/bisect sessions in" in listing
+    assert cli.main(["history", "trials", run["session_uuid"][:8], "--history", str(hdir)]) == 0
+    shown = capsys.readouterr().out
+    assert "baseline-0  gnu/baseline [gnu]  clean  verified  rate=123.5 op/s" in shown
+    assert "UNVERIFIED (sum = 1.7" in shown
+    assert cli.main(["history", "list", "--history", str(hdir)]) == 0
+    assert capsys.readouterr().out.startswith("0 runs in")
+    assert cli.main(["history", "trials", "nosuch", "--history", str(hdir)]) == 2
+    assert "history.sqlite: no tune or bisect session 'nosuch'" in capsys.readouterr().err
+
+
+def test_an_interrupted_tune_stores_what_ran_and_no_history_stores_nothing(
+    toy_root, fake_trials, tmp_path, capsys
+):
+    from apptune import history
+
+    (toy_root / "tuning").mkdir()
+    (toy_root / "tuning/toy.yaml").write_text(TOY_SPACE)
+    fake_trials.interrupt_at = 3  # the baseline and the first trial ran
+    hdir = tmp_path / "h"
+    rc = cli.main([*TOY_TUNE, "--work-dir", str(tmp_path / "w"), "--history", str(hdir)])
+    assert rc == 130 and "interrupted; the same command resumes" in capsys.readouterr().err
+    with history.History(hdir) as h:
+        (run,) = h.runs(kind="trial")
+        assert run["num_cases"] == 2
+    fake_trials.interrupt_at = None
+    rc = cli.main([*TOY_TUNE, "--work-dir", str(tmp_path / "w2"), "--no-history"])
+    assert rc in (0, 1) and not (history.history_dir() / history.DB_FILE).exists()
+
+
+@pytest.mark.parametrize(
+    "make,why",
+    [
+        (lambda h: h.write_text(""), "h: history directory: File exists"),
+        (
+            lambda h: (h.mkdir(), (h / "history.sqlite").write_text("not a database " * 99)),
+            "history database: file is not a database",
+        ),
+    ],
+)
+def test_a_failing_history_write_keeps_the_tune_result(
+    toy_root, fake_trials, tmp_path, capsys, make, why
+):
+    (toy_root / "tuning").mkdir()
+    (toy_root / "tuning/toy.yaml").write_text(TOY_SPACE)
+    hdir = tmp_path / "h"
+    make(hdir)
+    work = tmp_path / "w"
+    rc = cli.main([*TOY_TUNE, "--work-dir", str(work), "--history", str(hdir)])
+    res = json.loads((work / "tune.json").read_text())
+    assert rc == (0 if res["winner"] else 1) and (work / "tune-report.md").is_file()
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "history" in ln]
+    db = hdir / "history.sqlite"
+    assert err == [f"apptune: error: history: tune trials not stored in {db}: {why}"]
