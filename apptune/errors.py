@@ -41,23 +41,25 @@ def _short(path: str) -> str:
     return rel if len(rel) < len(path) and not rel.startswith("../..") else path
 
 
-def format_validation_error(file, exc, data=None, model=None) -> ApptuneError:
+VALIDATE_HINT = "apptune validate lists them"
+
+
+def format_validation_error(
+    file, exc, data=None, model=None, hint: str | None = VALIDATE_HINT
+) -> ApptuneError:
     """Turn a pydantic ValidationError into an ApptuneError for its first problem; the
     error's ``problems`` holds every one (:func:`validation_problems`)."""
-    return first_of(validation_problems(file, exc, data, model))
+    return first_of(validation_problems(file, exc, data, model), hint)
 
 
-def first_of(problems: list[ApptuneError]) -> ApptuneError:
-    """One error standing for several: the first, saying how many more there are, with
-    every one in ``problems`` (``apptune validate`` prints them all)."""
+def first_of(problems: list[ApptuneError], hint: str | None = VALIDATE_HINT) -> ApptuneError:
+    """One error standing for several: the first, saying how many more there are (and
+    ``hint``: where they are all listed), with every one in ``problems``."""
     first = problems[0]
     if len(problems) == 1:
         return first
-    e = ApptuneError(
-        first.file,
-        first.field,
-        f"{first.message} (and {len(problems) - 1} more problem(s): apptune validate lists them)",
-    )
+    more = f"and {len(problems) - 1} more problem(s)" + (f": {hint}" if hint else "")
+    e = ApptuneError(first.file, first.field, f"{first.message} ({more})")
     e.problems = list(problems)
     return e
 

@@ -50,7 +50,7 @@ def load_record(path: str | Path) -> dict | None:
     try:
         RunRecord.model_validate(data)
     except pydantic.ValidationError as e:
-        raise format_validation_error(path, e, data, RunRecord) from None
+        raise format_validation_error(path, e, data, RunRecord, hint=None) from None
     return data
 
 

@@ -190,6 +190,6 @@ def write_record(run_dir: str | os.PathLike, record: dict) -> Path:
     try:
         RunRecord.model_validate(record)
     except pydantic.ValidationError as e:
-        raise format_validation_error(path, e, record, RunRecord) from None
+        raise format_validation_error(path, e, record, RunRecord, hint=None) from None
     atomic_write_json(path, record)
     return path

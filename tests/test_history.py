@@ -393,12 +393,29 @@ def test_a_version_2_database_is_migrated_and_keeps_its_runs(toy_root, tmp_path,
             h.db.execute("UPDATE runs SET kind = 'other'")
 
 
+#: The identity and verdict every run record has.
+TRIAL_IDENTITY = {
+    "app": "toy",
+    "tier": "ci",
+    "variant": "tuned",
+    "environment": "gnu",
+    "verification": {"ok": True, "summary": "verified"},
+}
+
+
 @pytest.mark.parametrize(
     "text,match",
     [
-        ('{"app": "toy", "trial": tr', "no readable run record (missing, or not a JSON object)"),
-        ('{"app": "toy", "figures": {}}', "trial: not the run record of a tune or bisect trial"),
-        ('{"app": "toy", "trial": true, "figures": [1]}', "figures: not a mapping: list"),
+        ('{"app": "toy", "trial": tr', "not a run record: invalid JSON (Expecting value)"),
+        (
+            '{"app": "toy", "figures": {}}',
+            "tier: required field is missing (and 3 more problem(s))",
+        ),
+        (
+            json.dumps(dict(TRIAL_IDENTITY, trial=True, figures=[1])),
+            "figures: must be a mapping",
+        ),
+        (json.dumps(TRIAL_IDENTITY), "trial: not the run record of a tune or bisect trial"),
     ],
 )
 def test_a_bad_trial_record_is_one_line_naming_the_file_and_stores_nothing(
@@ -413,5 +430,5 @@ def test_a_bad_trial_record_is_one_line_naming_the_file_and_stores_nothing(
         assert str(e.value) == f"w/runs/trial-001-0/apptune-result.json: {match}"
         assert h.db.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
     s.run_dirs[1].joinpath("apptune-result.json").unlink()
-    with pytest.raises(ApptuneError, match="apptune-result.json: no readable run record"):
+    with pytest.raises(ApptuneError, match="apptune-result.json: no run record: the trial did not"):
         history.read_trials(s)
