@@ -240,13 +240,18 @@ def trials_in_history(a, tool: str):
     try:
         yield session.add
     finally:
-        if session.run_dirs:
-            store_trials(session, a.history)
+        if session.run_dirs and not store_trials(session, a.history):
+            a.history_failed = True
 
 
-def store_trials(session, directory: str | None) -> None:
+def history_status(a, rc: int) -> int:
+    """The command's exit status: 2 instead of success when its trials were not stored."""
+    return 2 if rc == 0 and getattr(a, "history_failed", False) else rc
+
+
+def store_trials(session, directory: str | None) -> bool:
     """Store a trial session; a failing write is one line naming the database (the tool's
-    own result files are written before, and the command goes on)."""
+    own result files are written before, and the command goes on, to exit with 2)."""
     import sqlite3
 
     from . import history
@@ -256,6 +261,7 @@ def store_trials(session, directory: str | None) -> None:
         with history.History(directory) as h:
             uuid, n, _ = h.ingest_trials(session)
         print(f"apptune: history: {n} {session.tool} trials of session {uuid[:8]} in {db}")
+        return True
     except (ApptuneError, sqlite3.Error, OSError) as e:
         same = isinstance(e, ApptuneError) and e.file == str(db)
         detail = str(ApptuneError(None, e.field, e.message)) if same else str(e)
@@ -263,6 +269,7 @@ def store_trials(session, directory: str | None) -> None:
             f"apptune: error: history: {session.tool} trials not stored in {db}: {detail}",
             file=sys.stderr,
         )
+        return False
 
 
 def cmd_list(a) -> int:
@@ -603,7 +610,7 @@ def cmd_bisect(a) -> int:
         print(f"apptune: bisect: wrote the per_file rule into {f}")
     elif res.entries:
         print("apptune: bisect: recipe not changed (--write applies the diff above)")
-    return 0
+    return history_status(a, 0)
 
 
 def cmd_tune(a) -> int:
@@ -644,7 +651,7 @@ def cmd_tune(a) -> int:
             f"apptune: tune: {tune.recommended_path().name} not changed (--write applies the diff "
             "above)"
         )
-    return 0
+    return history_status(a, 0)
 
 
 def main(argv=None) -> int:
