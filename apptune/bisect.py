@@ -711,7 +711,7 @@ def bisect(
         log(f"apptune: bisect: building {name} end {plan['variant']} with {site.environment}")
         localrun.build_variant(recipe, plan, site, work / name, use_cache=False)
         r = localrun.run_tier(
-            recipe, tier, work / name, work / "runs" / name, site, ranks=ranks, label=variant
+            recipe, tier, work / name, work / "runs" / name, site, ranks=ranks, variant=variant
         )
         cycle(f"{name} build {variant}", 0, 0, r, t0)
         ends[name] = r
@@ -772,7 +772,7 @@ def bisect(
             work / "runs" / f"mix-{n:02d}",
             site,
             ranks=ranks,
-            label=f"{bad} with {len(goods)} good objects",
+            variant=f"{bad} with {len(goods)} good objects",
         )
         cycle(what, len(goods), n_bad, r, t0)
         if r.ok:
@@ -878,7 +878,7 @@ def bisect(
     for i in range(repeats):
         for k, d in builds.items():
             r = localrun.run_tier(
-                recipe, tier, d, work / "runs" / f"time-{k}-{i}", site, ranks=ranks, label=k
+                recipe, tier, d, work / "runs" / f"time-{k}-{i}", site, ranks=ranks, variant=k
             )
             if k == "mixed" and not r.ok:
                 res.notes.append(

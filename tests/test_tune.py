@@ -332,7 +332,7 @@ def test_a_layout_with_another_rank_count_does_not_compare_per_process_sizes(mon
         ranks=None,
         overrides=None,
         env=None,
-        label=None,
+        variant=None,
         changed_inputs=(),
         threads=1,
         binding=None,
