@@ -691,9 +691,9 @@ def bisect(
     )
     figure = recipe.run.primary
 
-    def run_trial(build_dir: Path, name: str, label: str) -> localrun.RunResult:
+    def run_trial(build_dir: Path, name: str, variant: str) -> localrun.RunResult:
         r = localrun.run_tier(
-            recipe, tier, build_dir, work / "runs" / name, site, ranks=ranks, label=label
+            recipe, tier, build_dir, work / "runs" / name, site, ranks=ranks, variant=variant
         )
         if on_trial:
             on_trial(r.run_dir)

@@ -5,63 +5,159 @@ checks cannot express: a build tree whose object files are mixed from two builds
 (the build cache keeps only products), and input parameters no tier has (tune's
 knobs, e.g. HPL's N). They call the same package functions the checks call —
 :func:`recipes.resolve`, ``python -m apptune.build``, :func:`inputs.render`, the run
-core (:func:`apptune.run.steps` and :func:`apptune.run.evaluate`, which write the same
-run record, ``apptune-result.json``, flagged ``trial``) and the energy sampler — with the
-environment and launcher taken from the ReFrame site config, so a candidate is built,
-run and verified exactly as a check would do it on a local partition.
+core (:func:`apptune.run.steps`, :func:`apptune.run.evaluate` and
+:func:`apptune.run.write_record`) and the energy sampler — so a candidate is built, run
+and verified as a check would do it, and leaves the same run record
+(``apptune-result.json``, flagged ``trial``, its ``test`` named :data:`TRIAL_TEST`).
+
+The site comes from the ReFrame configuration the checks use, read by ReFrame's own
+loader (the file is validated as ``reframe -C`` validates it), on the partition a check
+of the environment would get (``SYSTEM`` or ``SYSTEM:PARTITION``):
+
+* the environment's and the partition's variables and modules are loaded as the
+  check's job script loads them (their ``prepare_cmds``, the modules system's load
+  commands, ``env_vars``), once, by the shell a job script runs in;
+* the ranks are started by ReFrame's launcher of the partition (``mpirun``,
+  ``mpiexec``, ``local``, ... any launcher the partition names), with the recipe's
+  named placement (``run.placements``), ranks per node, threads per rank and binding
+  applied by :mod:`apptune.placement` exactly as a check applies them;
+* a partition whose jobs go to a batch scheduler runs trials on this node only inside
+  an allocation of that scheduler (Slurm: ``salloc``, then ``srun`` starts the ranks
+  with the trial's sizes on its command line); otherwise the trial is refused, saying so.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import runpy
 import shlex
 import shutil
 import subprocess
 import sys
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import energy, inputs, paths, placement, recipes, runner, sources
+from . import energy, inputs, paths, recipes, runner, sources
+from . import placement as pl
 from . import run as runcore
 from .constants import XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .models import Recipe
 from .recipes import time_limit_seconds
+from .yamlio import atomic_write_json
 
-#: Launchers a candidate can be started with on this node (ReFrame's names).
-LAUNCHERS = ("mpirun", "local")
-#: The job's standard output in a run directory (``file: stdout`` outputs).
+#: The job's standard output and error in a run directory (``file: stdout`` outputs).
 STDOUT = "run.out"
+STDERR = "run.err"
+#: The ``test`` of a trial's run record (a check's is its ReFrame test's unique name).
+TRIAL_TEST = "trial"
+#: Schedulers whose jobs run on this node (ReFrame's names).
+LOCAL_SCHEDULERS = ("local",)
+#: Slurm's schedulers: inside an allocation (``SLURM_JOB_ID`` set) a trial starts its
+#: ranks in it, with these launchers; ``srun`` is given the trial's sizes (``srunalloc``).
+SLURM_SCHEDULERS = ("slurm", "squeue")
+SLURM_LAUNCHERS = {"srun": "srunalloc", "srunalloc": "srunalloc", "mpirun": "mpirun"}
+SLURM_LAUNCHERS |= {"mpiexec": "mpiexec"}
 
 
 @dataclass
 class Site:
-    """One ReFrame environment on one partition of the site config, outside ReFrame."""
+    """One ReFrame environment on one partition of the site config, as a check sees it."""
 
     environment: str
     toolchain: recipes.Toolchain
-    #: Variables of the partition, then the environment (``$VAR`` expanded).
+    #: The variables the job's environment sets or changes (the partition's, then the
+    #: environment's: modules loaded, ``env_vars``).
     env: dict[str, str]
+    #: ReFrame's registered name of the launcher that starts the ranks.
     launcher: str
+    #: The partition's name and its system's (a check's ``partition`` and ``system``).
     partition: str
     extras: dict = field(default_factory=dict)
+    system: str = "local"
+    scheduler: str = "local"
+    #: The partition's ``processor.num_cpus`` (None: not configured).
+    num_cpus: int | None = None
+    #: The partition's ``access`` options (read by the ssh, pdsh and clush launchers).
+    access: list[str] = field(default_factory=list)
+    #: Variables the job's environment unsets (a module unloaded).
+    unset: list[str] = field(default_factory=list)
+
+    @property
+    def fullname(self) -> str:
+        return f"{self.system}:{self.partition}"
 
     def environ(self, extra: dict | None = None) -> dict[str, str]:
-        return {**os.environ, "APPTUNE_ROOT": str(paths.root()), **self.env, **(extra or {})}
-
-    def launch(self, ranks: int) -> list[str]:
-        return ["mpirun", "-np", str(ranks)] if self.launcher == "mpirun" else []
+        base = {k: v for k, v in os.environ.items() if k not in self.unset}
+        return {**base, "APPTUNE_ROOT": str(paths.root()), **self.env, **(extra or {})}
 
 
-def _env_pairs(pairs, where: str, config: Path) -> dict[str, str]:
-    out = {}
-    for p in pairs or []:
-        if not (isinstance(p, (list, tuple)) and len(p) == 2):
-            raise ApptuneError(config, where, f"{p!r} is not a [NAME, value] pair")
-        out[str(p[0])] = os.path.expandvars(str(p[1]))
-    return out
+def _site_config(config: Path, system: str):
+    """ReFrame's configuration of ``config`` with ``system`` selected, and the runtime
+    context built from it (the system, its partitions and environments, the modules
+    system), exactly as ``reframe -C CONFIG --system SYSTEM`` would build them."""
+    from reframe.core import config as rconfig
+    from reframe.core.exceptions import ReframeError
+    from reframe.core.runtime import RuntimeContext
+
+    if not config.is_file():
+        raise ApptuneError(config, None, "site config not found (give it with -C)")
+    try:
+        site = rconfig.load_config(str(config))
+        site.validate()
+    except SystemExit as e:  # the config's own one-line error (e.g. a bad cluster file)
+        msg = str(e.code).removeprefix("apptune: error: ")
+        raise (
+            ApptuneError(None, None, msg) if ": " in msg else ApptuneError(config, None, msg)
+        ) from None
+    except ReframeError as e:  # its message names the reasons under it
+        raise ApptuneError(config, "site_configuration", str(e)) from None
+    except Exception as e:  # the file itself failed (it is Python, run as ReFrame runs it)
+        raise ApptuneError(config, "site_configuration", f"cannot load: {e}") from None
+    known = [s["name"] for s in site["systems"]]
+    if system not in known:
+        raise ApptuneError(
+            config, "systems", f"unknown system '{system}' (known: {', '.join(known)})"
+        )
+    try:
+        site.select_subconfig(system)
+        return site, RuntimeContext(site)
+    except ReframeError as e:
+        raise ApptuneError(config, f"systems.{system}", str(e)) from None
+
+
+def job_environment(modules_system, prepare_cmds, environs, login: bool = False):
+    """The variables a job script of these ReFrame environments runs with, as
+    (set or changed, unset), against this process's environment.
+
+    The script is the one ReFrame writes (``Job.prepare``): the partition's
+    ``prepare_cmds``, then per environment its ``prepare_cmds``, the modules system's load
+    commands and ``export NAME=value`` of its ``env_vars``; it is run by the shell a job
+    script runs in, so modules, ``$VAR`` and everything else expand exactly as there.
+    The lines come from the site config (the site's own shell code), never from a recipe."""
+    lines = list(prepare_cmds)
+    for e in environs:
+        lines += list(e.prepare_cmds)
+        for m in e.modules_detailed:
+            lines += modules_system.emit_load_commands(**m)
+        lines += [f"export {k}={v}" for k, v in e.env_vars.items()]
+    # the environment before and after, NUL-separated on fd 3 (the lines may print)
+    script = "\n".join(["exec 3>&1 1>&2", "env -0 >&3", "printf '\\0' >&3", *lines, "env -0 >&3"])
+    shell = ["bash", "-l"] if login else ["bash", "--noprofile", "--norc"]
+    p = subprocess.run([*shell, "-c", script], capture_output=True)
+    before, _, after = p.stdout.partition(b"\0\0")
+
+    def parse(blob: bytes) -> dict[str, str]:
+        pairs = (x.decode(errors="surrogateescape").partition("=") for x in blob.split(b"\0"))
+        return {k: v for k, _, v in pairs if k}
+
+    was, now = parse(before), parse(after)
+    if p.returncode != 0 or not now:
+        err = p.stderr.decode(errors="replace").strip().splitlines()
+        raise RuntimeError(err[-1] if err else f"the shell exited with status {p.returncode}")
+    changed = {k: v for k, v in now.items() if was.get(k) != v and k != "_"}
+    return changed, sorted(set(was) - set(now))
 
 
 def load_site(
@@ -70,55 +166,58 @@ def load_site(
     system: str = "local",
     languages: list[str] | None = None,
 ) -> Site:
-    """The environment ``environment`` on the first partition of ``system`` that offers it;
-    its tools for ``languages`` (None: every language) must be found."""
+    """The environment ``environment`` on a partition of ``system`` (``SYSTEM:PARTITION``:
+    that partition; ``SYSTEM``: the first that offers the environment), read from the
+    ReFrame site config ``config`` by ReFrame's own loader; its tools for ``languages``
+    (None: every language) must be found with its variables and modules."""
     config = Path(config)
     if not config.is_absolute():
         config = paths.root() / config
-    try:
-        site = runpy.run_path(str(config))["site_configuration"]
-    except (OSError, KeyError, SyntaxError) as e:
-        raise ApptuneError(config, "site_configuration", f"cannot load: {e}") from None
-    envs = {e["name"]: e for e in site.get("environments", [])}
+    sysname, _, partname = system.partition(":")
+    site_config, ctx = _site_config(config, sysname)
+    envs = [e["name"] for e in site_config.get("environments") or []]
     if environment not in envs:
         raise ApptuneError(
             config,
             "environments",
             f"unknown environment '{environment}' (known: {', '.join(sorted(envs))})",
         )
-    systems = {s["name"]: s for s in site.get("systems", [])}
-    if system not in systems:
-        raise ApptuneError(
-            config, "systems", f"unknown system '{system}' (known: {', '.join(systems)})"
-        )
-    part = next(
-        (p for p in systems[system].get("partitions", []) if environment in p.get("environs", [])),
-        None,
-    )
+    parts = ctx.system.partitions
+    if partname:
+        named = [p for p in parts if p.name == partname]
+        if not named:
+            raise ApptuneError(
+                config,
+                f"systems.{sysname}.partitions",
+                f"unknown partition '{partname}' of '{sysname}' "
+                f"(known: {', '.join(p.name for p in parts)})",
+            )
+        parts = named
+    part = next((p for p in parts if any(e.name == environment for e in p.environs)), None)
     if part is None:
         raise ApptuneError(
             config,
-            f"systems.{system}.partitions",
+            f"systems.{sysname}.partitions",
             f"no partition of '{system}' offers environment '{environment}'",
         )
-    if part.get("launcher", "local") not in LAUNCHERS:
-        raise ApptuneError(
-            config,
-            f"systems.{system}.partitions.{part['name']}.launcher",
-            f"'{part['launcher']}': candidates run on this node with {' or '.join(LAUNCHERS)} only",
+    where = f"systems.{sysname}.partitions.{part.name}"
+    launcher = _trial_launcher(part, config, where)
+    environ = next(e for e in part.environs if e.name == environment)
+    try:
+        tc = recipes.Toolchain.from_environ(environ)
+    except ApptuneError as e:  # name the config that was read
+        raise ApptuneError(config, e.field, e.message) from None
+    try:
+        env, unset = job_environment(
+            ctx.modules_system,
+            part.prepare_cmds,
+            [part.local_env, environ],
+            login=bool(site_config.get("general/0/use_login_shell")),
         )
-    e = envs[environment]
-
-    class _Environ:  # what Toolchain.from_environ reads from a ReFrame environment
-        name = environment
-        cc, cxx, ftn = e.get("cc", "cc"), e.get("cxx", "CC"), e.get("ftn", "ftn")
-        extras = e.get("extras", {})
-
-    tc = recipes.Toolchain.from_environ(_Environ)
-    env = _env_pairs(
-        part.get("env_vars"), f"systems.{system}.partitions.{part['name']}.env_vars", config
-    )
-    env.update(_env_pairs(e.get("env_vars"), f"environments.{environment}.env_vars", config))
+    except RuntimeError as e:
+        raise ApptuneError(
+            config, f"environments.{environment}", f"cannot load the environment: {e}"
+        ) from None
     missing = tc.missing_tools(path=env.get("PATH", os.environ.get("PATH")), languages=languages)
     if missing:
         raise ApptuneError(
@@ -130,9 +229,39 @@ def load_site(
         environment=environment,
         toolchain=tc,
         env=env,
-        launcher=part.get("launcher", "local"),
-        partition=f"{system}:{part['name']}",
-        extras=dict(part.get("extras", {})),
+        launcher=launcher,
+        partition=part.name,
+        extras=dict(part.extras),
+        system=sysname,
+        scheduler=part.json()["scheduler"],
+        num_cpus=part.processor.num_cpus,
+        access=list(part.access),
+        unset=unset,
+    )
+
+
+def _trial_launcher(part, config: Path, where: str) -> str:
+    """The launcher a trial on this node starts its ranks with: the partition's, when its
+    jobs run on this node; inside a Slurm allocation, one that starts ranks in it."""
+    # the names, without starting the scheduler backend (it needs a ReFrame session)
+    sched, launcher = part.json()["scheduler"], part.launcher_type.registered_name
+    if sched in LOCAL_SCHEDULERS:
+        return launcher
+    if sched in SLURM_SCHEDULERS and launcher in SLURM_LAUNCHERS:
+        if os.environ.get("SLURM_JOB_ID"):
+            return SLURM_LAUNCHERS[launcher]
+        raise ApptuneError(
+            config,
+            f"{where}.scheduler",
+            f"'{sched}': this partition's jobs go to Slurm and a trial runs on this node: "
+            "run it inside an allocation (salloc), or choose a partition with the local "
+            "scheduler",
+        )
+    raise ApptuneError(
+        config,
+        f"{where}.scheduler",
+        f"'{sched}' with launcher '{launcher}': a trial runs on this node only with the "
+        "local scheduler, or inside a Slurm allocation with srun, mpirun or mpiexec",
     )
 
 
@@ -239,6 +368,58 @@ class RunResult:
         return asdict(self)
 
 
+def launch_line(
+    recipe: Recipe,
+    site: Site,
+    ranks: int,
+    *,
+    placement: str = "default",
+    ranks_per_node: str | int | None = None,
+    threads: int = 1,
+    binding: str | None = None,
+) -> tuple[pl.Plan, list[str]]:
+    """The placement of a trial's ranks and the parallel launch that starts them: ReFrame's
+    launcher of the site's partition, given the job's sizes and the launcher options of
+    the recipe's named placement and of the binding (:func:`apptune.placement.plan`, as a
+    check applies them)."""
+    from reframe.core.backends import getlauncher
+
+    where = recipes.recipe_path(recipe.name)
+    if placement != "default" and placement not in recipe.run.placements:
+        raise ApptuneError(
+            where,
+            "run.placements",
+            f"unknown placement '{placement}' "
+            f"(known: {', '.join(recipe.run.placements) or 'none'})",
+        )
+    try:
+        plan = pl.plan(
+            ranks,
+            launcher=site.launcher,
+            mpi=site.toolchain.mpi,
+            placements=recipe.run.placements,
+            name=placement,
+            ranks_per_node=ranks_per_node,
+            threads_per_rank=threads,
+            binding=binding,
+            cores_per_node=pl.cores_per_node(site.num_cpus, site.scheduler),
+            run_env=recipe.run.env,
+        )
+    except pl.NoLauncherOptions as e:
+        raise ApptuneError(where, f"run.placements.{placement}", str(e)) from None
+    except pl.PlacementError as e:
+        raise ApptuneError(None, "placement", str(e)) from None
+    launcher = getlauncher(site.launcher)()
+    launcher.options = list(plan.options)
+    job = pl.JobSizes(
+        num_tasks=ranks,
+        num_tasks_per_node=plan.num_tasks_per_node,
+        num_cpus_per_task=plan.num_cpus_per_task,
+        sched_access=list(site.access),
+    )
+    return plan, pl.launch_argv(launcher, job)
+
+
 def run_tier(
     recipe: Recipe,
     tier: str,
@@ -248,17 +429,21 @@ def run_tier(
     ranks: int | None = None,
     overrides: dict | None = None,
     env: dict | None = None,
-    label: str | None = None,
+    variant: str | None = None,
     changed_inputs: set[str] = frozenset(),
     threads: int = 1,
     binding: str | None = None,
+    placement: str = "default",
+    ranks_per_node: str | int | None = None,
 ) -> RunResult:
     """Run the build in ``build_dir`` on ``tier`` in a fresh ``run_dir`` and verify it.
 
-    ``overrides`` replace input parameters and ``changed_inputs`` names those that
-    differ from the tier's (reference fields that depend on them are not compared).
-    ``threads`` (per rank) and ``binding`` are applied as the checks' placement
-    variables are (:mod:`apptune.placement`)."""
+    ``variant``: the build's variant, as a check's ``build_variant`` (None: the one its
+    ``provenance.json`` names). ``overrides`` replace input parameters and
+    ``changed_inputs`` names those that differ from the tier's (reference fields that
+    depend on them are not compared). ``placement`` (a named placement of the recipe's
+    ``run.placements``), ``ranks_per_node``, ``threads`` (per rank) and ``binding`` are
+    applied as a check's are (:func:`apptune.placement.plan`)."""
     if tier not in recipe.tiers:
         raise ApptuneError(
             recipes.recipe_path(recipe.name),
@@ -268,56 +453,71 @@ def run_tier(
     t = recipe.tiers[tier]
     ranks = ranks or t.ranks
     build_dir, run_dir = Path(build_dir).resolve(), Path(run_dir).resolve()
+    if variant is None:
+        prov = build_dir / "provenance.json"
+        variant = json.loads(prov.read_text()).get("variant") if prov.is_file() else None
+    plan, launch = launch_line(
+        recipe,
+        site,
+        ranks,
+        placement=placement,
+        ranks_per_node=ranks_per_node,
+        threads=threads,
+        binding=binding,
+    )
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
     params = inputs.render(
         recipe.name, tier, run_dir, ranks, build_dir=build_dir, overrides=overrides
     )
-    run = recipe.run
-    threads_env = placement.thread_env(run.env, threads) if threads != 1 else {}
-    environ = site.environ({**run.env, **threads_env, **(env or {})})
-    try:
-        bind = (
-            placement.binding_options(binding, site.launcher, site.toolchain.mpi, threads)
-            if site.launcher == "mpirun" or binding
-            else []
-        )
-    except placement.PlacementError as e:
-        raise ApptuneError(None, "binding", str(e)) from None
-    launch = site.launch(ranks)
-    launch = launch[:1] + bind + launch[1:] if launch else launch
-    steps = runcore.steps(recipe, params, build_dir, launch, stdout=STDOUT, stderr="run.err")
+    steps = runcore.steps(recipe, params, build_dir, launch)
     (run_dir / "command.txt").write_text(shlex.join(steps[-1].argv) + "\n")
+    run_env = {**recipe.run.env, **plan.env, **(env or {})}
     # the same runner as the checks' job script: no shell, exit status, run quality
     spec = runner.Spec(
         steps=steps,
-        env={**run.env, **threads_env, **(env or {})},
+        env=run_env,
+        tag=f"{os.getpid()}-{uuid.uuid4().hex[:12]}",
         harness_pid=os.getpid(),
+        scan_tasks=site.launcher in ("srun", "srunalloc"),
         limits=dict(site.extras.get("run_quality", {})),
         quiet_wait_s=float(site.extras.get("quiet_wait_s", 0)),
     )
     runner.write_spec(run_dir / runner.SPEC_FILE, spec)
     deadline = time_limit_seconds(t.time_limit)
-    sampler = _sampler(site, run_dir, ranks)
+    sampler = _sampler(site, run_dir, plan.layout)
     try:
-        _run(
+        rc = _run(
             [sys.executable, "-m", "apptune.runner", runner.SPEC_FILE],
             run_dir,
-            environ,
+            site.environ(run_env),
             deadline + spec.quiet_wait_s if deadline else None,
             sampler,
         )
     finally:
         rec_energy = sampler.stop()
+    atomic_write_json(run_dir / "energy.json", rec_energy.to_dict())
+    run_variant = (
+        pl.run_variant(variant, placement, ranks_per_node, threads, binding)
+        if variant is not None
+        else None
+    )
+    # the record's identity as a check's (AppRun._identity), with the runner as the job
     identity = {
         "app": recipe.name,
         "tier": tier,
-        "variant": label,
+        "variant": run_variant,
+        "build_variant": variant,
+        "placement": placement,
         "environment": site.environment,
+        "system": site.system,
         "partition": site.partition,
+        "test": TRIAL_TEST,
         "ranks": ranks,
         "input": params,
+        "placement_layout": dict(plan.layout.to_dict(), binding=binding),
+        "job": {"scheduler": "local", "jobid": str(sampler.state["pid"]), "state": _state(rc)},
         "trial": True,  # a tune or bisect candidate, not a check of a tier
     }
     record = runcore.evaluate(
@@ -329,10 +529,11 @@ def run_tier(
         stdout=STDOUT,
         energy_record=rec_energy,
         environment=site.environment,
-        variant=label,
+        variant=run_variant,
         changed_inputs=changed_inputs,
-        stderr=run_dir / "run.err",
-        no_record="killed by its time limit?",
+        stderr=run_dir / STDERR,
+        no_record=f"it was killed before it ended (job exit code {rc})",
+        nodes=plan.layout.nodes or 1,
         require_provenance=False,
     )
     runcore.write_record(run_dir, record)
@@ -353,20 +554,28 @@ def run_tier(
     return result
 
 
-def _sampler(site: Site, run_dir: Path, ranks: int):
+def _state(returncode: int | None) -> str:
+    """The job state ReFrame's local scheduler gives a job that ended so."""
+    if returncode == -9:
+        return "TIMEOUT"
+    return "SUCCESS" if returncode == 0 else "FAILURE"
+
+
+def _sampler(site: Site, run_dir: Path, layout: pl.Layout):
+    # the context of a check's sampler (AppRun.start_energy_sampler) on a local partition
     ex = site.extras
     state = {"pid": None}
     context = {
         "power_model": ex.get("power_model"),
         "scheduler": "local",
-        "ncpus": os.cpu_count(),
-        "nodes": 1,
+        "ncpus": site.num_cpus,
+        "nodes": layout.nodes or 1,
         "pid": lambda: state["pid"],
         "jobid": lambda: state["pid"],
     }
     s = energy.Sampler(
         list(ex.get("energy_meters", [])),
-        site.partition,
+        site.fullname,
         run_dir,
         hz=float(ex.get("energy_sample_hz", 10)),
         options=ex.get("energy_meter_options", {}),
@@ -379,17 +588,13 @@ def _sampler(site: Site, run_dir: Path, ranks: int):
 
 
 def _run(argv, cwd, environ, deadline, sampler) -> int:
-    """Start the runner in its own session (its log: runner.log) and wait; at the deadline
+    """Start the runner in its own session and wait, its output and errors in
+    :data:`STDOUT` and :data:`STDERR` (as a job's, with the program's); at the deadline
     the whole session is killed (the runner and every step it started)."""
-    with open(Path(cwd) / "runner.log", "w") as log:
+    with open(Path(cwd) / STDOUT, "w") as out, open(Path(cwd) / STDERR, "w") as err:
         try:
             p = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=environ,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+                argv, cwd=cwd, env=environ, stdout=out, stderr=err, start_new_session=True
             )
         except OSError as e:
             raise ApptuneError(None, argv[0], f"cannot run: {e.strerror}") from None

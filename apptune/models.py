@@ -733,12 +733,13 @@ class RunRecord(BaseModel):
     placement: str | None = None
     system: str | None = None
     partition: str | None = None
-    #: The ReFrame test's unique name; a trial's is ``trial``.
+    #: The ReFrame test's unique name; a trial's is ``trial`` (``localrun.TRIAL_TEST``).
     test: str | None = None
     ranks: int | None = None
     input: dict = {}
     placement_layout: dict | None = None
-    #: The job: scheduler, job id, final state (and nodes on a cluster).
+    #: The job: scheduler, job id, final state (and nodes on a cluster); a trial's job is
+    #: its runner, started on this node: scheduler ``local``, the runner's process id.
     job: dict | None = None
     #: A tune or bisect candidate, not a check of a tier.
     trial: bool = False

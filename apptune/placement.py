@@ -14,12 +14,18 @@ mode of a cluster does exactly that):
 * ``binding``: ``core``, ``socket`` or ``none``, spelled for the launcher and MPI.
 
 Unset, the launcher's and scheduler's defaults apply, as before.
+
+A check (``apptune.rfm.AppRun``) and a tune/bisect trial (``apptune.localrun``) place
+their ranks with the same two functions: :func:`plan` (the recipe's named placement,
+the layout, the binding and thread variables) and :func:`launch_argv` (ReFrame's
+launcher for the partition, given the job's sizes).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 
 BINDINGS = ("core", "socket", "none")
 
@@ -50,6 +56,10 @@ _MPIRUN = {
 
 class PlacementError(ValueError):
     """A placement that cannot be applied; the message names the variable."""
+
+
+class NoLauncherOptions(PlacementError):
+    """The recipe's named placement has no launcher options for this launcher or MPI."""
 
 
 @dataclass(frozen=True)
@@ -158,3 +168,104 @@ def label(ranks_per_node, threads_per_rank: int, binding) -> str:
     if binding not in (None, ""):
         parts.append(f"bind={binding}")
     return ",".join(parts)
+
+
+def run_variant(
+    build_variant: str, name: str, ranks_per_node, threads_per_rank: int, binding
+) -> str:
+    """A result's variant: the build variant, plus ``@NAME`` for a named placement of the
+    recipe and ``@rpn=..,tpr=..,bind=..`` for a runtime placement, e.g. ``tuned@rpn=half``."""
+    v = build_variant if name == "default" else f"{build_variant}@{name}"
+    rt = label(ranks_per_node, threads_per_rank, binding)
+    return f"{v}@{rt}" if rt else v
+
+
+def cores_per_node(num_cpus: int | None, scheduler: str) -> int | None:
+    """A node's cores: the partition's ``processor.num_cpus``; with the local scheduler
+    (the node is this machine) this machine's when the config does not say."""
+    if not num_cpus and scheduler == "local":
+        return os.cpu_count()
+    return num_cpus
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where the ranks of one run go, and how the launcher is told."""
+
+    layout: Layout
+    #: The launcher's options: the named placement's, then the binding's.
+    options: list[str]
+    #: The thread-count variables (empty with one thread per rank).
+    env: dict[str, str]
+
+    @property
+    def num_tasks_per_node(self) -> int | None:
+        return self.layout.ranks_per_node
+
+    @property
+    def num_cpus_per_task(self) -> int | None:
+        t = self.layout.threads_per_rank
+        return t if t != 1 else None
+
+
+def plan(
+    ranks: int,
+    *,
+    launcher: str,
+    mpi: str,
+    placements: dict[str, dict[str, list[str]]] | None = None,
+    name: str = "default",
+    ranks_per_node: str | int | None = None,
+    threads_per_rank: int = 1,
+    binding: str | None = None,
+    cores_per_node: int | None = None,
+    run_env: dict | None = None,
+) -> Plan:
+    """The placement of ``ranks`` ranks started by ReFrame's launcher ``launcher`` (its
+    registered name) with MPI ``mpi``: the recipe's named placement ``name`` (its
+    ``run.placements``: options per MPI library, under ``srun`` for srun, which places
+    ranks itself whatever the MPI), then ranks per node, threads per rank and binding.
+
+    Raises :class:`NoLauncherOptions` when the named placement has no options for this
+    launcher or MPI, :class:`PlacementError` for a placement that cannot be applied."""
+    options: list[str] = []
+    if name != "default":
+        srun = launcher in ("srun", "srunalloc")
+        opts = (placements or {}).get(name, {}).get("srun" if srun else mpi)
+        if opts is None:
+            what = "the srun launcher" if srun else f"MPI {mpi!r}"
+            raise NoLauncherOptions(f"placement {name!r} has no launcher options for {what}")
+        options = list(opts)
+    lay = layout(ranks, ranks_per_node, threads_per_rank, cores_per_node)
+    options += binding_options(binding, launcher, mpi, threads_per_rank)
+    env = thread_env(run_env or {}, threads_per_rank) if threads_per_rank != 1 else {}
+    return Plan(lay, options, env)
+
+
+@dataclass
+class JobSizes:
+    """What ReFrame's launchers read from a job (``reframe.core.schedulers.Job``) to spell
+    the launch: the sizes of a run that no ReFrame job describes (a tune/bisect trial)."""
+
+    num_tasks: int
+    num_tasks_per_node: int | None = None
+    num_cpus_per_task: int | None = None
+    num_tasks_per_core: int | None = None
+    num_tasks_per_socket: int | None = None
+    use_smt: bool | None = None
+    exclusive_access: bool = False
+    time_limit: float | None = None
+    name: str | None = None
+    options: list[str] = field(default_factory=list)
+    cli_options: list[str] = field(default_factory=list)
+    sched_access: list[str] = field(default_factory=list)
+
+
+def launch_argv(launcher, job) -> list[str]:
+    """The parallel launch of ``job`` as an argument list, as ReFrame writes it into a job
+    script (``JobLauncher.run_command``): the launcher's modifier and its options, the
+    launcher's command for the job's sizes, then the launcher's options."""
+    mod = [launcher.modifier, *launcher.modifier_options] if launcher.modifier else []
+    # command() first: the local launcher drops the options it cannot pass
+    cmd = list(launcher.command(job))
+    return [*mod, *cmd, *launcher.options]

@@ -283,10 +283,13 @@ class AppRun(rfm.RunOnlyRegressionTest):
     def run_variant(self) -> str:
         """The build variant, plus ``@placement`` when the check has a runtime placement
         (the recipe's ``placement`` parameter, then ranks per node, threads, binding)."""
-        p = getattr(self, "placement", "default")
-        v = self.build_variant if p == "default" else f"{self.build_variant}@{p}"
-        rt = placement.label(self.ranks_per_node, self.threads_per_rank, self.binding)
-        return f"{v}@{rt}" if rt else v
+        return placement.run_variant(
+            self.build_variant,
+            getattr(self, "placement", "default"),
+            self.ranks_per_node,
+            self.threads_per_rank,
+            self.binding,
+        )
 
     @run_after("init")
     def select_environments(self):
@@ -346,7 +349,6 @@ class AppRun(rfm.RunOnlyRegressionTest):
         )
         self.run_env = dict(r.run.env)
         self.apply_placement()
-        self.apply_layout()
         steps = run.steps(r, self.input_parameters, Path(self.build.stagedir), self.launch_argv())
         part = self.current_partition
         sched = part.scheduler.registered_name
@@ -388,56 +390,44 @@ class AppRun(rfm.RunOnlyRegressionTest):
             job.num_tasks = self.num_tasks
             job.num_tasks_per_node = self.num_tasks_per_node
             job.num_cpus_per_task = self.num_cpus_per_task
-            mod = [lau.modifier, *lau.modifier_options] if lau.modifier else []
-            self._launch_argv = [*mod, *lau.command(job), *lau.options]
+            self._launch_argv = placement.launch_argv(lau, job)
         return list(self._launch_argv)
 
     def apply_placement(self):
-        p = getattr(self, "placement", "default")
-        if p == "default":
-            return
-        mpi = recipes.Toolchain.from_environ(self.current_environ).mpi
-        # srun places ranks itself, whatever the MPI: its options are under the key 'srun'
-        srun = self.current_partition.launcher_type.registered_name in ("srun", "srunalloc")
-        key = "srun" if srun else mpi
-        opts = self.recipe.run.placements[p].get(key)
-        if opts is None:
-            what = "the srun launcher" if srun else f"MPI {mpi!r}"
-            reason = (
-                f"placement {p!r} has no launcher options for {what} "
-                f"({recipes.recipe_path(self.app)}: run.placements.{p})"
+        """The recipe's named placement (``placement``), ranks per node, threads per rank
+        and binding (apptune/placement.py): the job's sizes, the launcher's options and the
+        thread variables."""
+        name = getattr(self, "placement", "default")
+        part = self.current_partition
+        try:
+            p = placement.plan(
+                self.num_tasks,
+                launcher=part.launcher_type.registered_name,
+                mpi=recipes.Toolchain.from_environ(self.current_environ).mpi,
+                placements=self.recipe.run.placements,
+                name=name,
+                ranks_per_node=self.ranks_per_node,
+                threads_per_rank=self.threads_per_rank,
+                binding=self.binding,
+                cores_per_node=placement.cores_per_node(
+                    part.processor.num_cpus, part.scheduler.registered_name
+                ),
+                run_env=self.run_env,
             )
+        except placement.NoLauncherOptions as e:
+            reason = f"{e} ({recipes.recipe_path(self.app)}: run.placements.{name})"
             Path(self.stagedir, SKIP_FILE).write_text(reason + "\n")
             self.skip(reason)
-        self.job.launcher.options = list(opts)
-
-    def _cores_per_node(self):
-        part = self.current_partition
-        n = part.processor.num_cpus
-        if not n and part.scheduler.registered_name == "local":
-            n = os.cpu_count()
-        return n
-
-    def apply_layout(self):
-        """Ranks per node, threads per rank and binding (apptune/placement.py)."""
-        try:
-            lay = placement.layout(
-                self.num_tasks, self.ranks_per_node, self.threads_per_rank, self._cores_per_node()
-            )
-            launcher = self.current_partition.launcher_type.registered_name
-            mpi = recipes.Toolchain.from_environ(self.current_environ).mpi
-            bind = placement.binding_options(self.binding, launcher, mpi, self.threads_per_rank)
         except placement.PlacementError as e:
             raise ApptuneError(None, f"{self.unique_name} (-S/-P)", str(e)) from None
-        self.placement_layout = lay
-        if lay.ranks_per_node:
-            self.num_tasks_per_node = lay.ranks_per_node
-        if self.threads_per_rank != 1:
-            self.num_cpus_per_task = self.threads_per_rank
-            # every thread pool the recipe pins (OpenBLAS, MKL, BLIS), not only OpenMP's
-            self.run_env.update(placement.thread_env(self.run_env, self.threads_per_rank))
-        if bind:
-            self.job.launcher.options = list(self.job.launcher.options) + bind
+        self.placement_layout = p.layout
+        if p.num_tasks_per_node:
+            self.num_tasks_per_node = p.num_tasks_per_node
+        if p.num_cpus_per_task:
+            self.num_cpus_per_task = p.num_cpus_per_task
+        # every thread pool the recipe pins (OpenBLAS, MKL, BLIS), not only OpenMP's
+        self.run_env.update(p.env)
+        self.job.launcher.options = p.options
 
     @run_before("run")
     def watch_slurm_job(self):

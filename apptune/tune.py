@@ -470,7 +470,7 @@ class Tuner:
                 ranks=c.ranks,
                 overrides=overrides,
                 env=dict(c.env),
-                label=c.label(),
+                variant=localrun.variant_label(c.variant, c.extra, c.extra),
                 changed_inputs=changed,
                 threads=c.threads,
                 binding=c.binding or None,

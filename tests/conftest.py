@@ -304,7 +304,7 @@ def fake_trials(monkeypatch, gnu_toolchain):
     from apptune.yamlio import atomic_write_json
 
     fake = SimpleNamespace(wrong=set(), interrupt_at=None, runs=0)
-    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
+    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "local", {}, system="test")
 
     def build_variant(recipe, plan, site, stage, use_cache=True):
         stage.mkdir(parents=True, exist_ok=True)

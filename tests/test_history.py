@@ -279,7 +279,7 @@ def _trials(tmp_path, fake_trials, names=("trial-000-0", "trial-001-0")) -> hist
         build = tmp_path / "w" / "builds" / variant
         localrun.build_variant(r, localrun.plan_for(r, variant, site), site, build)
         run = localrun.run_tier(
-            r, "ci", build, tmp_path / "w" / "runs" / name, site, label=f"gnu/{variant}"
+            r, "ci", build, tmp_path / "w" / "runs" / name, site, variant=f"gnu/{variant}"
         )
         s.add(run.run_dir)
     return s

@@ -5,7 +5,6 @@ build and run of the toy app, and bad inputs."""
 import textwrap
 
 import pytest
-from conftest import REPO
 
 from apptune import inputs, localrun, recipes, records, verify
 from apptune.errors import ApptuneError
@@ -50,25 +49,214 @@ def test_hpcc_reference_fails_the_epsilon_probes_fast_math_folds():
     assert any(m.startswith("sweps = 0, expected 5.96046e-08") for m in v.failures)
 
 
-def test_load_site_bad_inputs(tmp_path):
-    cfg = REPO / "site-config/settings.py"
-    with pytest.raises(ApptuneError, match="settings.py: systems: unknown system 'mars'"):
-        localrun.load_site("gnu", cfg, system="mars")
-    bad = tmp_path / "settings.py"
-    bad.write_text(
-        "site_configuration = {'systems': [{'name': 'local', 'partitions': [{'name': 'p', "
-        "'environs': ['e'], 'launcher': 'srun'}]}], 'environments': [{'name': 'e', "
-        "'extras': {'family': 'gnu', 'mpi': 'x', 'mpi_standard': '3', 'blas': 'openblas'}}]}\n"
+# --------------------------------------------------------------------------- the site
+EXTRAS = {"family": "gnu", "mpi": "openmpi", "mpi_standard": "3.1", "blas": "openblas"}
+
+
+def _config(
+    tmp_path, partition=None, environment=None, system=None, more_envs=(), name="settings.py", **top
+):
+    """A ReFrame site config with system ``local``, partition ``p`` (local scheduler and
+    launcher) and environment ``e``; a key given as None is left out."""
+    env = {"name": "e", "cc": "gcc", "extras": EXTRAS, **(environment or {})}
+    part = {"name": "p", "scheduler": "local", "launcher": "local", "environs": ["e"]}
+    part = {k: v for k, v in {**part, **(partition or {})}.items() if v is not None}
+    sysdef = {"name": "local", "hostnames": [".*"], "partitions": [part], **(system or {})}
+    cfg = {"systems": [sysdef], "environments": [env, *more_envs], **top}
+    f = tmp_path / name
+    f.write_text(f"site_configuration = {cfg!r}\n")
+    return f
+
+
+@pytest.mark.parametrize(
+    "partition, system, environment, message",
+    [
+        ({}, "mars", "e", "settings.py: systems: unknown system 'mars' (known: local, generic)"),
+        ({}, "local", "x", "settings.py: environments: unknown environment 'x' (known: "),
+        (
+            {},
+            "local:q",
+            "e",
+            "settings.py: systems.local.partitions: unknown partition 'q' of 'local' (known: p)",
+        ),
+        (
+            {"scheduler": None},
+            "local",
+            "e",
+            "settings.py: site_configuration: could not validate configuration files: ",
+        ),
+        (
+            {"launcher": "teleport"},
+            "local",
+            "e",
+            "settings.py: systems.local: failed to initialize partition 'local:p': "
+            "no such launcher: 'teleport'",
+        ),
+        (
+            {"scheduler": "squeue", "launcher": "srun"},
+            "local",
+            "e",
+            "settings.py: systems.local.partitions.p.scheduler: 'squeue': this partition's jobs "
+            "go to Slurm and a trial runs on this node: run it inside an allocation (salloc)",
+        ),
+        (
+            {"scheduler": "pbs", "launcher": "mpiexec"},
+            "local:p",
+            "e",
+            "settings.py: systems.local.partitions.p.scheduler: 'pbs' with launcher 'mpiexec': "
+            "a trial runs on this node only with the local scheduler",
+        ),
+    ],
+)
+def test_load_site_bad_inputs_are_one_line(
+    tmp_path, monkeypatch, partition, system, environment, message
+):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    cfg = _config(tmp_path, partition)
+    with pytest.raises(ApptuneError) as e:
+        localrun.load_site(environment, cfg, system=system)
+    assert f"{cfg.parent.name}/{message}" in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_inside_a_slurm_allocation_srun_gets_the_trials_sizes(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    cfg = _config(tmp_path, {"scheduler": "squeue", "launcher": "srun", "access": ["-pcpu"]})
+    s = localrun.load_site("e", cfg, system="local:p")
+    assert (s.launcher, s.scheduler, s.access) == ("srunalloc", "squeue", ["-pcpu"])
+
+
+def test_the_site_config_is_read_by_reframe_per_system(tmp_path):
+    """An environment redefined for another system (``target_systems``, as the cluster
+    files add SLURM_MPI_TYPE) is that system's only; the partition's variables come
+    first, then the environment's, expanded as the job script expands them."""
+    elsewhere = {
+        "name": "e",
+        "target_systems": ["elsewhere"],
+        "cc": "gcc",
+        "env_vars": [["C", "elsewhere"]],
+        "extras": dict(EXTRAS, mpi="mpich"),
+    }
+    cfg = _config(
+        tmp_path,
+        {"env_vars": [["A", "partition"], ["B", "partition"]]},
+        {"env_vars": [["B", "environment"], ["C", "$A-$B"]]},
+        more_envs=[elsewhere],
     )
-    with pytest.raises(
-        ApptuneError, match="launcher: 'srun': candidates run on this node with mpirun or local"
-    ):
-        localrun.load_site("e", bad)
+    s = localrun.load_site("e", cfg)
+    assert (s.system, s.partition, s.launcher, s.scheduler) == ("local", "p", "local", "local")
+    assert s.env["A"] == "partition" and s.env["B"] == "environment"
+    assert s.env["C"] == "partition-environment" and s.toolchain.mpi == "openmpi"
+
+
+def test_modules_are_loaded_as_the_job_script_loads_them(tmp_path):
+    """The environment's modules are loaded by the modules system's own commands, after
+    its prepare_cmds, so a tool only a module provides is found and used."""
+    root = tmp_path / "modules"
+    tool = root / "mytool/bin/mytool-cc"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    env = {
+        # a stand-in for Spack's shell function: `spack load NAME` puts NAME's bin first
+        "prepare_cmds": [f'spack() {{ export PATH="{root}/$2/bin:$PATH"; }}'],
+        "modules": ["mytool"],
+        "extras": dict(EXTRAS, requires={"all": ["mytool-cc"]}),
+    }
+    spack = {"modules_system": "spack"}
+    general = [{"resolve_module_conflicts": False}]  # no Spack installation to ask
+    cfg = _config(tmp_path, {}, env, spack, general=general)
+    s = localrun.load_site("e", cfg)
+    assert s.env["PATH"].startswith(f"{root}/mytool/bin:")
+    assert s.environ()["PATH"] == s.env["PATH"]
+    cfg = _config(tmp_path, {}, dict(env, modules=[]), spack, general=general, name="other.py")
+    with pytest.raises(ApptuneError, match="extras.requires: compiler/tool mytool-cc not found"):
+        localrun.load_site("e", cfg)
+
+
+# --------------------------------------------------------------------------- the launch
+SPREAD = (
+    "  executable: toy\n  placements:\n"
+    "    spread: {openmpi: [--map-by, node], srun: [--spread-job]}\n"
+)
+
+
+def _site(toolchain, launcher: str, mpi: str = "openmpi", scheduler="local", num_cpus=None):
+    from dataclasses import replace
+
+    tc = replace(toolchain, mpi=mpi)
+    return localrun.Site("gnu", tc, {}, launcher, "p", {}, "test", scheduler, num_cpus)
+
+
+@pytest.mark.parametrize(
+    "launcher, mpi, kw, argv",
+    [
+        ("mpirun", "openmpi", {}, ["mpirun", "-np", "4"]),
+        (
+            "mpirun",
+            "openmpi",
+            {"threads": 2, "binding": "core"},
+            ["mpirun", "-np", "4", "--map-by", "slot:PE=2", "--bind-to", "core"],
+        ),
+        ("mpiexec", "mpich", {"binding": "socket"}, ["mpiexec", "-n", "4", "-bind-to", "socket"]),
+        ("local", "openmpi", {"placement": "spread"}, []),  # it passes no options on
+        (
+            "srunalloc",
+            "openmpi",
+            {"ranks_per_node": "half", "threads": 2, "binding": "core"},
+            ["srun", "--ntasks=4", "--ntasks-per-node=1", "--cpus-per-task=2", "--cpu-bind=cores"],
+        ),
+        (
+            "mpirun",
+            "openmpi",
+            {"placement": "spread", "binding": "none"},
+            ["mpirun", "-np", "4", "--map-by", "node", "--bind-to", "none"],
+        ),
+        ("srunalloc", "openmpi", {"placement": "spread"}, ["srun", "--ntasks=4", "--spread-job"]),
+    ],
+)
+def test_a_trial_is_launched_by_reframes_launcher_with_the_checks_placement(
+    toy_root, gnu_toolchain, launcher, mpi, kw, argv
+):
+    f = toy_root / "build-recipes/toy.yaml"
+    f.write_text(f.read_text().replace("  executable: toy\n", SPREAD))
+    site = _site(gnu_toolchain, launcher, mpi, num_cpus=4)
+    plan, got = localrun.launch_line(recipes.load_recipe("toy"), site, 4, **kw)
+    assert got == argv
+    if kw.get("threads"):
+        assert plan.env == {"OMP_NUM_THREADS": "2"} and plan.num_cpus_per_task == 2
+
+
+def test_a_placement_a_trial_cannot_apply_is_one_line(toy_root, gnu_toolchain):
+    f = toy_root / "build-recipes/toy.yaml"
+    f.write_text(f.read_text().replace("  executable: toy\n", SPREAD))
+    r = recipes.load_recipe("toy")
+    mpich = _site(gnu_toolchain, "mpiexec", "mpich")
+    with pytest.raises(ApptuneError) as e:
+        localrun.launch_line(r, mpich, 2, placement="spread")
+    assert str(e.value).endswith(
+        "toy.yaml: run.placements.spread: placement 'spread' has no launcher options for "
+        "MPI 'mpich'"
+    )
+    with pytest.raises(ApptuneError, match="toy.yaml: run.placements: unknown placement 'near'"):
+        localrun.launch_line(r, mpich, 2, placement="near")
+    local = _site(gnu_toolchain, "local")
+    with pytest.raises(ApptuneError, match="^placement: binding=core: launcher 'local' cannot"):
+        localrun.launch_line(r, local, 2, binding="core")
+    srun = _site(gnu_toolchain, "srunalloc", scheduler="squeue")  # a node's cores unknown
+    with pytest.raises(ApptuneError, match="ranks_per_node=half needs the cores of a node"):
+        localrun.launch_line(r, srun, 2, ranks_per_node="half")
+
+
+def test_the_run_variant_is_spelled_as_a_checks():
+    assert localrun.pl.run_variant("tuned", "default", None, 1, None) == "tuned"
+    assert localrun.pl.run_variant("tuned", "bound", "half", 2, "core") == (
+        "tuned@bound@rpn=half,tpr=2,bind=core"
+    )
 
 
 @pytest.mark.slow
 def test_toy_builds_runs_and_verifies_like_a_check(toy_root, tmp_path, gnu_toolchain):
-    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
+    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "default", {}, "test")
     r = recipes.load_recipe("toy")
     plan = localrun.plan_for(r, "tuned", site)
     prov = localrun.build_variant(r, plan, site, tmp_path / "b", use_cache=False)
@@ -78,6 +266,23 @@ def test_toy_builds_runs_and_verifies_like_a_check(toy_root, tmp_path, gnu_toolc
     assert res.figures["rate"] == 123.5 and res.figures["wall_time"] > 0
     record = records.load_record(tmp_path / "run")
     assert record["trial"] and record["verification"]["ok"] and record["figures"] == res.figures
+    # named as a check of this build on partition test:default would be
+    assert (record["system"], record["partition"], record["test"]) == ("test", "default", "trial")
+    assert (record["variant"], record["build_variant"], record["placement"]) == (
+        "tuned",
+        "tuned",
+        "default",
+    )
+    job = record["job"]
+    assert job["scheduler"] == "local" and job["state"] == "SUCCESS" and job["jobid"].isdigit()
+    assert record["placement_layout"] == {
+        "ranks": 1,
+        "ranks_per_node": None,
+        "threads_per_rank": 1,
+        "nodes": None,
+        "binding": None,
+    }
+    assert "sum=1.6449330668" in (tmp_path / "run/toy.out").read_text()
     # the same plan in the same stage is not built again
     (tmp_path / "b/marker").write_text("x")
     localrun.build_variant(r, plan, site, tmp_path / "b", use_cache=False)
@@ -85,7 +290,7 @@ def test_toy_builds_runs_and_verifies_like_a_check(toy_root, tmp_path, gnu_toolc
 
 
 def test_ladder_everywhere_gives_rule_files_the_variants_flags(toy_root, gnu_toolchain):
-    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
+    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "default", {}, "test")
     r = recipes.load_recipe("toy")
     plan = localrun.plan_for(r, "tuned", site, ladder_everywhere=True)
     assert plan["per_file"][0]["files"] == ["acc.c"]
@@ -98,7 +303,7 @@ def test_a_failed_build_is_one_line_naming_its_log(toy_root, tmp_path, gnu_toolc
     (toy_root / "build-recipes/templates/toy/config.mk.j2").write_text(
         "CC = {{ cc }}\nCFLAGS = {{ cflags | makeflags }} -Werror=this-is-not-a-flag\n"
     )
-    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
+    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "default", {}, "test")
     r = recipes.load_recipe("toy")
     with pytest.raises(ApptuneError) as e:
         localrun.build_variant(

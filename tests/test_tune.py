@@ -332,7 +332,7 @@ def test_a_layout_with_another_rank_count_does_not_compare_per_process_sizes(mon
         ranks=None,
         overrides=None,
         env=None,
-        label=None,
+        variant=None,
         changed_inputs=(),
         threads=1,
         binding=None,
@@ -511,7 +511,7 @@ def test_tune_stores_its_trials_in_the_history(toy_root, fake_trials, tmp_path, 
         got = {r["test"]: (r["variant"], r["verified"]) for r in h.results(run["session_uuid"])}
         assert sorted(got) == ran
         assert all(bool(ok) == ("tuned" not in v) for v, ok in got.values()), got
-        assert got["baseline-0"] == ("gnu/baseline", 1)
+        assert got["baseline-0"] == ("baseline", 1)  # the run variant, as a check spells it
         assert h.samples() == [] and h.runs() == []
     # shown by `apptune history trials`; `apptune history list` (the checks) is unchanged
     assert cli.main(["history", "trials", "--history", str(hdir)]) == 0
