@@ -519,7 +519,7 @@ def test_tune_stores_its_trials_in_the_history(toy_root, fake_trials, tmp_path, 
     assert f"tune    {len(ran):>3} trials" in listing and "1 tune/bisect sessions in" in listing
     assert cli.main(["history", "trials", run["session_uuid"][:8], "--history", str(hdir)]) == 0
     shown = capsys.readouterr().out
-    assert "baseline-0  gnu/baseline [gnu]  clean  verified  rate=123.5 op/s" in shown
+    assert "baseline-0  baseline [gnu]  clean  verified  rate=123.5 op/s" in shown
     assert "UNVERIFIED (sum = 1.7" in shown
     assert cli.main(["history", "list", "--history", str(hdir)]) == 0
     assert capsys.readouterr().out.startswith("0 runs in")
