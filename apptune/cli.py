@@ -575,7 +575,8 @@ def cmd_tune(a) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Every command and option of ``apptune`` (the docs are checked against it)."""
     ap = argparse.ArgumentParser(prog="apptune", description=__doc__.splitlines()[0])
     ap.add_argument(
         "-v",
@@ -840,7 +841,11 @@ def main(argv=None) -> int:
     )
     tu.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
     tu.set_defaults(func=cmd_tune)
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
     try:
         return a.func(a)
     except KeyboardInterrupt:
