@@ -575,8 +575,7 @@ def cmd_tune(a) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Every command and option of ``apptune`` (the docs are checked against it)."""
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="apptune", description=__doc__.splitlines()[0])
     ap.add_argument(
         "-v",
@@ -841,11 +840,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tu.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
     tu.set_defaults(func=cmd_tune)
-    return ap
-
-
-def main(argv=None) -> int:
-    a = build_parser().parse_args(argv)
+    a = ap.parse_args(argv)
     try:
         return a.func(a)
     except KeyboardInterrupt:
