@@ -5,7 +5,7 @@
 #
 #   benchmarks/fresh_clone.sh [WORK_DIR]      # default /tmp/apptune-fresh; writes WORK_DIR/times.txt
 #
-# Not a test: the times go into the README's table with the date and the machine.
+# Not a test: the times go into docs/measurements.md (Build cache) with the date and the machine.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-/tmp/apptune-fresh}

@@ -1,9 +1,10 @@
-"""The studies' power model, generalised to utilisation.
+"""A linear idle/load power model of a node, driven by measured CPU utilisation.
 
 Per node ``P = p_idle + u * (p_load - p_idle)`` where ``u`` is the measured CPU
 utilisation (0..1) of the job's processes (the process tree under the job's
-pid, when the scheduler runs it locally) or of the whole node otherwise; the
-whole-cluster form ``(n - x) * p_idle + x * p_load`` is its sum over nodes.
+pid, when the scheduler runs it locally) or of the whole node otherwise. Summed
+over ``n`` nodes of which ``x`` are fully loaded and the rest idle, it is the
+cluster form ``(n - x) * p_idle + x * p_load``.
 ``p_idle`` and ``p_load`` come from the partition's site config
 (``extras.power_model: {idle_W, load_W}``).  Every figure it gives is graded
 ``modelled``.
