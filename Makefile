@@ -11,7 +11,7 @@ PYTEST ?= $(VENV)/bin/python -m pytest
 .PHONY: run test lint bootstrap validate unit integration clean
 
 bootstrap:
-	bash ci/bootstrap.sh
+	APPTUNE_VENV=$(VENV) bash ci/bootstrap.sh
 
 run: bootstrap
 	$(VENV)/bin/apptune run --mode $(MODE) $(ARGS)

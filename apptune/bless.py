@@ -6,7 +6,7 @@
   as they are (the file is edited in place, line by line);
 * figures: every verified variant's figures are merged into
   ``reference/baselines/<system>/APP.yaml`` as ``apptune baseline update`` does
-  (median of repeats; thresholds only widen, from the measured spread).
+  (the median of the clean runs, their number and their noise, per machine).
 
 ``apptune bless --new RUN`` writes an application's first reference instead
 (:func:`plan_new`): from a run against the field-less reference ``apptune new`` writes,

@@ -5,9 +5,9 @@ Three test variables of every application check (``apptune.rfm.AppRun``);
 mode of a cluster does exactly that):
 
 * ``ranks_per_node``: ``full`` (a node's cores / threads per rank), ``half`` (half
-  of that: memory-bound codes gain bandwidth per rank; the published cluster
-  studies measured up to 40 %) or a number. The total rank count stays the tier's, so the result is
-  the same computation, verified against the same reference, on more nodes;
+  of that: a memory-bound code gets more bandwidth per rank) or a number. The total rank
+  count stays the tier's, so the result is the same computation, verified against the
+  same reference, on more nodes;
 * ``threads_per_rank``: cores per rank (``--cpus-per-task``; ``--map-by slot:PE=N``
   under Open MPI's mpirun) and the thread count of OpenMP and of every BLAS pool
   the recipe pins (``*_NUM_THREADS`` in ``run.env``);

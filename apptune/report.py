@@ -470,7 +470,7 @@ def _pct(v) -> str:
 def _verdicts(by_figure: dict) -> str:
     """``{figure: verdict}`` as one line: each verdict with its figures; the commonest one,
     when it has more than 3, last as a count
-    (``regression: HPL; within threshold: the other 7``)."""
+    (``regression: HPL; within noise: the other 7``)."""
     groups: dict[str, list[str]] = {}
     for n, v in by_figure.items():
         groups.setdefault(str(v), []).append(n)
