@@ -10,7 +10,7 @@ baseline only when
 * the run was graded ``clean`` (:mod:`apptune.quality`);
 * the figure is measured: energy, power, EDP and rates per watt from the model
   meter (or a shared node, or no meter) are shown, never judged;
-* the noise lets a 10 % change be seen (below).
+* the noise lets a 10 % change be seen, or the change is beyond the threshold (below).
 
 **The noise** of a figure is the standard deviation of its clean runs over their median,
 raised to its upper 80 % confidence bound (``run_noise``): a few runs that happen to agree
@@ -21,10 +21,12 @@ sessions (the drift between sessions is part of the noise a later run meets).
 ``r`` the repeats being compared (1 for one ReFrame test), the noise of the
 difference is ``sd = s * sqrt(f(r) + f(n))`` (``f(1) = 1``, ``f(2) = 1/2``,
 ``f(k) = pi / (2k)``: the variance of a median of k runs) and the threshold is
-``t = max(5 %, 4 sd)``. A figure is judged only when a change of ``DETECT`` (10 %)
-would exceed ``t`` nine times in ten (``t + 1.28 sd <= 10 %``), so no threshold is
-above ``CAP`` (7.6 %); otherwise it is "not judged here: noise N %". Baselines need
-at least ``MIN_RUNS`` (3) clean runs to have a noise at all.
+``t = max(5 %, 4 sd)``. "Within noise" is said only when a change of ``DETECT``
+(10 %) would exceed ``t`` nine times in ten (``t + 1.28 sd <= 10 %``, so ``t`` is at
+most ``CAP``, 7.6 %). A noisier figure is "not judged here: noise N %" unless its
+change is beyond ``t`` anyway: a change beyond 4 sd is a regression (or an
+improvement) whatever the noise, while a change inside it could hide 10 %. Baselines
+need at least ``MIN_RUNS`` (3) clean runs to have a noise at all.
 """
 
 from __future__ import annotations
@@ -194,19 +196,25 @@ def judge(
         )
     else:
         t, sd, judged = threshold(base.noise, base.runs, repeats)
-        out["threshold"] = round(t, 4)
-        if not judged:
+        bad = out["change"] < -t if fig.better == "higher" else out["change"] > t
+        good = out["change"] > t if fig.better == "higher" else out["change"] < -t
+        rule = f"threshold {t:.1%} = max({FLOOR:.0%}, {SIGMAS:g} x noise of the difference)"
+        if judged:
+            out["threshold"] = round(t, 4)
+            out["verdict"] = "regression" if bad else "improvement" if good else "within noise"
+            out["why"] = rule
+        elif bad or good:
+            # too noisy to vouch for "within noise", but a change beyond 4 sd is no noise
+            out["threshold"] = round(t, 4)
+            out["verdict"] = "regression" if bad else "improvement"
+            out["why"] = (
+                f"{rule}; noise {base.noise:.1%} per run: a change inside it would not be judged"
+            )
+        else:
             out["why"] = (
                 f"not judged here: noise {base.noise:.1%} per run (a {DETECT:.0%} change "
-                f"would be missed more than 1 time in 10 with {repeats} run(s))"
-            )
-            out["threshold"] = None
-        else:
-            bad = out["change"] < -t if fig.better == "higher" else out["change"] > t
-            good = out["change"] > t if fig.better == "higher" else out["change"] < -t
-            out["verdict"] = "regression" if bad else "improvement" if good else "within noise"
-            out["why"] = (
-                f"threshold {t:.1%} = max({FLOOR:.0%}, {SIGMAS:g} x noise of the difference)"
+                f"would be missed more than 1 time in 10 with {repeats} run(s); only a change "
+                f"beyond {t:.1%} would be)"
             )
     return out
 

@@ -116,12 +116,25 @@ def test_a_baseline_of_another_machine_gives_no_verdict_and_says_how_to_record_o
 
 
 def test_noisy_figures_and_short_baselines_are_not_judged():
-    c = judged(bfile(noise=0.06), {"HPL": 20.0})
+    c = judged(bfile(noise=0.06), {"HPL": 37.0})  # -7.5 %: could be noise, could hide -10 %
     assert c["HPL"]["verdict"] == "no verdict" and c["HPL"]["why"].startswith(
         "not judged here: noise 6.0% per run"
     )
+    assert c["HPL"]["threshold"] is None
+    assert baselines.reframe_reference(c, FIGS) == {}
     c = judged(bfile(noise=None, runs=1), {"HPL": 20.0})
     assert c["HPL"]["verdict"] == "no verdict" and "1 clean run(s)" in c["HPL"]["why"]
+
+
+@pytest.mark.parametrize("value, verdict", [(20.0, "regression"), (80.0, "improvement")])
+def test_a_change_beyond_the_threshold_of_a_noisy_figure_is_judged(value, verdict):
+    """Too noisy to vouch for "within noise", but a halving is no noise: the verdict is
+    given, and ReFrame gets the threshold as its reference."""
+    c = judged(bfile(noise=0.06), {"HPL": value})
+    t = c["HPL"]["threshold"]
+    assert c["HPL"]["verdict"] == verdict and 0.2 < t < 0.5, c["HPL"]
+    assert "noise 6.0% per run: a change inside it would not be judged" in c["HPL"]["why"]
+    assert baselines.reframe_reference(c, FIGS)["*"]["HPL"] == (40.0, -t, None, "Gflop/s")
 
 
 def result(value, run, quality=CLEAN, ok=True, energy="measured", mach=None, **figs):
