@@ -97,24 +97,12 @@ def _site_config(config: Path, system: str):
     """ReFrame's configuration of ``config`` with ``system`` selected, and the runtime
     context built from it (the system, its partitions and environments, the modules
     system), exactly as ``reframe -C CONFIG --system SYSTEM`` would build them."""
-    from reframe.core import config as rconfig
     from reframe.core.exceptions import ReframeError
     from reframe.core.runtime import RuntimeContext
 
-    if not config.is_file():
-        raise ApptuneError(config, None, "site config not found (give it with -C)")
-    try:
-        site = rconfig.load_config(str(config))
-        site.validate()
-    except SystemExit as e:  # the config's own one-line error (e.g. a bad cluster file)
-        msg = str(e.code).removeprefix("apptune: error: ")
-        raise (
-            ApptuneError(None, None, msg) if ": " in msg else ApptuneError(config, None, msg)
-        ) from None
-    except ReframeError as e:  # its message names the reasons under it
-        raise ApptuneError(config, "site_configuration", str(e)) from None
-    except Exception as e:  # the file itself failed (it is Python, run as ReFrame runs it)
-        raise ApptuneError(config, "site_configuration", f"cannot load: {e}") from None
+    from .site import load_reframe_config
+
+    site = load_reframe_config(config)
     known = [s["name"] for s in site["systems"]]
     if system not in known:
         raise ApptuneError(

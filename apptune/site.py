@@ -240,3 +240,27 @@ def load_clusters(directory: str | os.PathLike, base_environments: list[dict]) -
         systems.append(cluster_system(name, c, base, f))
         names.append(name)
     return {"systems": systems, "environments": envs, "modes": cluster_modes(names)}
+
+
+def load_reframe_config(cfg: Path):
+    """The site config file ``cfg`` loaded and checked by ReFrame's own loader, as
+    ``reframe -C CFG`` does (``reframe.core.config.load_config``, then its schema); its
+    parts read as ``site["environments"]``, ``site["systems"]``."""
+    from reframe.core import config as rconfig
+    from reframe.core.exceptions import ReframeError
+
+    if not cfg.is_file():
+        raise ApptuneError(cfg, None, "site config not found (give it with -C)")
+    try:
+        site = rconfig.load_config(str(cfg))
+        site.validate()
+        return site
+    except SystemExit as e:  # the config's own one-line error (e.g. a bad cluster file)
+        msg = str(e.code).removeprefix("apptune: error: ")
+        raise (
+            ApptuneError(None, None, msg) if ": " in msg else ApptuneError(cfg, None, msg)
+        ) from None
+    except ReframeError as e:  # its message names the reasons under it
+        raise ApptuneError(cfg, "site_configuration", " ".join(str(e).split())) from None
+    except Exception as e:  # the file is Python: any error in it is reported, in one line
+        raise ApptuneError(cfg, None, f"cannot load: {type(e).__name__}: {e}") from None

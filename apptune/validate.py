@@ -23,7 +23,6 @@ libraries, environments' ``extras``) and the tuning spaces.
 from __future__ import annotations
 
 import dataclasses
-import runpy
 from pathlib import Path
 
 import jinja2
@@ -32,6 +31,7 @@ import jinja2.meta
 from . import baselines, inputs, outputs, paths, recipes, verify
 from .errors import ApptuneError, expand
 from .models import FlagLadders, Libraries, Recipe
+from .site import load_reframe_config
 from .yamlio import load_model
 
 #: What every environment's ``extras`` must say (:class:`apptune.recipes.Toolchain`).
@@ -141,27 +141,10 @@ def load_site(
 
 def _config_environments(cfg: Path, found: list) -> list[dict] | None:
     try:
-        return list(site_configuration(cfg).get("environments", []))
+        return list(load_reframe_config(cfg)["environments"])
     except ApptuneError as e:
         found.append(e)
         return None
-
-
-def site_configuration(cfg: Path) -> dict:
-    """The ``site_configuration`` of a ReFrame config file (run as ReFrame would)."""
-    if not cfg.is_file():
-        raise ApptuneError(cfg, None, "site config not found (give it with -C)")
-    try:
-        return runpy.run_path(str(cfg))["site_configuration"]
-    except SystemExit as e:  # the config's own one-line error (e.g. a bad cluster file)
-        msg = str(e.code).removeprefix("apptune: error: ")
-        raise (
-            ApptuneError(None, None, msg) if ": " in msg else ApptuneError(cfg, None, msg)
-        ) from None
-    except KeyError:
-        raise ApptuneError(cfg, "site_configuration", "not defined by the file") from None
-    except Exception as e:  # the file is Python: any error in it is reported, in one line
-        raise ApptuneError(cfg, None, f"cannot load: {type(e).__name__}: {e}") from None
 
 
 def _collect(found: list, fn, *args, **kw):
