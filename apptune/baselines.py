@@ -36,10 +36,18 @@ import math
 import statistics
 from pathlib import Path
 
+import yaml
+
 from . import machine, paths
 from .errors import ApptuneError
 from .models import BaselineFile, Figure
-from .yamlio import atomic_write_text, dump_yaml, load_model, load_yaml
+from .yamlio import (
+    atomic_write_text,
+    dump_yaml_roundtrip,
+    edit_yaml_text,
+    load_model,
+    load_yaml,
+)
 
 HEADER = (
     "# Performance baselines per machine fingerprint and (environment, variant, tier):\n"
@@ -383,8 +391,36 @@ def merge(
         }
     if not groups:  # nothing to record: the file stays as it is
         return f, f.read_text() if f.exists() else "", notes
-    data["entries"] = sorted(
-        entries.values(), key=lambda e: (e["machine"], e["tier"], e["environment"], e["variant"])
-    )
+    data["entries"] = sorted(entries.values(), key=_entry_order)
     BaselineFile.model_validate(data)
-    return f, HEADER + dump_yaml(data), notes
+    if b is None:
+        return f, HEADER + dump_yaml_roundtrip(data), notes
+    recorded = {k: entries[k] for k in groups if k in entries}
+    text = edit_yaml_text(f.read_text(), lambda doc: _merge_into(doc, data, recorded))
+    BaselineFile.model_validate(yaml.safe_load(text))
+    return f, text, notes
+
+
+def _entry_order(e) -> tuple:
+    return (e["machine"], e["tier"], e["environment"], e["variant"])
+
+
+def _merge_into(doc, data: dict, recorded: dict) -> None:
+    """The recorded entries merged into the baseline file's own YAML (a ruamel round trip:
+    its comments, order and style stay): a new machine's fingerprint is added, an entry
+    recorded again gets its new figures in place, a new entry goes where the order puts it."""
+    for key in ("machines", "entries"):
+        if not doc.get(key):  # empty (often `{}` / `[]`): filled in block style
+            doc[key] = type(data[key])()
+    for mid, fp in data["machines"].items():
+        if mid not in doc["machines"]:
+            doc["machines"][mid] = fp
+    seq = doc["entries"]
+    for e in sorted(recorded.values(), key=_entry_order):
+        at = next((i for i, x in enumerate(seq) if _entry_order(x) == _entry_order(e)), None)
+        if at is not None:
+            seq[at]["recorded"] = e["recorded"]
+            seq[at]["figures"] = e["figures"]
+        else:
+            pos = next((i for i, x in enumerate(seq) if _entry_order(x) > _entry_order(e)), None)
+            seq.insert(len(seq) if pos is None else pos, e)

@@ -130,14 +130,6 @@ def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def dump_yaml(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
-
-
-def atomic_write_yaml(path: str | os.PathLike, data: Any, header: str = "") -> None:
-    atomic_write_text(path, header + dump_yaml(data))
-
-
 def _roundtrip():
     from ruamel.yaml import YAML
 
@@ -146,6 +138,14 @@ def _roundtrip():
     y.width = 4096  # never re-wrap a long line
     y.indent(mapping=2, sequence=4, offset=2)
     return y
+
+
+def dump_yaml_roundtrip(data: Any) -> str:
+    """``data`` as YAML in the style :func:`edit_yaml_text` keeps (block style, its
+    indentation), so that a file written here and edited later differs only where edited."""
+    out = io.StringIO()
+    _roundtrip().dump(data, out)
+    return out.getvalue()
 
 
 def edit_yaml_text(text: str, change: Callable[[Any], None]) -> str:

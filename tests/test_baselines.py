@@ -1,6 +1,7 @@
 """Baselines bound to a machine fingerprint, thresholds from their own noise, verdicts
 only where they can be trusted, and one-line errors for bad baseline files."""
 
+import difflib
 import math
 import statistics
 import textwrap
@@ -246,3 +247,35 @@ def test_bad_baseline_files_give_one_line_naming_file_and_field(toy_root, case, 
     assert "\n" not in line and "reference/baselines/local/hpcc.yaml" in line and message in line, (
         line
     )
+
+
+def test_a_baseline_update_keeps_the_files_comments_and_order(toy_root):
+    """The file is edited in place (ruamel round trip): a reviewer's comments and the order
+    stay; the entry recorded again gets its new figures, another machine's is untouched."""
+    other = (machine.machine_id(OTHER), OTHER)
+    f, text, _ = baselines.merge("local", "hpcc", [result(40.0, r, mach=other) for r in "abc"])
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(text)
+    first = text
+    _, text, _ = baselines.merge("local", "hpcc", [result(30.0, r) for r in "abc"])
+    # a new machine's entry only adds lines: the file keeps the style it was written in
+    diff = difflib.ndiff(first.splitlines(), text.splitlines())
+    assert [ln for ln in diff if ln.startswith("- ")] == []
+    lines = text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("- machine:"))
+    lines.insert(at, "  # the first entry: recorded on the old cluster, kept for comparison")
+    commented = "\n".join(lines).replace("app: hpcc", "app: hpcc  # reviewed") + "\n"
+    f.write_text(commented)
+    _, new, _ = baselines.merge("local", "hpcc", [result(33.0, r) for r in "def"])
+    assert "app: hpcc  # reviewed" in new
+    assert "  # the first entry: recorded on the old cluster, kept for comparison" in new
+    b = BaselineFile.model_validate(__import__("yaml").safe_load(new))
+    mine = next(e for e in b.entries if e.machine == this_machine()[0])
+    theirs = next(e for e in b.entries if e.machine == other[0])
+    assert mine.figures["HPL"].value == 33.0 and theirs.figures["HPL"].value == 40.0
+    # only the re-recorded entry changed
+    before = __import__("yaml").safe_load(commented)
+    after = __import__("yaml").safe_load(new)
+    assert after["machines"] == before["machines"]
+    assert [e["machine"] for e in after["entries"]] == [e["machine"] for e in before["entries"]]
+    assert new.count("\n") >= commented.count("\n") - 2
