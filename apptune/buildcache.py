@@ -22,6 +22,7 @@ use, and a mismatching entry is removed and rebuilt.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -69,13 +70,34 @@ def digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def code_identity() -> str:
-    """apptune's own build code: a change to how apptune builds is a different build."""
+#: apptune's modules whose code decides how a build is made.
+BUILD_CODE = ("build.py", "ccwrap.py", "sources.py")
+
+
+def code_identity(files: tuple[str, ...] = BUILD_CODE) -> str:
+    """apptune's own build code: a change to how apptune builds is a different build. The
+    code is compared as Python's syntax tree without docstrings, so reformatting, comments
+    and documentation do not throw away every cached build (an hour of compiling)."""
     here = Path(__file__).parent
     h = hashlib.sha256()
-    for name in ("build.py", "ccwrap.py", "sources.py"):
-        h.update((here / name).read_bytes())
+    for name in files:
+        h.update(_code_of((here / name).read_text()).encode())
     return h.hexdigest()
+
+
+def _code_of(source: str) -> str:
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 def key_inputs(

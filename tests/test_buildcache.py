@@ -106,3 +106,21 @@ def test_concurrent_builders_build_once(toy_root, tmp_path):
     assert len(buildcache.entries()) == 1
     m = buildcache.entries()[0].manifest
     assert json.dumps(m["inputs"]["plan"]["cflags"]) == '["-O3", "-march=native", "-funroll-loops"]'
+
+
+@pytest.mark.unit
+def test_the_build_code_identity_ignores_formatting_comments_and_docstrings(tmp_path):
+    code = '"""A module."""\n\n\ndef f(x):\n    """Twice x."""\n    return 2 * x\n'
+    same = (
+        "# reformatted, commented, documented anew\n"
+        '"""Another text."""\n'
+        "def f( x ):\n"
+        '    """Doubled."""\n'
+        "    return 2*x  # the same code\n"
+    )
+    changed = code.replace("2 * x", "3 * x")
+    assert buildcache._code_of(same) == buildcache._code_of(code)
+    assert buildcache._code_of(changed) != buildcache._code_of(code)
+    # a function that is only a docstring stays a function
+    assert "Pass" in buildcache._code_of('def g():\n    """Nothing yet."""\n')
+    assert buildcache.code_identity() == buildcache.code_identity(buildcache.BUILD_CODE)
