@@ -13,7 +13,7 @@ mode of a cluster does exactly that):
   the recipe pins (``*_NUM_THREADS`` in ``run.env``);
 * ``binding``: ``core``, ``socket`` or ``none``, spelled for the launcher and MPI.
 
-Unset, the launcher's and scheduler's defaults apply, as before.
+Unset, the launcher's and scheduler's defaults apply.
 
 A check (``apptune.rfm.AppRun``) and a tune/bisect trial (``apptune.localrun``) place
 their ranks with the same two functions: :func:`plan` (the recipe's named placement,
