@@ -45,6 +45,7 @@ from .constants import XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .models import Recipe
 from .recipes import time_limit_seconds
+from .site import job_environment
 from .yamlio import atomic_write_json
 
 #: The job's standard output and error in a run directory (``file: stdout`` outputs).
@@ -113,39 +114,6 @@ def _site_config(config: Path, system: str):
         return site, RuntimeContext(site)
     except ReframeError as e:
         raise ApptuneError(config, f"systems.{system}", str(e)) from None
-
-
-def job_environment(modules_system, prepare_cmds, environs, login: bool = False):
-    """The variables a job script of these ReFrame environments runs with, as
-    (set or changed, unset), against this process's environment.
-
-    The script is the one ReFrame writes (``Job.prepare``): the partition's
-    ``prepare_cmds``, then per environment its ``prepare_cmds``, the modules system's load
-    commands and ``export NAME=value`` of its ``env_vars``; it is run by the shell a job
-    script runs in, so modules, ``$VAR`` and everything else expand exactly as there.
-    The lines come from the site config (the site's own shell code), never from a recipe."""
-    lines = list(prepare_cmds)
-    for e in environs:
-        lines += list(e.prepare_cmds)
-        for m in e.modules_detailed:
-            lines += modules_system.emit_load_commands(**m)
-        lines += [f"export {k}={v}" for k, v in e.env_vars.items()]
-    # the environment before and after, NUL-separated on fd 3 (the lines may print)
-    script = "\n".join(["exec 3>&1 1>&2", "env -0 >&3", "printf '\\0' >&3", *lines, "env -0 >&3"])
-    shell = ["bash", "-l"] if login else ["bash", "--noprofile", "--norc"]
-    p = subprocess.run([*shell, "-c", script], capture_output=True)
-    before, _, after = p.stdout.partition(b"\0\0")
-
-    def parse(blob: bytes) -> dict[str, str]:
-        pairs = (x.decode(errors="surrogateescape").partition("=") for x in blob.split(b"\0"))
-        return {k: v for k, _, v in pairs if k}
-
-    was, now = parse(before), parse(after)
-    if p.returncode != 0 or not now:
-        err = p.stderr.decode(errors="replace").strip().splitlines()
-        raise RuntimeError(err[-1] if err else f"the shell exited with status {p.returncode}")
-    changed = {k: v for k, v in now.items() if was.get(k) != v and k != "_"}
-    return changed, sorted(set(was) - set(now))
 
 
 def load_site(

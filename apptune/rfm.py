@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -48,33 +46,21 @@ from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json
 
 
-def _expand(value: str, env: dict) -> str:
-    return re.sub(
-        r"\$(?:\{(\w+)\}|(\w+))", lambda m: env.get(m.group(1) or m.group(2), ""), str(value)
-    )
-
-
 def missing_in_environment(environ, tools: list[str]) -> list[str]:
-    """The tools not found with a ReFrame environment applied as its job would see it: its
-    ``env_vars`` (e.g. PATH) and, where it has modules, after loading them."""
-    env = dict(os.environ)
-    for k, v in dict(getattr(environ, "env_vars", {}) or {}).items():
-        env[k] = _expand(v, env)
-    modules = list(getattr(environ, "modules", []) or [])
-    if not modules:
-        return [t for t in tools if shutil.which(t, path=env.get("PATH")) is None]
+    """The tools not found with a ReFrame environment applied as its job would see it
+    (:func:`apptune.site.job_environment`: its prepare commands, modules and ``env_vars``)."""
+    from reframe.core.exceptions import ReframeFatalError
     from reframe.core.runtime import runtime
 
-    ms = runtime().modules_system
-    load = [c for m in modules for c in ms.emit_load_commands(m)]
-    # the tool names are arguments of the script, never part of it
-    script = "\n".join(
-        load + ['for t; do command -v -- "$t" >/dev/null 2>&1 || printf "%s\\n" "$t"; done']
-    )
-    p = subprocess.run(
-        ["bash", "-c", script, "bash", *tools], env=env, capture_output=True, text=True
-    )
-    return [t for t in p.stdout.split() if t in tools]
+    from .site import job_environment
+
+    try:
+        modules_system = runtime().modules_system
+    except ReframeFatalError:  # not inside a ReFrame session: no modules to load
+        modules_system = None
+    env, _ = job_environment(modules_system, [], [environ])
+    path = env.get("PATH", os.environ.get("PATH"))
+    return [t for t in tools if shutil.which(t, path=path) is None]
 
 
 def _site_environments() -> set[str]:

@@ -1,4 +1,6 @@
-"""Slurm clusters for the ReFrame site config, from a few values per cluster.
+"""The ReFrame site config: Slurm clusters from a few values per cluster, the config as
+ReFrame loads it (:func:`load_reframe_config`), and the variables of a job of its
+environments (:func:`job_environment`).
 
 ``site-config/clusters/NAME.yaml`` describes one Slurm cluster (the system
 ``NAME``); ``site-config/settings.py`` turns every such file into ReFrame
@@ -26,6 +28,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Literal
 
@@ -264,3 +267,36 @@ def load_reframe_config(cfg: Path):
         raise ApptuneError(cfg, "site_configuration", " ".join(str(e).split())) from None
     except Exception as e:  # the file is Python: any error in it is reported, in one line
         raise ApptuneError(cfg, None, f"cannot load: {type(e).__name__}: {e}") from None
+
+
+def job_environment(modules_system, prepare_cmds, environs, login: bool = False):
+    """The variables a job script of these ReFrame environments runs with, as
+    (set or changed, unset), against this process's environment.
+
+    The script is the one ReFrame writes (``Job.prepare``): the partition's
+    ``prepare_cmds``, then per environment its ``prepare_cmds``, the modules system's load
+    commands and ``export NAME=value`` of its ``env_vars``; it is run by the shell a job
+    script runs in, so modules, ``$VAR`` and everything else expand exactly as there.
+    The lines come from the site config (the site's own shell code), never from a recipe."""
+    lines = list(prepare_cmds)
+    for e in environs:
+        lines += list(e.prepare_cmds)
+        for m in e.modules_detailed:
+            lines += modules_system.emit_load_commands(**m)
+        lines += [f"export {k}={v}" for k, v in e.env_vars.items()]
+    # the environment before and after, NUL-separated on fd 3 (the lines may print)
+    script = "\n".join(["exec 3>&1 1>&2", "env -0 >&3", "printf '\\0' >&3", *lines, "env -0 >&3"])
+    shell = ["bash", "-l"] if login else ["bash", "--noprofile", "--norc"]
+    p = subprocess.run([*shell, "-c", script], capture_output=True)
+    before, _, after = p.stdout.partition(b"\0\0")
+
+    def parse(blob: bytes) -> dict[str, str]:
+        pairs = (x.decode(errors="surrogateescape").partition("=") for x in blob.split(b"\0"))
+        return {k: v for k, _, v in pairs if k}
+
+    was, now = parse(before), parse(after)
+    if p.returncode != 0 or not now:
+        err = p.stderr.decode(errors="replace").strip().splitlines()
+        raise RuntimeError(err[-1] if err else f"the shell exited with status {p.returncode}")
+    changed = {k: v for k, v in now.items() if was.get(k) != v and k != "_"}
+    return changed, sorted(set(was) - set(now))

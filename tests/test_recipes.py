@@ -124,9 +124,10 @@ def test_requires_are_looked_up_on_the_environments_own_path(tmp_path):
     tool.write_text("#!/bin/sh\n")
     tool.chmod(0o755)
 
-    class Env:
+    class Env:  # what a ReFrame environment has
         env_vars = {"PATH": f"{tool.parent}:$PATH"}
-        modules = []
+        prepare_cmds = []
+        modules_detailed = []
 
     assert missing_in_environment(Env, ["mycc-only-here", "gcc"]) == []
     Env.env_vars = {}
