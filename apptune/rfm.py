@@ -63,14 +63,21 @@ def missing_in_environment(environ, tools: list[str]) -> list[str]:
     return [t for t in tools if shutil.which(t, path=path) is None]
 
 
-def _site_environments() -> set[str]:
-    """Environment names defined in the ReFrame configuration (not only those -p selected)."""
-    try:
-        from reframe.core.runtime import runtime
+def _session_environments() -> list[dict] | None:
+    """The environments of this ReFrame session's configuration (not only those -p
+    selected); None outside a ReFrame session (e.g. unit tests)."""
+    from reframe.core.exceptions import ReframeFatalError
+    from reframe.core.runtime import runtime
 
-        return {e["name"] for e in runtime().site_config["environments"]}
-    except Exception:  # not inside a ReFrame session (e.g. unit tests)
-        return set()
+    try:
+        return list(runtime().site_config["environments"])
+    except ReframeFatalError:  # "no runtime context is configured"
+        return None
+
+
+def _site_environments() -> set[str]:
+    """Environment names defined in the session's ReFrame configuration (empty outside one)."""
+    return {e["name"] for e in _session_environments() or []}
 
 
 def load_app(app: str):
@@ -82,13 +89,8 @@ def load_app(app: str):
 
     from . import validate
 
-    try:
-        from reframe.core.runtime import runtime
-
-        environments = list(runtime().site_config["environments"])
-    except Exception:  # not inside a ReFrame session: the site config file's environments
-        environments = None
-    site, found = validate.load_site(environments=environments)
+    # outside a ReFrame session (None): the site config file's environments
+    site, found = validate.load_site(environments=_session_environments())
     found += validate.app_problems(app, site)
     if found:
         raise RegressionTestLoadError("\n".join(str(p) for p in found)) from None

@@ -1,6 +1,9 @@
 """Recipes, variants and site data: every bad input is a one-line error naming file and field."""
 
+import shutil
+
 import pytest
+from conftest import REPO
 
 from apptune import recipes
 from apptune.errors import ApptuneError
@@ -156,3 +159,18 @@ def test_environment_blas_not_offered_by_recipe():
     tc = Toolchain("odd", "gnu", "mpicc", "mpicxx", "mpifort", "openmpi", "3.1", "essl")
     msg = err(recipes.resolve, r, "tuned", tc)
     assert "defaults.blas" in msg and "essl" in msg
+
+
+def test_a_check_file_loads_its_recipe_outside_a_reframe_session(toy_root):
+    """``load_app`` (what every check file calls) checks the application's data against the
+    site config file's environments when no ReFrame session is running (a check file
+    imported by a tool or a test), and refuses bad data with ReFrame's load error."""
+    from reframe.core.exceptions import RegressionTestLoadError
+
+    from apptune.rfm import load_app
+
+    shutil.copy(REPO / "site-config/settings.py", toy_root / "site-config/settings.py")
+    assert load_app("toy").name == "toy"
+    (toy_root / "reference/toy/ci.yaml").write_text("app: toy\ntier: ci\nfields: 3\n")
+    with pytest.raises(RegressionTestLoadError, match="ci.yaml: fields"):
+        load_app("toy")
