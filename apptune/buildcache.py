@@ -81,11 +81,13 @@ def code_identity(files: tuple[str, ...] = BUILD_CODE) -> str:
     here = Path(__file__).parent
     h = hashlib.sha256()
     for name in files:
-        h.update(_code_of((here / name).read_text()).encode())
+        h.update(syntax_of((here / name).read_text()).encode())
     return h.hexdigest()
 
 
-def _code_of(source: str) -> str:
+def syntax_of(source: str) -> str:
+    """Python ``source`` as its syntax tree without docstrings: equal for two sources
+    that differ only in formatting, comments and documentation."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)

@@ -5,7 +5,6 @@ Unit tests on small synthetic tarballs (file:// URLs, hermetic); two integration
 follow the walk-throughs of docs/adding-an-application.md literally: one on a synthetic
 autotools tarball, one on a real Debian source package (mbw)."""
 
-import ast
 import hashlib
 import io
 import json
@@ -24,7 +23,7 @@ import timeapp
 import yaml
 from conftest import TOY_ACC, TOY_MAIN, make_tarball, write_run
 
-from apptune import cli, outputs, records, scaffold, validate, verify
+from apptune import buildcache, cli, outputs, records, scaffold, validate, verify
 from apptune.models import OutputSpec, OwnCheck
 
 REPO = Path(__file__).resolve().parent.parent
@@ -198,20 +197,6 @@ def test_generated_files_validate_once_the_run_command_and_figures_are_filled(
     ]
 
 
-def _without_docstrings(tree: ast.Module) -> str:
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:]
-    return ast.dump(tree)
-
-
 def test_the_check_has_exactly_the_shape_of_hpccs(tree, tmp_path):
     assert new(tmp_path, {**C_APP, "Makefile": ""}, app="my-app") == 0
     gen = (tree / "reframe-checks/my-app/my_app.py").read_text()
@@ -222,7 +207,7 @@ def test_the_check_has_exactly_the_shape_of_hpccs(tree, tmp_path):
         .replace('"hpcc"', '"my-app"')
     )
     assert 'RECIPE = load_app("my-app")' in gen
-    assert _without_docstrings(ast.parse(gen)) == _without_docstrings(ast.parse(hpcc))
+    assert buildcache.syntax_of(gen) == buildcache.syntax_of(hpcc)
 
 
 def test_the_check_written_passes_make_lint(tree, tmp_path):
