@@ -13,6 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 NAME_RE = r"^[a-z0-9][a-z0-9_.-]*$"
+#: Figure names and units reach reports, pages and plots: letters, digits and a few marks.
+FIGURE_NAME_RE = r"^[A-Za-z][A-Za-z0-9_.-]*$"
+FIGURE_UNIT_RE = r"^[A-Za-z0-9 %/._()*^µ·-]*$"
 SHA256_RE = r"^[0-9a-f]{64}$"
 
 
@@ -219,7 +222,7 @@ class TierSpec(Strict):
 
 class Figure(Strict):
     field: str
-    unit: str
+    unit: str = Field(pattern=FIGURE_UNIT_RE)
     better: Literal["higher", "lower"]
     scale: float = 1.0
     #: Divide by another extracted field (e.g. inference time / search iterations).
@@ -351,6 +354,17 @@ class RunSpec(Strict):
     own_checks: list[OwnCheck] = []
     #: Rate figures also reported per watt when energy is known (e.g. HPL: the Green500 measure).
     per_watt: list[str] = []
+
+    @field_validator("figures")
+    @classmethod
+    def _figure_names(cls, v):
+        for name in v:
+            if not re.match(FIGURE_NAME_RE, name):
+                raise ValueError(
+                    f"figure name {name!r}: use letters, digits, '_', '.', '-' "
+                    "(it names columns, plots and pages)"
+                )
+        return v
 
     @property
     def outputs(self) -> list[OutputSpec]:

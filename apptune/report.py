@@ -13,9 +13,7 @@ import functools
 import math
 from pathlib import Path
 
-import jinja2
-
-from . import machine, quality, recipes, records
+from . import machine, quality, recipes, records, templating
 from .constants import SKIP_FILE, XFAIL_FILE
 from .errors import ApptuneError
 from .figures import fmt_figure
@@ -792,13 +790,7 @@ def trend_plots(summary: dict, run_dir: Path, verdicts: list, order: dict) -> No
 def render(
     summary: dict, run_dir: Path, history_dir: Path | None = None
 ) -> tuple[Path, Path, Path]:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("apptune", "templates"),
-        autoescape=jinja2.select_autoescape(["html"]),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    env = templating.environment(keep_trailing_newline=False)
     env.filters.update(
         quality=quality.summary,
         summary_line=summary_line,

@@ -1,5 +1,8 @@
-"""The jinja2 environment of apptune's own templates (``apptune/templates/``): reports of
-tune and bisect, the files ``apptune new`` writes. The run report adds HTML escaping."""
+"""The jinja2 environment of apptune's own templates (``apptune/templates/``): the run
+report, the reports of tune and bisect, the files ``apptune new`` writes.
+
+Every HTML template (``*.html.j2``) is escaped by default: its values come from program
+output, recipes and the history, and a report is a page people open in a browser."""
 
 from __future__ import annotations
 
@@ -8,13 +11,20 @@ import jinja2
 from .figures import fmt_figure
 
 
-def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
+def _escaped(name: str | None) -> bool:
+    return bool(name) and name.removesuffix(".j2").endswith((".html", ".htm", ".xml"))
+
+
+def environment(**kw) -> jinja2.Environment:
+    """The templates' environment; keyword arguments override its options."""
+    opts = dict(
         loader=jinja2.PackageLoader("apptune", "templates"),
+        autoescape=_escaped,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    env = jinja2.Environment(**(opts | kw))
     env.filters["fmt"] = fmt_figure
     return env

@@ -130,3 +130,66 @@ def test_report_in_headless_chromium(tmp_path):
     artifacts = REPO / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     shutil.copy(shot, artifacts / "report-headless-chromium.png")
+
+
+# Each payload, if it ran, marks the page's <body>; escaped, it is only text.
+def _payload(n: int) -> str:
+    mark = f"document.body.setAttribute('data-pwned-{n}','1')"
+    return [
+        f"<script>{mark}</script>",
+        f'"><img src=x onerror="{mark}">',
+        f'\'><svg onload="{mark}">',
+        f"</title></td><script>{mark}</script>",
+    ][n % 4]
+
+
+def test_hostile_values_do_not_run_in_the_report(tmp_path, monkeypatch):
+    """Program output (a field's value, the verification summary), a figure's name and unit
+    and an environment's name reach the page as text: Chromium runs none of them."""
+    from apptune import recipes
+    from apptune.models import Figure
+
+    real_specs = recipes.figure_specs
+
+    def hostile_specs(recipe):
+        specs = dict(real_specs(recipe))
+        specs["HPL"] = Figure(field="HPL", unit=_payload(4), better="higher")
+        return specs
+
+    monkeypatch.setattr(recipes, "figure_specs", hostile_specs)
+    run_dir = write_run(
+        tmp_path / "run",
+        "u1",
+        1.7e9,
+        [
+            {
+                "app": "hpcc",
+                "tier": "ci",
+                "environment": "gnu",
+                "variant": "tuned",
+                "figures": {"HPL": 40.0, _payload(1): 2.0, "wall_time": 9.0},
+                "fields": [{"name": "HPL", "ok": False, "got": _payload(2)}],
+                "ok": False,
+            },
+            {
+                "app": "hpcc",
+                "tier": "ci",
+                "environment": "gnu",
+                "variant": "baseline",
+                "figures": {"HPL": 30.0, "wall_time": 9.5},
+            },
+        ],
+        mode="ci",
+    )
+    rec = next((run_dir / "stage").rglob("apptune-result.json"))
+    data = json.loads(rec.read_text())
+    data["verification"]["summary"] = f"'{_payload(3)}' is not a number" + _payload(0)
+    rec.write_text(json.dumps(data))
+    html = report.write(run_dir)[2]
+    text = html.read_text()
+    assert "<script>document" not in text and "<img src=x" not in text, "not escaped"
+    dom = chromium("--virtual-time-budget=5000", "--dump-dom", html.as_uri(), cwd=tmp_path)
+    body = re.search(r"<body[^>]*>", dom).group(0)
+    assert "data-pwned" not in body, f"a payload ran in Chromium: {body}"
+    # the values are there, as text
+    assert "is not a number" in dom and "onerror" in dom

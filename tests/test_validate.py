@@ -171,6 +171,28 @@ def test_figure_and_reference_fields_no_output_produces(tree):
     ]
 
 
+@pytest.mark.parametrize(
+    "old,new,words",
+    [
+        (
+            "    rate: {field: rate,",
+            "    '<img src=x onerror=alert(1)>': {field: rate,",
+            "run.figures: figure name '<img src=x onerror=alert(1)>': use letters",
+        ),
+        (
+            "unit: op/s",
+            "unit: '<script>alert(1)</script>'",
+            "run.figures.rate.unit: must match the pattern",
+        ),
+    ],
+)
+def test_figure_names_and_units_outside_a_safe_pattern(tree, old, new, words):
+    """They name columns, plots and pages: markup in them is refused, one line."""
+    edit(tree / "build-recipes/toy.yaml", old, new)
+    msg = only(validate.problems())
+    assert msg.startswith("tree/build-recipes/toy.yaml: ") and words in msg, msg
+
+
 def test_keyvalue_outputs_say_nothing_about_field_names(tree):
     edit(tree / "build-recipes/toy.yaml", "rate: {field: rate,", "rate: {field: anything_printed,")
     assert lines(validate.problems()) == []
