@@ -38,7 +38,7 @@ from pathlib import Path
 
 import yaml
 
-from . import machine, paths
+from . import machine, paths, quality
 from .errors import ApptuneError
 from .models import BaselineFile, Figure
 from .yamlio import (
@@ -189,13 +189,16 @@ def judge(
         "verdict": "no verdict",
         "why": "",
     }
-    if base is not None and value is not None and base.value:
+    finite = _finite(value)
+    if base is not None and finite and base.value:
         out["change"] = (value - base.value) / base.value
     why_energy = energy_no_verdict(energy_trust) if is_energy_figure(name) else None
     if why_energy:
         out["why"] = why_energy
     elif blocked:
         out["why"] = blocked
+    elif not finite:
+        out["why"] = f"not a finite number ({value!r})"
     elif base is None:
         out["why"] = "no baseline for this figure"
     elif base.noise is None or base.runs < MIN_RUNS:
@@ -250,6 +253,65 @@ def compare(
         out[name] = judge(
             fig, name, v, base, blocked=blocked, energy_trust=energy_trust, repeats=repeats
         )
+    return out
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def verdicts(system: str, app: str, runs: list[dict], figures: dict[str, Figure]) -> dict:
+    """The performance verdict of one run, or of the repeats of one variant (their medians,
+    with the threshold for that many repeats): ``runs`` are run records of one app, tier,
+    environment, variant and machine. The one place that decides what may be judged: a
+    readable baseline of this machine, verified runs, clean runs, finite figures.
+
+    Returns ``{file, found, why, repeats, figures: {name: judge(...)}}``; ``why`` says why
+    no figure of the runs can be judged (None: each figure's own ``why`` says)."""
+
+    first = runs[0]
+    env, variant, tier = first.get("environment"), first.get("variant"), first.get("tier")
+    out = {"file": _rel(paths.baselines_file(system, app)), "found": False, "why": None}
+    try:
+        bfile, b = load(system, app)
+        blocked = None
+    except ApptuneError as e:  # a bad baseline withholds the verdict, never the verification
+        bfile, b, blocked = paths.baselines_file(system, app), None, f"baseline unusable: {e}"
+    mid = first.get("machine_id")
+    entry = lookup(b, mid, env, variant, tier)
+    out["found"] = entry is not None
+    verified = [r for r in runs if (r.get("verification") or {}).get("ok")]
+    clean = [r for r in verified if (r.get("quality") or {}).get("grade") == "clean"]
+    blocked = blocked or not_applicable(b, bfile, mid, system, app)
+    if blocked is None and not verified:
+        blocked = "not verified" + (f" (none of the {len(runs)} repeats)" if len(runs) > 1 else "")
+    if blocked is None and not clean:
+        blocked = (
+            f"run {quality.summary(verified[0].get('quality'))}"
+            if len(runs) == 1
+            else f"none of the {len(runs)} repeats was clean"
+            if len(verified) == len(runs)
+            else f"none of the {len(verified)} verified repeats was clean"
+        )
+    values = {}
+    for n in {n for r in (clean or runs) for n in (r.get("figures") or {})}:
+        vals = [(r.get("figures") or {}).get(n) for r in (clean or runs)]
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            continue
+        bad = [v for v in vals if not _finite(v)]  # no median hides a non-finite repeat
+        values[n] = bad[0] if bad else statistics.median(vals)
+    out["why"] = blocked
+    out["repeats"] = max(1, len(clean))
+    out["figures"] = compare(
+        b,
+        entry,
+        figures,
+        values,
+        blocked=blocked,
+        energy_trust=(first.get("energy") or {}).get("trust"),
+        repeats=out["repeats"],
+    )
     return out
 
 

@@ -119,6 +119,13 @@ def cmd_run(a) -> int:
             "apptune: run refused: the site config has problems (apptune validate)", file=sys.stderr
         )
         return 2
+    withheld = [app for app, ps in found.baselines.items() if ps and app not in found.bad_apps]
+    if withheld:
+        print(
+            f"apptune: baseline problems (above) withhold the performance verdict of "
+            f"{', '.join(withheld)}: built, run and verified all the same",
+            file=sys.stderr,
+        )
     checks = checks_without(root, a.checks, found.bad_apps)
     if found.bad_apps:
         print(

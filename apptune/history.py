@@ -23,6 +23,7 @@ import contextlib
 import datetime
 import hashlib
 import json
+import math
 import os
 import re
 import socket
@@ -586,8 +587,8 @@ def _record_result(
     verdicts = (r.get("baseline") or {}).get("figures") or {}
     figs = []
     for name, v in (r.get("figures") or {}).items():
-        if not isinstance(v, (int, float)) or v != v:
-            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            continue  # the record keeps it; a series and its verdicts hold numbers
         spec = specs.get(name)
         c = verdicts.get(name) or {}
         figs.append(

@@ -174,7 +174,9 @@ class Variant:
 
 
 def all_variants(recipe: Recipe) -> list[str]:
-    """Every variant any tier of the recipe names (the build fixture's parameter)."""
+    """Every variant any tier of the recipe names (the build fixture's parameter). A recipe
+    without tiers (what :func:`apptune.rfm.load_app` gives a check whose data has problems)
+    has one variant, ``unbuilt``, that no test case uses: a fixture needs a value."""
     seen = []
     for tname, tier in recipe.tiers.items():
         for env, specs in tier.variants.items():
@@ -182,7 +184,7 @@ def all_variants(recipe: Recipe) -> list[str]:
                 name = Variant.parse(s, recipe, f"tiers.{tname}.variants.{env}").name
                 if name not in seen:
                     seen.append(name)
-    return seen
+    return seen or ["unbuilt"]
 
 
 def placements(recipe: Recipe) -> list[str]:

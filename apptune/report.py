@@ -221,6 +221,8 @@ def app_summary(a: dict) -> dict:
     )
     judged, regressions, whys = 0, [], {}
     for r in rows:
+        if not r["verified"]:  # a wrong number is no performance: only the failure counts
+            continue
         for n, c in ((r.get("baseline") or {}).get("figures") or {}).items():
             if c.get("verdict") == "regression":
                 regressions.append(f"{_key(r)} {n} {_pct(c.get('change'))}")
@@ -334,45 +336,16 @@ def _merge_repeats(rows: list[dict]) -> list[dict]:
 def _judge_repeats(
     app: str, tier: str, env: str, variant: str, system: str, rs: list[dict]
 ) -> dict:
-    """The baseline verdicts of repeated runs: medians of the clean repeats against this
-    machine's baseline, with the threshold for that many repeats."""
-    import statistics
-
+    """The baseline verdicts of repeated runs (:func:`apptune.baselines.verdicts`)."""
     from . import baselines
 
-    first = rs[0]
-    out = dict(first["baseline"])
-    clean = [r for r in rs if (r.get("quality") or {}).get("grade") == "clean"]
+    out = dict(rs[0]["baseline"])
     try:
         specs = recipes.figure_specs(recipes.load_recipe(app))
-        bfile, b = baselines.load(system.split(":")[0], app)
     except ApptuneError as e:
-        out["why"] = f"baseline unusable: {e}"
+        out["why"] = f"recipe unusable: {e}"
         return out
-    mid = first.get("machine_id")
-    entry = baselines.lookup(b, mid, env, variant, tier)
-    blocked = baselines.not_applicable(b, bfile, mid, system.split(":")[0], app)
-    if blocked is None and not clean:
-        blocked = f"none of the {len(rs)} repeats was clean"
-    meds = {}
-    for n in {n for r in clean for n in r["figures"]}:
-        vals = [r["figures"][n] for r in clean if _num(r["figures"].get(n)) is not None]
-        if vals:
-            meds[n] = statistics.median(vals)
-    out.update(
-        found=entry is not None,
-        why=blocked,
-        repeats=len(clean),
-        figures=baselines.compare(
-            b,
-            entry,
-            specs,
-            meds or dict(first["figures"]),
-            blocked=blocked,
-            energy_trust=(first.get("energy") or {}).get("trust"),
-            repeats=max(1, len(clean)),
-        ),
-    )
+    out.update(baselines.verdicts(system.split(":")[0], app, rs, specs))
     return out
 
 

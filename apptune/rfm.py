@@ -31,9 +31,7 @@ from . import (
     energy,
     inputs,
     outputs,
-    paths,
     placement,
-    quality,
     recipes,
     run,
     runner,
@@ -80,21 +78,66 @@ def _site_environments() -> set[str]:
     return {e["name"] for e in _session_environments() or []}
 
 
+class DataProblems(rfm.RunOnlyRegressionTest):
+    """The test an application's check file holds in place of its own when the
+    application's data has problems: it fails, naming each problem (file and field), so that
+    plain ReFrame never passes a suite with the application silently missing."""
+
+    #: Application name (a recipe in build-recipes/).
+    #: :type: str
+    app = variable(str)
+    #: The problems, one line each: ``FILE: FIELD: what is wrong``.
+    #: :type: list[str]
+    problems = variable(list, value=[])
+    valid_systems = ["*"]
+    valid_prog_environs = ["*"]
+    local = True
+    executable = "true"
+    tags = {"data"}
+
+    @sanity_function
+    def data_is_valid(self):
+        msg = f"{self.app}: not built, not run: {len(self.problems)} data problem(s): " + (
+            " | ".join(self.problems)
+        )
+        # sanity messages are format strings
+        return sn.assert_true(False, msg=msg.replace("{", "{{").replace("}", "}}"))
+
+
 def load_app(app: str):
     """The recipe of ``app`` for its check file, once every check of its data passed
-    (:func:`apptune.validate.app_problems`: recipe, inputs, references, baselines, against
-    this session's environments).  Otherwise ReFrame skips the check file, printing one
-    line per problem, and loads the other applications' files."""
-    from reframe.core.exceptions import RegressionTestLoadError
+    (:func:`apptune.validate.app_problems`: recipe, inputs, references, against this
+    session's environments). Otherwise the check file gets a failing
+    :class:`DataProblems` test naming each problem, and a recipe with no tiers, so that
+    its own classes define no test case; the other applications' files load as usual.
+    Problems of the baseline files only withhold the performance verdict (the run says
+    why): they do not stop the application."""
+    import types
 
     from . import validate
+    from .models import Recipe, RunSpec
 
     # outside a ReFrame session (None): the site config file's environments
     site, found = validate.load_site(environments=_session_environments())
     found += validate.app_problems(app, site)
-    if found:
-        raise RegressionTestLoadError("\n".join(str(p) for p in found)) from None
-    return recipes.load_recipe(app)
+    if not found:
+        return recipes.load_recipe(app)
+    caller = sys._getframe(1).f_globals.get("__name__", __name__)
+
+    def body(ns):
+        ns["__module__"] = caller
+        ns["app"] = app
+        ns["problems"] = [str(p) for p in found]
+
+    from reframe.core.logging import getlogger
+
+    for p in found:  # at load time too, so that `-l` and the run's head say it
+        getlogger().warning(f"{app}: data problem: {p}")
+    name = "".join(w.capitalize() for w in app.replace("-", "_").split("_")) + "DataProblems"
+    cls = rfm.simple_test(types.new_class(name, (DataProblems,), {}, body))
+    if caller in sys.modules:  # a test class of the check file, as if written there
+        setattr(sys.modules[caller], name, cls)
+    return Recipe.model_construct(tiers={}, run=RunSpec.model_construct(placements={}))
 
 
 class SourceFetch(rfm.RunOnlyRegressionTest):
@@ -597,7 +640,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
             nodes=getattr(self.placement_layout, "nodes", None) or 1,
         )
         if "figures" in result:  # verified (or not): the performance verdict goes with it
-            result["baseline"] = self.judge_performance(result["figures"])
+            result["baseline"] = self.judge_performance(result)
         run.write_record(self.stagedir, result)
         self.apptune_result = result
 
@@ -610,34 +653,14 @@ class AppRun(rfm.RunOnlyRegressionTest):
             v["ok"], msg=f"{self.app}/{self.tier} {self.run_variant}: {v['summary']}"
         )
 
-    def judge_performance(self, figures: dict) -> dict:
-        """Each figure against this machine's baseline (apptune/baselines.py): a verdict only
-        for a clean run on the baseline's machine, for measured figures with small noise."""
-        system = self.baseline_system or self.current_system.name
-        bfile = paths.baselines_file(system, self.app)
-        out = {"file": str(bfile.relative_to(paths.root())), "found": False, "why": None}
-        rec = self.run_record() or {}
-        try:
-            bfile, b = baselines.load(system, self.app)
-        except ApptuneError as e:  # a bad baseline stops no verification; the run says why
-            b, out["why"] = None, f"baseline unusable: {e}"
-        mid = rec.get("machine_id")
-        entry = baselines.lookup(b, mid, self.current_environ.name, self.run_variant, self.tier)
-        out["found"] = entry is not None
-        q = rec.get("quality") or {}
-        blocked = out["why"] or baselines.not_applicable(b, bfile, mid, system, self.app)
-        if blocked is None and q.get("grade") != "clean":
-            blocked = f"run {quality.summary(q)}"
-        out["why"] = blocked
-        out["figures"] = baselines.compare(
-            b,
-            entry,
+    def judge_performance(self, result: dict) -> dict:
+        """This run against this machine's baseline (:func:`apptune.baselines.verdicts`)."""
+        return baselines.verdicts(
+            self.baseline_system or self.current_system.name,
+            self.app,
+            [result],
             recipes.figure_specs(self.recipe),
-            figures,
-            blocked=blocked,
-            energy_trust=self.energy_record.trust,
         )
-        return out
 
     # ------------------------------------------------------------- performance
     @run_before("performance")
@@ -646,7 +669,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         specs = recipes.figure_specs(self.recipe)
         figures = self.apptune_result.get("figures") or {}
         present = {n for n, v in figures.items() if v is not None}
-        judged = self.apptune_result.get("baseline") or self.judge_performance(figures)
+        judged = self.apptune_result.get("baseline") or self.judge_performance(self.apptune_result)
         self.reference = baselines.reframe_reference(judged["figures"], specs)
         self.perf_variables = {
             name: sn.make_performance_function(self._figure(name), fig.unit)

@@ -58,6 +58,9 @@ class Findings:
     apps: dict[str, list[ApptuneError]]
     #: Files no check reads (the tuning spaces of ``apptune tune``).
     other: list[ApptuneError]
+    #: Every application -> the problems of its baseline files: they withhold the
+    #: performance verdict (the run says why), never the build or the verification.
+    baselines: dict[str, list[ApptuneError]] = dataclasses.field(default_factory=dict)
 
     @property
     def bad_apps(self) -> list[str]:
@@ -65,7 +68,13 @@ class Findings:
 
     def all(self) -> list[ApptuneError]:
         out, seen = [], set()
-        for p in [*self.site, *(p for ps in self.apps.values() for p in ps), *self.other]:
+        apps = [p for ps in self.apps.values() for p in ps]
+        for p in [
+            *self.site,
+            *apps,
+            *(p for ps in self.baselines.values() for p in ps),
+            *self.other,
+        ]:
             if str(p) not in seen:
                 seen.add(str(p))
                 out.append(p)
@@ -80,8 +89,11 @@ def problems(config: str | Path | None = None) -> list[ApptuneError]:
 def check(config: str | Path | None = None) -> Findings:
     """Every problem of the tree's data, by application."""
     site, site_problems = load_site(config)
-    apps = {app: app_problems(app, site) for app in recipes.list_recipes()}
-    return Findings(site_problems, apps, tuning_problems(apps))
+    names = recipes.list_recipes()
+    apps = {app: app_problems(app, site) for app in names}
+    return Findings(
+        site_problems, apps, tuning_problems(apps), {a: baseline_problems(a) for a in names}
+    )
 
 
 # --------------------------------------------------------------------------- site
@@ -158,7 +170,8 @@ def _collect(found: list, fn, *args, **kw):
 
 # --------------------------------------------------------------------------- one application
 def app_problems(app: str, site: Site) -> list[ApptuneError]:
-    """Every problem of one application's recipe, inputs, references and baselines."""
+    """Every problem of one application's recipe, inputs and references: each keeps the
+    application from being built or verified (its baselines: :func:`baseline_problems`)."""
     found: list[ApptuneError] = []
     r = _collect(found, recipes.load_recipe, app)
     if r is None:
@@ -223,6 +236,12 @@ def app_problems(app: str, site: Site) -> list[ApptuneError]:
                             f"reference tree {_rel(tree)} for tier '{tier}' is missing",
                         )
                     )
+    return _unique(found)
+
+
+def baseline_problems(app: str) -> list[ApptuneError]:
+    """The problems of ``app``'s baseline files (``reference/baselines/*/APP.yaml``)."""
+    found: list[ApptuneError] = []
     for bdir in sorted((paths.root() / "reference" / "baselines").glob("*")):
         if bdir.is_dir():
             _collect(found, baselines.load, bdir.name, app)

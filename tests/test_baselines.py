@@ -279,3 +279,51 @@ def test_a_baseline_update_keeps_the_files_comments_and_order(toy_root):
     assert after["machines"] == before["machines"]
     assert [e["machine"] for e in after["entries"]] == [e["machine"] for e in before["entries"]]
     assert new.count("\n") >= commented.count("\n") - 2
+
+
+# ----------------------------------------------------------------------- one judgement
+def _write(toy_root, b: BaselineFile):
+    f = toy_root / "reference/baselines/local/hpcc.yaml"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    import yaml
+
+    f.write_text(yaml.safe_dump(b.model_dump(mode="json")))
+    return f
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_a_figure_that_is_not_a_finite_number_gets_no_verdict(toy_root, value):
+    _write(toy_root, bfile())
+    v = baselines.verdicts("local", "hpcc", [result(value, "a", lat=1.0)], FIGS)
+    hpl = v["figures"]["HPL"]
+    assert hpl["verdict"] == "no verdict" and hpl["change"] is None, hpl
+    assert hpl["why"].startswith("not a finite number")
+    assert v["figures"]["lat"]["verdict"] == "within noise"  # the other figures are judged
+    # among repeats, no median hides it
+    rs = [result(40.0, "a"), result(value, "b"), result(41.0, "c")]
+    assert baselines.verdicts("local", "hpcc", rs, FIGS)["figures"]["HPL"]["verdict"] == (
+        "no verdict"
+    )
+
+
+def test_an_unverified_run_gets_no_performance_verdict(toy_root):
+    _write(toy_root, bfile())
+    v = baselines.verdicts("local", "hpcc", [result(10.0, "a", ok=False)], FIGS)
+    assert v["why"] == "not verified" and v["figures"]["HPL"]["verdict"] == "no verdict"
+    assert v["figures"]["HPL"]["why"] == "not verified"
+    # repeats: only the verified and clean ones are judged
+    rs = [result(10.0, "a", ok=False), result(40.5, "b"), result(39.5, "c")]
+    v = baselines.verdicts("local", "hpcc", rs, FIGS)
+    assert v["figures"]["HPL"]["verdict"] == "within noise" and v["repeats"] == 2
+
+
+def test_a_disturbed_run_and_a_bad_baseline_withhold_only_the_verdict(toy_root):
+    _write(toy_root, bfile())
+    disturbed = {"grade": "disturbed", "reasons": ["other processes used 40 % of the 2 CPUs"]}
+    v = baselines.verdicts("local", "hpcc", [result(10.0, "a", quality=disturbed)], FIGS)
+    assert v["why"].startswith("run disturbed") and v["figures"]["HPL"]["verdict"] == "no verdict"
+    f = toy_root / "reference/baselines/local/hpcc.yaml"
+    f.write_text(f.read_text().replace("value: 40.0", "value: .nan"))
+    v = baselines.verdicts("local", "hpcc", [result(10.0, "a")], FIGS)
+    assert v["why"].startswith("baseline unusable: ") and "hpcc.yaml" in v["why"], v["why"]
+    assert v["figures"]["HPL"]["verdict"] == "no verdict"
