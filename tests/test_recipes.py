@@ -176,7 +176,7 @@ def test_a_check_file_loads_its_recipe_outside_a_reframe_session(toy_root):
     got = load_app("toy")
     assert got.tiers == {} and recipes.all_variants(got) == ["unbuilt"]
     test = sys.modules[__name__].ToyDataProblems
-    assert test.app.value == "toy" and test.problems.value == [
+    assert test.app == "toy" and list(test.problems) == [
         "tree/reference/toy/ci.yaml: recorded: required field is missing",
         "tree/reference/toy/ci.yaml: fields: must be a mapping (got 3)",
     ]
