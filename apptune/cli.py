@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import signal
+import sqlite3
 import subprocess
 import sys
 import traceback
@@ -136,6 +137,16 @@ def cmd_run(a) -> int:
             print("apptune: run refused: no check left to run", file=sys.stderr)
             return 2
     refused = 2 if found.all() else 0
+    where = Path(a.run_dir).resolve() if a.run_dir else runs_dir()
+    free = paths.free_mib(where)
+    if free is not None and free < paths.MIN_FREE_MIB:
+        print(
+            f"apptune: error: {where}: {free:.0f} MiB free on its file system; a run needs "
+            f"{paths.MIN_FREE_MIB} MiB for its stage and output directories (free some, or "
+            "choose another --run-dir)",
+            file=sys.stderr,
+        )
+        return paths.NO_SPACE_STATUS
     if a.run_dir:
         run_dir = Path(a.run_dir).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -182,10 +193,26 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
                     uuid, n, _ = h.ingest(run_dir)
                 hdir = h.dir
                 print(f"apptune: history: {n} results of session {uuid[:8]} in {h.path}")
-            except ApptuneError as e:
-                print(f"apptune: error: history: {e}", file=sys.stderr)
-                rc = rc or 2
-        sj, md, html = report.write(run_dir, history_dir=hdir)
+            except (ApptuneError, sqlite3.Error, OSError) as e:
+                if paths.out_of_space(e, history.history_dir()):
+                    print(
+                        f"apptune: error: history: run not stored: "
+                        f"{paths.no_space(history.history_dir())}",
+                        file=sys.stderr,
+                    )
+                    rc = rc or paths.NO_SPACE_STATUS
+                else:
+                    print(f"apptune: error: history: {e}", file=sys.stderr)
+                    rc = rc or 2
+        try:
+            sj, md, html = report.write(run_dir, history_dir=hdir)
+        except OSError as e:
+            if not paths.out_of_space(e, run_dir):
+                raise
+            print(
+                f"apptune: error: report not written: {paths.no_space(run_dir)}", file=sys.stderr
+            )
+            return rc or paths.NO_SPACE_STATUS
         for s in json.loads(sj.read_text()).get("summary", []):
             print("apptune: " + report.summary_line(s))
         print(f"apptune: report {md} and {html}")
@@ -247,20 +274,20 @@ def trials_in_history(a, tool: str):
     try:
         yield session.add
     finally:
-        if session.run_dirs and not store_trials(session, a.history):
-            a.history_failed = True
+        if session.run_dirs:
+            a.history_failed = store_trials(session, a.history)
 
 
 def history_status(a, rc: int) -> int:
-    """The command's exit status: 2 instead of success when its trials were not stored."""
-    return 2 if rc == 0 and getattr(a, "history_failed", False) else rc
+    """The command's exit status: instead of success, :func:`store_trials`' status when its
+    trials were not stored."""
+    return getattr(a, "history_failed", 0) or rc if rc == 0 else rc
 
 
-def store_trials(session, directory: str | None) -> bool:
-    """Store a trial session; a failing write is one line naming the database (the tool's
-    own result files are written before, and the command goes on, to exit with 2)."""
-    import sqlite3
-
+def store_trials(session, directory: str | None) -> int:
+    """Store a trial session: 0, or the exit status its failure gives the command (the
+    tool's own result files are written before, and the command goes on): 3 for want of
+    space, 2 for a database that cannot be used; one line naming the database."""
     from . import history
 
     db = Path(directory or history.history_dir()) / history.DB_FILE
@@ -268,15 +295,22 @@ def store_trials(session, directory: str | None) -> bool:
         with history.History(directory) as h:
             uuid, n, _ = h.ingest_trials(session)
         print(f"apptune: history: {n} {session.tool} trials of session {uuid[:8]} in {db}")
-        return True
+        return 0
     except (ApptuneError, sqlite3.Error, OSError) as e:
+        full = paths.out_of_space(e, db.parent)
         same = isinstance(e, ApptuneError) and e.file == str(db)
-        detail = str(ApptuneError(None, e.field, e.message)) if same else str(e)
+        detail = (
+            paths.no_space(db.parent)
+            if full
+            else str(ApptuneError(None, e.field, e.message))
+            if same
+            else str(e)
+        )
         print(
             f"apptune: error: history: {session.tool} trials not stored in {db}: {detail}",
             file=sys.stderr,
         )
-        return False
+        return paths.NO_SPACE_STATUS if full else 2
 
 
 def cmd_list(a) -> int:

@@ -78,3 +78,50 @@ def cache_dir() -> Path:
 def mirror_dir() -> Path | None:
     env = os.environ.get("APPTUNE_SOURCE_MIRROR")
     return Path(env) if env else None
+
+
+# --------------------------------------------------------------------------- free space
+#: Exit status of a command whose results could not be written for want of space.
+NO_SPACE_STATUS = 3
+#: Free space a run needs on its run directory's file system before it starts: every
+#: build's and run's stage and output directories go there.
+MIN_FREE_MIB = 256
+
+
+def free_mib(path: str | os.PathLike) -> float | None:
+    """Free space (MiB) on the file system of ``path`` or of its nearest existing parent."""
+    import shutil
+
+    p = Path(path).absolute()
+    for d in (p, *p.parents):
+        try:
+            return shutil.disk_usage(d).free / 2**20
+        except OSError:
+            continue
+    return None
+
+
+def out_of_space(e: BaseException, path: str | os.PathLike | None = None) -> bool:
+    """Whether ``e`` is a write that failed for want of space: ENOSPC, EDQUOT, SQLite's
+    "database or disk is full", or any I/O error while ``path``'s file system has less
+    than 1 MiB free (SQLite says "disk I/O error" when its journal cannot grow)."""
+    import errno
+    import sqlite3
+
+    for x in (e, e.__cause__, e.__context__):
+        if isinstance(x, OSError) and x.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(x, sqlite3.Error) and "disk is full" in str(x):
+            return True
+    if path is None:
+        return False
+    free = free_mib(path)
+    return free is not None and free < 1
+
+
+def no_space(path: str | os.PathLike) -> str:
+    """``no space left on the file system of PATH (N MiB free)``."""
+    free = free_mib(path)
+    return f"no space left on the file system of {path}" + (
+        f" ({free:.0f} MiB free)" if free is not None else ""
+    )
