@@ -209,9 +209,7 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
         except OSError as e:
             if not paths.out_of_space(e, run_dir):
                 raise
-            print(
-                f"apptune: error: report not written: {paths.no_space(run_dir)}", file=sys.stderr
-            )
+            print(f"apptune: error: report not written: {paths.no_space(run_dir)}", file=sys.stderr)
             return rc or paths.NO_SPACE_STATUS
         for s in json.loads(sj.read_text()).get("summary", []):
             print("apptune: " + report.summary_line(s))

@@ -167,7 +167,7 @@ def collect(report_file: Path) -> dict:
     return {
         "session": session,
         "machines": machines,
-        "summary": [app_summary(a) for a in apps],
+        "summary": [app_summary(a) for a in apps] + _untested_summaries(cases, apps, failures),
         "failures": failures,
         "expected_failures": xfailed,
         "skipped": skipped,
@@ -247,8 +247,36 @@ def app_summary(a: dict) -> dict:
     return out
 
 
+def _untested_summaries(cases: list[dict], apps: list[dict], failures: list[dict]) -> list[dict]:
+    """A summary entry for each application whose test cases all ended before a result (its
+    source or every build failed): nothing verified, and the first failure's reason."""
+    shown = {a["app"] for a in apps}
+    out, reasons = {}, {f["test"]: f["reason"] for f in failures}
+    for tc in cases:
+        app = tc.get("app")
+        if not isinstance(app, str) or app == "<undefined>" or app in shown:
+            continue
+        why = reasons.get(tc.get("display_name"))
+        if app not in out or (why and not out[app]["why"]):
+            out[app] = {"why": why, "test": tc.get("display_name")}
+    return [
+        {
+            "app": app,
+            "tier": "-",
+            "variants": 0,
+            "verified": 0,
+            "not_verified": [v["test"]],
+            "verdict": "no verdict",
+            "nothing_verified": f"{v['test']}: {v['why']}" if v["why"] else "no test case ran",
+        }
+        for app, v in sorted(out.items())
+    ]
+
+
 def summary_line(s: dict) -> str:
     """One line per application for a terminal or a job summary."""
+    if s.get("nothing_verified"):
+        return f"{s['app']}: nothing verified: {s['nothing_verified']}"
     head = f"{s['app']}/{s['tier']}: {s['verified']} of {s['variants']} variant(s) verified"
     if s["not_verified"]:
         head += f" (NOT verified: {', '.join(s['not_verified'])})"

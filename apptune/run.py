@@ -58,14 +58,29 @@ def steps(
 
 
 def last_line(path: str | os.PathLike | None) -> str | None:
-    """The last non-empty line of a file (a program's last words on stderr), or None."""
+    """A program's last words on stderr: the last non-empty line of a file, or None. A
+    message framed by rules of dashes (Open MPI's and PMIx's help messages, e.g. "There are
+    not enough slots available ...") gives its first sentence instead of the rule."""
     if path is None:
         return None
     try:
-        lines = [ln for ln in Path(path).read_text(errors="replace").splitlines() if ln.strip()]
+        lines = [ln.strip() for ln in Path(path).read_text(errors="replace").splitlines()]
     except OSError:
         return None
-    return lines[-1].strip()[:200] if lines else None
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return None
+    if _rule(lines[-1]):
+        top = next((i for i in range(len(lines) - 2, -1, -1) if _rule(lines[i])), None)
+        if top is not None and top + 1 < len(lines) - 1:
+            text = " ".join(lines[top + 1 : len(lines) - 1])
+            first = text.split(". ")[0].split(": ")[0]
+            return first.rstrip(".:")[:200]
+    return lines[-1][:200]
+
+
+def _rule(line: str) -> bool:
+    return len(line) >= 10 and set(line) <= set("-=*")
 
 
 def run_summary(rec: dict) -> dict:

@@ -3,6 +3,9 @@
 import json
 import re
 
+import pytest
+from conftest import write_run
+
 from apptune import records, report
 
 
@@ -450,3 +453,55 @@ def test_tests_whose_dependency_failed_skipped_or_xfailed_are_skipped_not_failed
     assert "HPCCCheck" not in fails
     assert f"| HPCCCheck %tier=nightly gnu | gnu | {failed_build} |" in md
     assert '<b id="n-failed">1</b>' in html and '<b id="n-skipped">3</b>' in html
+
+
+@pytest.mark.unit
+def test_an_application_whose_source_failed_has_its_summary_line(tmp_path):
+    """Nothing of it reached a result: the run's last lines still name it, with the cause."""
+    run_dir = write_run(
+        tmp_path / "run",
+        "u1",
+        1.7e9,
+        [
+            {
+                "app": "hpcc",
+                "tier": "ci",
+                "environment": "gnu",
+                "variant": "tuned",
+                "figures": {"HPL": 40.0, "wall_time": 9.0},
+            }
+        ],
+        mode="ci",
+    )
+    rep = json.loads((run_dir / "report.json").read_text())
+    rep["runs"][0]["testcases"] += [
+        {
+            "display_name": "ExaMLSource",
+            "unique_name": "S1",
+            "app": "examl",
+            "environ": "gnu",
+            "result": "fail",
+            "fixture": True,
+            "fail_phase": "sanity",
+            "stagedir": None,
+            "fail_reason": "sanity error: examl: source was not fetched",
+        },
+        {
+            "display_name": "ExaMLCheck %tier=ci",
+            "unique_name": "S2",
+            "app": "examl",
+            "environ": "gnu",
+            "result": "fail",
+            "fixture": False,
+            "fail_phase": "startup",
+            "stagedir": None,
+            "fail_reason": "dependencies failed",
+        },
+    ]
+    (run_dir / "report.json").write_text(json.dumps(rep))
+    s = report.collect(run_dir / "report.json")
+    lines = [report.summary_line(x) for x in s["summary"]]
+    assert lines[0].startswith("hpcc/ci: 1 of 1 variant(s) verified")
+    assert lines[1] == (
+        "examl: nothing verified: ExaMLSource: sanity error: examl: source was not fetched"
+    )

@@ -247,3 +247,19 @@ def test_fingerprint_from_proc_and_sys(tmp_path):
         fp
     )  # kernel: recorded only
     assert machine.differences(fp, other) == ["memory_gib: 63 → 128"]
+
+
+@pytest.mark.unit
+def test_a_framed_mpi_message_gives_its_first_sentence(tmp_path):
+    """`-S num_ranks=4` on 2 cores: Open MPI 4.1's real message (tests/data/stderr/) ends in a
+    rule of dashes; the run's verdict names the cause, not the rule."""
+    from apptune.run import last_line
+
+    f = Path(__file__).parent / "data/stderr/openmpi-4.1-not-enough-slots.txt"
+    assert last_line(f) == (
+        "There are not enough slots available in the system to satisfy the 4 slots that were "
+        "requested by the application"
+    )
+    plain = tmp_path / "err"
+    plain.write_text("warming up\nSegmentation fault (core dumped)\n\n")
+    assert last_line(plain) == "Segmentation fault (core dumped)"
