@@ -8,3 +8,5 @@ SKIP_FILE = "apptune-skip.txt"
 CURVES_DIR = "curves"
 #: A build that failed as its recipe's ``build.expected_failures`` says (reason, compiler message).
 XFAIL_FILE = "apptune-xfail.json"
+#: What Slurm says of a check's job while it waits for it (one line, rewritten each poll).
+SLURM_STATE_FILE = "slurm-state.txt"

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from . import buildcache
+from .constants import SLURM_STATE_FILE
 
 _DONE = re.compile(r"\[\s*(?:OK|FAIL|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\(\s*(\d+)/(\d+)\)\s+(.*)")
 _RUN = re.compile(r"\[\s*RUN\s*\]\s+(\S+(?: %\S+)*)")
@@ -108,6 +109,23 @@ class Follower:
             "elapsed": elapsed,
         }
 
+    def slurm_says(self) -> str | None:
+        """What Slurm said last of a job not yet ended (the newest ``slurm-state.txt`` of the
+        stage written in the last two minutes), e.g. a job stuck COMPLETING on a dead node."""
+        stage = self.run_dir / "stage"
+        if not stage.is_dir():
+            return None
+        now = time.time()
+        files = [(p.stat().st_mtime, p) for p in stage.rglob(SLURM_STATE_FILE)]
+        files = [(t, p) for t, p in files if now - t < 120]
+        if not files:
+            return None
+        try:
+            line = max(files)[1].read_text(errors="replace").strip()
+        except OSError:
+            return None
+        return line if line and " RUNNING" not in line else None
+
     def status(self) -> str:
         parts = [f"{self.done}/{self.total} test cases done" if self.total else "starting"]
         b = self.active_build()
@@ -123,6 +141,9 @@ class Follower:
             parts.append(s + f", {_dur(b['elapsed'])} so far")
         elif self.running:
             parts.append(f"running {self.running}")
+        said = self.slurm_says()
+        if said:
+            parts.append(said)
         parts.append(f"{_dur(self.clock() - self.t0)} elapsed")
         return "; ".join(parts)
 

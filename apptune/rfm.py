@@ -39,7 +39,7 @@ from . import (
     sources,
     verify,
 )
-from .constants import CURVES_DIR, RESULT_FILE, SKIP_FILE, XFAIL_FILE
+from .constants import CURVES_DIR, RESULT_FILE, SKIP_FILE, SLURM_STATE_FILE, XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .yamlio import atomic_write_json
 
@@ -464,7 +464,11 @@ class AppRun(rfm.RunOnlyRegressionTest):
     def watch_slurm_job(self):
         # Slurm: a job pending on DOWN/DRAINED nodes is cancelled after a bounded wait
         # (apptune/slurm.py)
-        self.slurm_watch = slurm.watch(self.current_partition, lambda: self.job.jobid)
+        self.slurm_watch = slurm.watch(
+            self.current_partition,
+            lambda: self.job.jobid,
+            status_file=os.path.join(self.stagedir, SLURM_STATE_FILE),
+        )
 
     @run_after("run")
     def settle_slurm_job(self):

@@ -24,12 +24,15 @@ explained from the run report's ``fail_reason`` by :func:`explain_reframe_failur
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+
+from .yamlio import atomic_write_text
 
 #: Job id, state, nodes, reason, time limit, partition(s), nodes the job asked for (-w).
 SQUEUE_FORMAT = "%i|%T|%N|%r|%l|%P|%n"
@@ -253,8 +256,11 @@ class JobWatch:
         run=_run,
         clock=time.monotonic,
         sleep=time.sleep,
+        status_file: str | os.PathLike | None = None,
     ):
         self.jobid = jobid
+        #: Where each poll writes what Slurm says of the job (``apptune run`` shows it).
+        self.status_file = status_file
         self.settings = settings or WatchSettings()
         self.run, self.clock, self.sleep = run, clock, sleep
         #: The job's last known line (its final state once :attr:`done`).
@@ -296,11 +302,29 @@ class JobWatch:
                 self.note, self.done = why, True
                 return True
             self.outcome = o
+            self._say(o)
             if _final(o.state):
                 self.done = True
                 return True
             self._check_blocked(o, now)
             return False
+
+    def _say(self, o: JobOutcome) -> None:
+        """One line of what Slurm says (with the nodes' states when the job is stuck
+        completing: a dead slurmd keeps it there for minutes) into :attr:`status_file`."""
+        if self.status_file is None:
+            return
+        line = f"Slurm job {o.jobid} {o.state}" + (f" on {o.nodes}" if o.nodes else "")
+        if o.reason and o.reason != "None":
+            line += f" ({o.reason})"
+        if o.state.startswith("COMPLETING") and o.nodes:
+            bad = {n: sr for n, sr in node_states(o.nodes, self.run).items() if unavailable(sr[0])}
+            if bad:
+                line += f"; {describe_nodes(bad)}"
+        try:
+            atomic_write_text(self.status_file, line + "\n")
+        except OSError:
+            pass  # a status line is a courtesy; the verdict does not depend on it
 
     def blocked_nodes(self, o: JobOutcome) -> dict[str, tuple[str, str]]:
         """The unavailable nodes a pending job waits for, or {} when it waits for anything else."""
@@ -413,12 +437,18 @@ class JobWatch:
         return info, explain(self.outcome, nodes)
 
 
-def watch(partition, jobid: Callable[[], str | None]) -> JobWatch | None:
+def watch(
+    partition, jobid: Callable[[], str | None], status_file: str | os.PathLike | None = None
+) -> JobWatch | None:
     """A started :class:`JobWatch` for a check on a Slurm partition, else None. The
     bounds come from the partition's ``extras['slurm_watch']`` (apptune/site.py)."""
     if partition.scheduler.registered_name not in ("slurm", "squeue"):
         return None
-    w = JobWatch(jobid, WatchSettings(**partition.extras.get("slurm_watch", {})))
+    w = JobWatch(
+        jobid,
+        WatchSettings(**partition.extras.get("slurm_watch", {})),
+        status_file=status_file,
+    )
     w.start()
     return w
 

@@ -218,14 +218,35 @@ class FakeSlurm:
         self.sleeps.append(s)
         self.now += s
 
-    def watch(self, **settings):
+    def watch(self, status_file=None, **settings):
         return slurm.JobWatch(
             lambda: "42",
             slurm.WatchSettings(**settings),
             run=self.run,
             clock=self.clock,
             sleep=self.sleep,
+            status_file=status_file,
         )
+
+
+def test_a_job_stuck_completing_on_a_dead_node_is_shown_as_slurm_says(tmp_path):
+    """A dead slurmd holds a job in COMPLETING for minutes: the run's progress line says
+    so, with the node's state, instead of only the minutes elapsed."""
+    from apptune import progress
+
+    stage = tmp_path / "stage/cluster/compute/gnu/T0"
+    stage.mkdir(parents=True)
+    f = FakeSlurm(
+        ["RUNNING|n1|None|5:00|batch|", "COMPLETING|n1|None|5:00|batch|"],
+        nodes={"n1": ("down*", "Not responding")},
+    )
+    w = f.watch(status_file=stage / "slurm-state.txt")
+    p = progress.Follower(tmp_path, clock=lambda: 0.0)
+    assert w.step() is False and p.slurm_says() is None  # running: nothing to add
+    assert w.step() is False
+    said = p.slurm_says()
+    assert said == "Slurm job 42 COMPLETING on n1; n1 is down* (Not responding)", said
+    assert said in p.status()
 
 
 def test_settle_waits_through_a_slurmctld_outage_for_the_real_end():
