@@ -467,7 +467,7 @@ def show_trials(h, session: str | None) -> int:
 
 
 def cmd_check_regressions(a) -> int:
-    from . import history, regressions
+    from . import changepoint, history, regressions
 
     with history.History(a.history, create=False) as h:
         known = set(recipes.list_recipes()) | set(h.stored("app"))
@@ -486,16 +486,31 @@ def cmd_check_regressions(a) -> int:
             min_change=a.min_change,
         )
         path = h.path
-        if not verdicts:  # a verdict over nothing is not a pass
-            chosen = " ".join(
-                f"--{k} {v}"
-                for k, v in (("mode", a.mode), ("system", a.system), ("app", a.app))
-                if v
+        grades = h.grades(system=a.system, mode=a.mode, app=a.app)
+        chosen = " ".join(
+            f"--{k} {v}" for k, v in (("mode", a.mode), ("system", a.system), ("app", a.app)) if v
+        )
+        if not verdicts and grades["results"]:
+            # results are stored but none can be judged yet: a new cluster's first nights
+            print(
+                f"apptune: check-regressions: nothing to judge yet: {grades['results']} "
+                f"result(s) stored{' selected by ' + chosen if chosen else ''} in "
+                f"{path.resolve()}: "
+                f"{grades['disturbed']} disturbed (runs not graded clean are never judged), "
+                f"{grades['unverified']} not verified, {grades['clean']} clean; a series needs "
+                f"{changepoint.MIN_SIZE} clean verified runs before and after a change, and a "
+                "baseline needs 3 (docs/regressions.md)"
             )
+            if a.json:
+                from .yamlio import atomic_write_json
+
+                atomic_write_json(a.json, [])
+            return 0
+        if not verdicts:  # a verdict over nothing is not a pass
             raise ApptuneError(
                 path,
                 None,
-                f"no verified figure to judge in {len(runs)} run(s)"
+                f"no stored result to judge in {len(runs)} run(s)"
                 + (f" selected by {chosen}" if chosen else "")
                 + f" (stored: modes {', '.join(h.stored('mode')) or '-'}; "
                 f"systems {', '.join(h.stored('system')) or '-'}; "
@@ -514,7 +529,7 @@ def cmd_check_regressions(a) -> int:
         f"apptune: check-regressions: {count['regression']} regression(s), "
         f"{count['improvement']} improvement(s), {count['unchanged']} unchanged, "
         f"{count['insufficient data']} with insufficient data; {len(verdicts)} series over "
-        f"{len(runs)} run(s){' of mode ' + a.mode if a.mode else ''} in {path}"
+        f"{len(runs)} run(s){' of mode ' + a.mode if a.mode else ''} in {path.resolve()}"
     )
     return 1 if count["regression"] else 0
 

@@ -323,6 +323,34 @@ class History:
         q = f"SELECT * FROM runs WHERE 1{where} ORDER BY started_unix, id"
         return self.db.execute(q, args).fetchall()
 
+    def grades(
+        self,
+        system: str | None = None,
+        mode: str | None = None,
+        app: str | None = None,
+        kind: str | None = "check",
+    ) -> dict[str, int]:
+        """How the stored results of a selection stand: ``results`` in all, ``unverified``,
+        and of the verified ones ``clean`` and ``disturbed`` (any other grade, or none)."""
+        where, args = ["1 = 1"], []
+        for col, val in (("res.system", system), ("runs.mode", mode), ("res.app", app)):
+            if val:
+                where.append(
+                    f"({col} = ? OR {col} LIKE ?)" if col == "res.system" else f"{col} = ?"
+                )
+                args += [val, f"{val}:%"] if col == "res.system" else [val]
+        k, kargs = _kind_where(kind)
+        row = self.db.execute(
+            "SELECT count(*), sum(res.verified = 0), "
+            "sum(res.verified = 1 AND res.quality_grade = 'clean'), "
+            "sum(res.verified = 1 AND coalesce(res.quality_grade, '') != 'clean') "
+            "FROM results res JOIN runs ON res.run_id = runs.id "
+            f"WHERE {' AND '.join(where)}{k}",
+            args + kargs,
+        ).fetchone()
+        keys = ("results", "unverified", "clean", "disturbed")
+        return dict(zip(keys, (x or 0 for x in row), strict=True))
+
     def samples(
         self,
         system: str | None = None,

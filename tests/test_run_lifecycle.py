@@ -385,6 +385,45 @@ def test_check_regressions_over_nothing_is_not_a_pass(tmp_path, capsys, option):
     ), line
 
 
+def test_a_first_night_with_nothing_clean_says_why_and_exits_0(tmp_path, capsys):
+    """A new cluster: 16 verified results stored, all disturbed. Not a failure, not bad input
+    (exit 0, as docs/regressions.md says): one line counts what is stored and what is needed."""
+    hdir = tmp_path / "h"
+    disturbed = {"grade": "disturbed", "reasons": ["other processes used 30 % of 2 CPUs"]}
+    with history.History(hdir) as h:
+        h.ingest(
+            write_run(
+                tmp_path / "night1",
+                "uuid-n1",
+                1_800_000_000,
+                [
+                    {
+                        "app": "netpipe",
+                        "tier": "nightly",
+                        "environment": "gnu",
+                        "variant": f"v{i}",
+                        "figures": {"latency": 1.0},
+                        "quality": disturbed,
+                    }
+                    for i in range(16)
+                ],
+            )
+        )
+    out_json = tmp_path / "regressions.json"
+    rc = cli.main(
+        ["check-regressions", "--history", str(hdir), "--mode", "nightly", "--json", str(out_json)]
+    )
+    out = capsys.readouterr()
+    assert rc == 0 and _errors(out.err) == [], out
+    (line,) = out.out.splitlines()
+    assert line.startswith(
+        "apptune: check-regressions: nothing to judge yet: 16 result(s) stored selected by "
+        f"--mode nightly in {(hdir / 'history.sqlite').resolve()}: 16 disturbed"
+    ), line
+    assert "0 not verified, 0 clean; a series needs 3 clean verified runs" in line
+    assert json.loads(out_json.read_text()) == []
+
+
 # ------------------------------------------------------------------ real runs
 PAUSE_MAIN = TOY_MAIN.replace(
     "int main(void) {",
