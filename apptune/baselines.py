@@ -52,8 +52,8 @@ from .yamlio import (
 HEADER = (
     "# Performance baselines per machine fingerprint and (environment, variant, tier):\n"
     "# the median of clean runs, the relative noise of one run, the number of runs.\n"
-    "# Record from several sessions of `apptune run --wait-for-quiet 120`, then\n"
-    "# `apptune baseline update RUN_DIR...`, and review the diff. Thresholds are derived\n"
+    "# Recorded with `apptune baseline record` (several sessions, clean runs only), which\n"
+    "# shows the diff before it writes. Thresholds are derived\n"
     "# from the noise (apptune/baselines.py, docs/regressions.md).\n"
 )
 
@@ -75,13 +75,18 @@ MIN_RUNS = 3
 VERDICTS = ("regression", "improvement", "within noise", "no verdict")
 
 
-def record_command(system: str, app: str) -> str:
-    return (
-        f"five sessions of `apptune run --wait-for-quiet 120 -c reframe-checks/{app} --run-dir "
-        f"runs/baseline-N`, then `apptune baseline update runs/baseline-*"
-        + (f" --system {system}" if system != "local" else "")
-        + "`"
+def record_command(apps, tier: str, system: str = "local", partition: str | None = None) -> str:
+    """The one command that records the baselines of ``apps`` (a name or several) for the
+    tier, system and partition a run was on (:func:`apptune.cli.cmd_baseline_record`)."""
+    apps = [apps] if isinstance(apps, str) else sorted(set(apps))
+    checks = " ".join(f"-c reframe-checks/{a}" for a in apps)
+    mode = tier if tier in ("ci", "nightly") else "ci"
+    where = (
+        f" -- --system {system}" + (f":{partition}" if partition else "")
+        if system != "local"
+        else ""
     )
+    return f"apptune baseline record {checks} --mode {mode}{where}"
 
 
 def load(system: str, app: str) -> tuple[Path, BaselineFile | None]:
@@ -95,7 +100,7 @@ def load(system: str, app: str) -> tuple[Path, BaselineFile | None]:
             "machines",
             "baseline file has no machine fingerprint (baselines are bound "
             "to the machine they were measured on): delete it and record it again on its "
-            f"machine: {record_command(system, app)}",
+            "machine (apptune baseline record)",
         )
     b = load_model(f, BaselineFile)
     if b.app != app or b.system != system:
@@ -124,17 +129,14 @@ def not_applicable(
     """Why no baseline of the file can apply to a run on ``machine_id``; None if one can."""
     rel = _rel(bfile)
     if b is None:
-        return f"no baseline file ({rel}); record one: {record_command(system, app)}"
+        return f"no baseline file ({rel})"
     if machine_id is None:
         return "the run recorded no machine fingerprint"
     if machine_id not in b.machines:
         where = "; ".join(
             f"{machine.describe(fp.model_dump())} ({mid})" for mid, fp in b.machines.items()
         )
-        return (
-            f"no baseline for this machine (baselines recorded on {where}); "
-            f"record one: {record_command(system, app)}"
-        )
+        return f"no baseline for this machine (baselines recorded on {where})"
     return None
 
 
@@ -302,6 +304,9 @@ def verdicts(system: str, app: str, runs: list[dict], figures: dict[str, Figure]
         bad = [v for v in vals if not _finite(v)]  # no median hides a non-finite repeat
         values[n] = bad[0] if bad else statistics.median(vals)
     out["why"] = blocked
+    if not out["found"] and not (blocked or "").startswith("baseline unusable"):
+        # the one piece of advice of a run without a baseline here (said once per run)
+        out["advice"] = record_command(app, tier, system, first.get("partition"))
     out["repeats"] = max(1, len(clean))
     out["figures"] = compare(
         b,

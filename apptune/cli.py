@@ -211,8 +211,11 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
                 raise
             print(f"apptune: error: report not written: {paths.no_space(run_dir)}", file=sys.stderr)
             return rc or paths.NO_SPACE_STATUS
-        for s in json.loads(sj.read_text()).get("summary", []):
+        summary = json.loads(sj.read_text())
+        for s in summary.get("summary", []):
             print("apptune: " + report.summary_line(s))
+        for line in summary.get("advice", []):
+            print("apptune: " + line)
         print(f"apptune: report {md} and {html}")
         if os.environ.get("GITHUB_STEP_SUMMARY"):
             with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:
@@ -365,6 +368,92 @@ def cmd_validate(a) -> int:
         f"apptune: all data files valid ({n} applications with their inputs, references "
         f"and baselines, the site config and the tuning spaces checked)"
     )
+    return 0
+
+
+def cmd_baseline_record(a) -> int:
+    """Record baselines: ``--sessions`` runs (each a session of ``apptune run`` with a quiet
+    wait), then the clean verified results merged per (system, app) into their baseline
+    files; each file's diff is shown and written only with ``--yes`` or a "y" at a tty."""
+    import difflib
+
+    from . import records
+
+    if a.sessions < 1:
+        raise ApptuneError(None, "--sessions", f"{a.sessions}: give at least 1 (3 give a noise)")
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    base = runs_dir() / f"baseline-{stamp}"
+    dirs = []
+    for i in range(1, a.sessions + 1):
+        run_dir = base / f"session-{i}"
+        print(f"apptune: baseline record: session {i} of {a.sessions} in {run_dir}", flush=True)
+        ra = argparse.Namespace(
+            mode=a.mode,
+            checks=a.checks,
+            config=a.config,
+            run_dir=str(run_dir),
+            repeats=1,
+            wait_for_quiet=a.wait_for_quiet,
+            no_history=a.no_history,
+            reframe_args=a.reframe_args,
+        )
+        rc = cmd_run(ra)
+        if rc >= 128 or rc in (2, paths.NO_SPACE_STATUS) and not (run_dir / "report.json").exists():
+            print(
+                f"apptune: baseline record: stopped after session {i} (exit {rc})", file=sys.stderr
+            )
+            return rc
+        dirs.append(run_dir)
+    by: dict[tuple[str, str], list[dict]] = {}
+    for d in dirs:
+        if not (d / "report.json").exists():
+            continue
+        for c in records.cases(d):
+            if c.record and c.verified:
+                r = c.record
+                by.setdefault((a.system or r["system"], r["app"]), []).append(r)
+    if not by:
+        print(
+            "apptune: baseline record: no verified result in any session: nothing to record",
+            file=sys.stderr,
+        )
+        return 1
+    changed, recordable = [], False
+    for (system, app), rs in sorted(by.items()):
+        f, text, notes = baselines.merge(system, app, rs)
+        for n in notes:
+            print(f"apptune: baseline {app}: {n}", file=sys.stderr)
+        recordable = recordable or bool(text)
+        old = f.read_text() if f.exists() else ""
+        if not text or text == old:
+            why = " (no clean, verified result)" if not text else ""
+            print(f"apptune: baseline {app}: {f}: unchanged{why}")
+            continue
+        diff = difflib.unified_diff(
+            old.splitlines(True), text.splitlines(True), f"{f} (before)", f"{f} (after)"
+        )
+        print("".join(diff), end="")
+        changed.append((f, text))
+    if not changed:
+        return 0 if recordable else 1
+    if not a.yes:
+        if not sys.stdin.isatty():
+            print(
+                f"apptune: baseline record: {len(changed)} file(s) not written (no tty to "
+                f"confirm: --yes writes them; the runs are in {base})",
+                file=sys.stderr,
+            )
+            return 1
+        answer = input(f"write {len(changed)} baseline file(s)? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            print(f"apptune: baseline record: not written (the runs are in {base})")
+            return 1
+    from .yamlio import atomic_write_text
+
+    for f, text in changed:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(f, text)
+        print(f"apptune: baseline record: wrote {f}")
     return 0
 
 
@@ -776,6 +865,37 @@ def main(argv=None) -> int:
     bu.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     bu.add_argument("--system", help="baseline system name (default: the ReFrame system)")
     bu.set_defaults(func=cmd_baseline_update)
+    br = bs.add_parser(
+        "record",
+        help="run --sessions sessions of the checks, merge their clean verified results into "
+        "reference/baselines/ and show the diff; written with --yes or a y at a tty",
+    )
+    br.add_argument("-c", "--checks", action="append", default=[], help="check file or directory")
+    br.add_argument("--mode", default="ci", help="ReFrame execution mode (default ci)")
+    br.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
+    br.add_argument(
+        "--sessions",
+        type=int,
+        default=5,
+        metavar="N",
+        help="sessions to run (default 5; at least 3 give a noise, docs/regressions.md)",
+    )
+    br.add_argument(
+        "--wait-for-quiet",
+        type=float,
+        default=120,
+        metavar="SECONDS",
+        help="before each timed run, wait at most SECONDS for a quiet node (default 120)",
+    )
+    br.add_argument("--system", help="baseline system name (default: the ReFrame system)")
+    br.add_argument("--yes", action="store_true", help="write the baseline files without asking")
+    br.add_argument(
+        "--no-history", action="store_true", help="do not store the sessions in the history"
+    )
+    br.add_argument(
+        "reframe_args", nargs="*", help="extra ReFrame options after --, e.g. -- --system c:p"
+    )
+    br.set_defaults(func=cmd_baseline_record)
     hp = sub.add_parser("history", help="the history store of every run's results")
     hs = hp.add_subparsers(dest="hcmd", required=True)
     hi = hs.add_parser("ingest", help="store runs (idempotent: a stored run is left as it is)")

@@ -168,6 +168,7 @@ def collect(report_file: Path) -> dict:
         "session": session,
         "machines": machines,
         "summary": [app_summary(a) for a in apps] + _untested_summaries(cases, apps, failures),
+        "advice": baseline_advice(rows),
         "failures": failures,
         "expected_failures": xfailed,
         "skipped": skipped,
@@ -244,6 +245,25 @@ def app_summary(a: dict) -> dict:
     else:
         why = max(whys, key=whys.get) if whys else "no baseline"
         out["verdict"], out["verdict_text"] = "no verdict", f"no verdict: {why}"
+    return out
+
+
+def baseline_advice(rows: list[dict]) -> list[str]:
+    """How to record the baselines this run lacked: one line per tier and system, naming
+    its applications and the one command (said once per run, not per figure)."""
+    from .baselines import record_command
+
+    groups: dict[tuple[str, str], set[str]] = {}
+    for r in rows:
+        if (r.get("baseline") or {}).get("advice"):
+            groups.setdefault((r["tier"], r["system"]), set()).add(r["app"])
+    out = []
+    for (tier, system), apps in sorted(groups.items()):
+        name, _, part = system.partition(":")
+        out.append(
+            f"no baseline of this machine for {', '.join(sorted(apps))} ({tier} tier on "
+            f"{system}): record one with `{record_command(apps, tier, name, part or None)}`"
+        )
     return out
 
 

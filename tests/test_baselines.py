@@ -110,10 +110,22 @@ def test_a_baseline_of_another_machine_gives_no_verdict_and_says_how_to_record_o
     assert why.startswith(
         "no baseline for this machine (baselines recorded on AMD EPYC 7B13 (25/1/0, avx2)"
     )
-    assert "apptune baseline update" in why
+    assert "apptune baseline" not in why  # the advice is said once per run, not per figure
     c = judged(b, {"HPL": 1.0}, blocked=why)
     assert c["HPL"]["verdict"] == "no verdict" and c["HPL"]["why"] == why
     assert baselines.reframe_reference(c, FIGS) == {}
+
+
+def test_the_advice_names_the_tier_system_and_partition_of_the_run(toy_root):
+    r = dict(result(40.0, "a"), tier="nightly", system="cluster", partition="compute")
+    v = baselines.verdicts("cluster", "hpcc", [r], FIGS)
+    assert v["why"].startswith("no baseline file (reference/baselines/cluster/hpcc.yaml)")
+    assert v["advice"] == (
+        "apptune baseline record -c reframe-checks/hpcc --mode nightly -- --system cluster:compute"
+    )
+    assert baselines.record_command(["netpipe", "hpcc"], "ci") == (
+        "apptune baseline record -c reframe-checks/hpcc -c reframe-checks/netpipe --mode ci"
+    )
 
 
 def test_noisy_figures_and_short_baselines_are_not_judged():
