@@ -184,8 +184,7 @@ def restore(entry: Entry, stage: Path) -> list[str]:
     for f in entry.manifest["files"]:
         src = entry.path / "files" / f["file"]
         dst = stage / f["file"]
-        if dst.exists():
-            dst.unlink()
+        dst.unlink(missing_ok=True)  # a link there too: replaced, never written through
         try:
             os.link(src, dst)
         except OSError:

@@ -19,6 +19,7 @@ from .errors import ApptuneError
 from .locks import locked
 from .models import Recipe
 from .recipes import recipe_path, sha256_file
+from .yamlio import atomic_copy
 
 
 def _check(path: Path, recipe: Recipe, origin: str) -> None:
@@ -168,7 +169,7 @@ def fetch(recipe: Recipe, cache: Path | None = None, mirror: Path | None = None)
         if mirror is not None and (mirror / name).is_file():
             _check(mirror / name, recipe, f"mirror {mirror}")
             if not target.exists() or sha256_file(target) != recipe.source.sha256:
-                _copy_atomic(mirror / name, target)
+                atomic_copy(mirror / name, target)
             return target
         removed = ""
         if target.is_file():
@@ -202,56 +203,110 @@ def fetch(recipe: Recipe, cache: Path | None = None, mirror: Path | None = None)
         return target
 
 
-def _copy_atomic(src: Path, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def unpack(tarball: Path, dest: Path, strip_components: int) -> list[str]:
-    """Unpack with Python's tarfile ('data' filter: no absolute paths or links out).
+    """Unpack with Python's tarfile ('data' filter: no absolute paths or links out), then
+    check the tree itself: no link in it may lead outside ``dest``.
 
     Symbolic links that point outside the tree (QE 6.7 ships one to an absolute path
-    in its GUI) are left out, never followed; their names are returned (and printed).
+    in its GUI) are left out, never followed, and so are hard links to them; their names
+    are returned (and printed). A hard link to a file that is not an earlier file of the
+    archive (an absolute one, one leading out) is refused. The tree check catches what
+    the filter of the Python at hand lets through (before 3.11.13 and 3.12.11, a hard link
+    to a left-out symbolic link made tarfile extract that symbolic link after all).
     """
+    import sys
     import tarfile
 
+    if not hasattr(tarfile, "data_filter"):
+        raise ApptuneError(
+            None,
+            "python",
+            f"Python {sys.version.split()[0]} ({sys.executable}) has no tarfile data filter: "
+            "apptune's virtualenv needs Python 3.11.4 or newer",
+        )
     dest.mkdir(parents=True, exist_ok=True)
     skipped: list[str] = []
+    left_out: set[str] = set()
 
     def safe(member, path):
+        if member.islnk() and member.linkname in left_out:
+            # the hard link would be the left-out symbolic link itself
+            left_out.add(member.name)
+            skipped.append(f"{member.name} -> {member.linkname} (a hard link to it)")
+            return None
         try:
             return tarfile.data_filter(member, path)
         except (tarfile.AbsoluteLinkError, tarfile.LinkOutsideDestinationError):
             if member.issym():
+                left_out.add(member.name)
                 skipped.append(f"{member.name} -> {member.linkname}")
                 return None
             raise
 
     try:
         with tarfile.open(tarball) as tf:
-            members = []
+            members, names = [], set()
             for m in tf.getmembers():
+                original = m.name
                 parts = Path(m.name).parts[strip_components:]
                 if not parts:
                     continue
                 m.name = str(Path(*parts))
                 if m.islnk():
-                    lparts = Path(m.linkname).parts[strip_components:]
-                    m.linkname = str(Path(*lparts)) if lparts else m.linkname
+                    lparts = Path(m.linkname).parts
+                    target = str(Path(*lparts[strip_components:])) if lparts else ""
+                    if Path(m.linkname).is_absolute() or target not in names:
+                        raise ApptuneError(
+                            tarball,
+                            original,
+                            f"a hard link to {m.linkname}, which is not a file unpacked "
+                            "before it inside the source tree: refusing to unpack",
+                        )
+                    m.linkname = target
+                names.add(m.name)
                 members.append(m)
             tf.extractall(dest, members=members, filter=safe)
     except (tarfile.TarError, OSError) as e:
         raise ApptuneError(tarball, None, f"cannot unpack: {e}") from None
+    skipped += _links_leading_out(tarball, dest)
     for s in skipped:
         print(f"apptune: left out symbolic link pointing outside the source tree: {s}", flush=True)
     return skipped
+
+
+def _links_leading_out(tarball: Path, dest: Path) -> list[str]:
+    """Remove every symbolic link in the unpacked tree that resolves outside it (named in
+    the list returned); refuse a file that has hard links outside the tree."""
+    root = os.path.realpath(dest)
+    removed: list[str] = []
+    links: dict[tuple[int, int], list[str]] = {}
+    for d, dirs, files in os.walk(dest):
+        for name in dirs + files:
+            p = os.path.join(d, name)
+            st = os.lstat(p)
+            rel = os.path.relpath(p, dest)
+            if os.path.islink(p):
+                if not _within(root, os.path.realpath(p)):
+                    removed.append(f"{rel} -> {os.readlink(p)}")
+                    os.unlink(p)
+            elif not os.path.isdir(p) and st.st_nlink > 1:
+                links.setdefault((st.st_dev, st.st_ino), []).append(rel)
+    for names in links.values():
+        p = dest / names[0]
+        if len(names) < p.lstat().st_nlink:
+            for n in names:
+                (dest / n).unlink()
+            raise ApptuneError(
+                tarball,
+                names[0],
+                "unpacked as a hard link to a file outside the source tree: refusing to "
+                "build from it",
+            )
+    return removed
+
+
+def _within(root: str, path: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def main(argv=None) -> int:

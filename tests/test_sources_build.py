@@ -1,12 +1,15 @@
 """Sources (mirror, cache, checksum), patches, and a real build of the toy app."""
 
+import io
 import json
+import os
 import shutil
+import tarfile
 
 import pytest
 from conftest import PATCH
 
-from apptune import build, recipes, sources
+from apptune import build, inputs, recipes, sources
 from apptune.errors import ApptuneError
 
 
@@ -194,3 +197,138 @@ def test_make_flags_quotes_for_make_and_shell():
     assert (
         build.make_flags(["-O2", "-DNAME=a b", "-Wl,$ORIGIN"]) == "-O2 '-DNAME=a b' '-Wl,$$ORIGIN'"
     )
+
+
+# ----------------------------------------------------------------------- hostile tarballs
+def _tarball(path, members) -> None:
+    """A tarball of (name, kind, text or link target) members, kind file/symlink/hardlink."""
+    kinds = {"symlink": tarfile.SYMTYPE, "hardlink": tarfile.LNKTYPE}
+    with tarfile.open(path, "w:gz") as tf:
+        for name, kind, what in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                data = what.encode()
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+            else:
+                info.type = kinds[kind]
+                info.linkname = what
+                tf.addfile(info)
+
+
+def _links_out(tree) -> list[str]:
+    top = os.path.realpath(tree)
+    return [
+        str(p)
+        for p in tree.rglob("*")
+        if p.is_symlink() and not os.path.realpath(p).startswith(top + os.sep)
+    ]
+
+
+def test_a_hard_link_to_a_left_out_symlink_writes_nothing_outside(
+    toy_root, tmp_path, gnu_toolchain, capsys
+):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    t = tmp_path / "evil.tar.gz"
+    _tarball(
+        t,
+        [
+            ("toy-1.0/main.c", "file", "int main(void) { return 0; }\n"),
+            ("toy-1.0/evil", "symlink", str(victim)),
+            # the build's template is rendered to config.mk: through the link, before
+            ("toy-1.0/config.mk", "hardlink", "toy-1.0/evil"),
+        ],
+    )
+    src = tmp_path / "stage" / "src"
+    skipped = sources.unpack(t, src, 1)
+    assert [s.split(" ->")[0] for s in skipped] == ["evil", "config.mk"]
+    assert _links_out(src) == [] and not (src / "config.mk").exists()
+    shims = {"cc": "cc", "cxx": "c++", "ftn": "gfortran"}
+    build.render_templates(recipes.load_recipe("toy"), _plan("baseline", gnu_toolchain), src, shims)
+    assert victim.read_text() == "precious\n"
+    assert not (src / "config.mk").is_symlink() and "CC = cc" in (src / "config.mk").read_text()
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "../etc/passwd", "toy-1.0/no-such-file"])
+def test_a_hard_link_to_no_file_of_the_archive_is_one_error(tmp_path, monkeypatch, target):
+    monkeypatch.chdir(tmp_path)
+    t = tmp_path / "evil.tar.gz"
+    _tarball(t, [("toy-1.0/a.c", "file", "x\n"), ("toy-1.0/b.c", "hardlink", target)])
+    with pytest.raises(ApptuneError) as e:
+        sources.unpack(t, tmp_path / "src", 1)
+    assert str(e.value) == (
+        f"evil.tar.gz: toy-1.0/b.c: a hard link to {target}, which is not a file unpacked "
+        "before it inside the source tree: refusing to unpack"
+    )
+
+
+def test_links_the_extraction_filter_let_through_are_caught_in_the_tree(tmp_path, monkeypatch):
+    """Whatever the Python's tarfile lets through, the unpacked tree is checked itself."""
+    monkeypatch.chdir(tmp_path)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious\n")
+    t = tmp_path / "app.tar.gz"
+    _tarball(t, [("app-1/a.c", "file", "x\n")])
+    extractall = tarfile.TarFile.extractall
+    sneak = {"symlink": True}
+
+    def leaky(self, path=".", members=None, *, numeric_owner=False, filter=None):
+        extractall(self, path, members, numeric_owner=numeric_owner, filter=filter)
+        if sneak["symlink"]:
+            os.symlink(outside, os.path.join(path, "Make.inc"))
+        else:
+            os.link(outside, os.path.join(path, "Make.inc"))
+
+    monkeypatch.setattr(tarfile.TarFile, "extractall", leaky)
+    skipped = sources.unpack(t, tmp_path / "src", 1)
+    assert skipped == [f"Make.inc -> {outside}"] and _links_out(tmp_path / "src") == []
+    sneak["symlink"] = False
+    with pytest.raises(ApptuneError) as e:
+        sources.unpack(t, tmp_path / "src2", 1)
+    assert str(e.value) == (
+        "app.tar.gz: Make.inc: unpacked as a hard link to a file outside the source tree: "
+        "refusing to build from it"
+    )
+    assert not (tmp_path / "src2" / "Make.inc").exists() and outside.read_text() == "precious\n"
+
+
+def test_generated_files_replace_links_and_stay_inside_the_tree(toy_root, tmp_path, gnu_toolchain):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "config.mk").symlink_to(victim)
+    shims = {"cc": "cc", "cxx": "c++", "ftn": "gfortran"}
+    recipe, plan = recipes.load_recipe("toy"), _plan("baseline", gnu_toolchain)
+    build.render_templates(recipe, plan, src, shims)
+    assert victim.read_text() == "precious\n" and not (src / "config.mk").is_symlink()
+    # a template's destination whose directory leads out of the tree is refused
+    (src / "conf").symlink_to(tmp_path)
+    t = recipe.build.templates[0].model_copy(update={"dest": "conf/victim"})
+    recipe.build.templates[0] = t
+    with pytest.raises(ApptuneError) as e:
+        build.render_templates(recipe, plan, src, shims)
+    assert str(e.value) == (
+        "tree/build-recipes/toy.yaml: build.templates[0].dest: conf/victim leads outside the "
+        "source tree (an absolute path, '..' or a symbolic link on the way)"
+    )
+    assert victim.read_text() == "precious\n"
+    # an input file is written into the run's directory the same way
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "params.txt").symlink_to(victim)
+    inputs.render("toy", "ci", run, ranks=1)
+    assert victim.read_text() == "precious\n" and (run / "params.txt").read_text() == "n=1000000\n"
+
+
+def test_a_python_without_the_extraction_filter_is_one_error(tmp_path, monkeypatch):
+    t = tmp_path / "app.tar.gz"
+    _tarball(t, [("app-1/a.c", "file", "x\n")])
+    monkeypatch.delattr(tarfile, "data_filter")
+    with pytest.raises(ApptuneError) as e:
+        sources.unpack(t, tmp_path / "src", 1)
+    assert str(e.value).startswith("python: Python ") and "needs Python 3.11.4 or newer" in str(
+        e.value
+    )
+    assert not (tmp_path / "src").exists()
