@@ -1,8 +1,10 @@
 """Source tarballs: local mirror first, then the download cache, then the origin.
 
 Every file is checked against the recipe's pinned sha256 before it is used or
-cached; a mismatch is refused. A copy in the download cache that no longer matches
-(bit rot, a truncated write) is removed and fetched again, saying so.
+cached. A copy that does not match is never deleted (the copy may be right and the
+pin mistyped): the download cache's copy is kept aside under its own sha256 and
+fetched again; a bad mirror copy is passed over when the cache has a good one. The
+unpacked tree has no link leading out of it (:func:`unpack`).
 """
 
 from __future__ import annotations
@@ -20,17 +22,6 @@ from .locks import locked
 from .models import Recipe
 from .recipes import recipe_path, sha256_file
 from .yamlio import atomic_copy
-
-
-def _check(path: Path, recipe: Recipe, origin: str) -> None:
-    got = sha256_file(path)
-    if got != recipe.source.sha256:
-        raise ApptuneError(
-            recipe_path(recipe.name),
-            "source.sha256",
-            f"checksum mismatch for {recipe.source.file} from {origin}: expected "
-            f"{recipe.source.sha256}, got {got}; refusing to use it",
-        )
 
 
 def debian_orig_uri(recipe: Recipe) -> str:
@@ -158,49 +149,97 @@ def _pack_local(recipe: Recipe, target: Path) -> Path:
 
 
 def fetch(recipe: Recipe, cache: Path | None = None, mirror: Path | None = None) -> Path:
-    """Return the path of the verified tarball in the download cache."""
+    """Return the path of the verified tarball in the download cache.
+
+    A copy that does not match the pin is never deleted: the cache's copy (and a
+    download) is kept aside under its own sha256 (:func:`kept_path`), where it is found
+    again once a recipe pins that hash (a mistyped pin, corrected), and the mirror's copy
+    is left alone: a good copy in the cache is used instead, with a warning."""
     if recipe.source.path is not None:
         return _pack_local(recipe, tarball_path(recipe, cache))
     cache = cache or paths.cache_dir()
     mirror = mirror if mirror is not None else paths.mirror_dir()
-    name = recipe.source.file
+    name, pin = recipe.source.file, recipe.source.sha256
     target = cache / "sources" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
     with locked(cache / "sources" / f".{name}.lock"):
-        if mirror is not None and (mirror / name).is_file():
-            _check(mirror / name, recipe, f"mirror {mirror}")
-            if not target.exists() or sha256_file(target) != recipe.source.sha256:
-                atomic_copy(mirror / name, target)
-            return target
-        removed = ""
+        kept = ""
         if target.is_file():
             got = sha256_file(target)
-            if got == recipe.source.sha256:
+            if got != pin:
+                aside = _keep_aside(target, got, cache)
+                print(
+                    f"apptune: cached {target} has sha256 {got}, not the pinned {pin}: "
+                    f"kept it as {aside}",
+                    flush=True,
+                )
+                kept = f" (the cached copy, sha256 {got}, is kept as {aside})"
+        if not target.is_file():
+            pinned = kept_path(cache, pin, name)
+            if pinned.is_file() and sha256_file(pinned) == pin:
+                os.replace(pinned, target)  # a copy kept aside before: the pin names it now
+        have = target.is_file()
+        theirs = mirror / name if mirror is not None else None
+        if theirs is not None and theirs.is_file():
+            got = sha256_file(theirs)
+            if got == pin:
+                if not have:
+                    atomic_copy(theirs, target)
                 return target
-            # a corrupted or truncated copy in the cache: removed, then fetched again
-            target.unlink()
-            print(
-                f"apptune: cached {target} does not match the recipe's sha256 "
-                f"(got {got[:16]}…): removed it, fetching {name} again",
-                flush=True,
+            if have:
+                print(
+                    f"apptune: warning: mirror copy {theirs} has sha256 {got}, not the pinned "
+                    f"{pin}: using the good copy in the download cache; replace the mirror's "
+                    f"copy with it: cp {target} {theirs}",
+                    flush=True,
+                )
+                return target
+            raise ApptuneError(
+                theirs,
+                "sha256",
+                f"this copy (in $APPTUNE_SOURCE_MIRROR) is not the tarball "
+                f"build-recipes/{recipe.name}.yaml pins: expected {pin}, got {got}; replace "
+                f"it with the file whose sha256 is {pin}, or remove it and apptune downloads "
+                f"it{kept}",
             )
-            removed = f" (a corrupted copy in the cache, {target}, was removed)"
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if have:
+            return target
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=target.parent)
         os.close(fd)
         try:
+            uri = debian_orig_uri(recipe) if recipe.source.debian else recipe.source.url
             try:
-                _download(
-                    debian_orig_uri(recipe) if recipe.source.debian else recipe.source.url,
-                    Path(tmp),
-                )
+                _download(uri, Path(tmp))
             except ApptuneError as e:
-                raise ApptuneError(e.file, e.field, e.message + removed) from None
-            _check(Path(tmp), recipe, "download")
+                raise ApptuneError(e.file, e.field, e.message + kept) from None
+            got = sha256_file(tmp)
+            if got != pin:
+                aside = _keep_aside(Path(tmp), got, cache, name)
+                raise ApptuneError(
+                    recipe_path(recipe.name),
+                    "source.sha256",
+                    f"the download of {name} has sha256 {got}, not the pinned {pin}; kept "
+                    f"it as {aside} (if the pin is mistyped, correct it: the kept copy is "
+                    f"used){kept}",
+                )
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
         return target
+
+
+def kept_path(cache: Path, sha256: str, name: str) -> Path:
+    """Where a tarball whose sha256 is not the recipe's pin is kept (never deleted: it may be
+    the good copy, and the pin the mistake)."""
+    return cache / "sources" / "by-sha256" / sha256 / name
+
+
+def _keep_aside(path: Path, sha256: str, cache: Path, name: str | None = None) -> Path:
+    dest = kept_path(cache, sha256, name or path.name)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, dest)
+    return dest
 
 
 def unpack(tarball: Path, dest: Path, strip_components: int) -> list[str]:

@@ -1,5 +1,6 @@
 """Sources (mirror, cache, checksum), patches, and a real build of the toy app."""
 
+import hashlib
 import io
 import json
 import os
@@ -22,33 +23,23 @@ def test_mirror_then_cache(toy_root, tmp_path):
     assert sources.fetch(r) == p
 
 
-def test_wrong_checksum_is_refused(toy_root, tmp_path):
-    (tmp_path / "mirror" / "toy-1.0.tar.gz").write_bytes(b"not the tarball")
-    r = recipes.load_recipe("toy")
-    with pytest.raises(ApptuneError) as e:
-        sources.fetch(r)
-    msg = str(e.value)
-    assert "toy.yaml" in msg and "source.sha256" in msg and "refusing" in msg
-    assert not (tmp_path / "cache" / "sources" / "toy-1.0.tar.gz").exists()
-
-
-def test_corrupted_cache_entry_is_removed_and_fetched_again(toy_root, tmp_path, capsys):
+def test_a_corrupted_cached_copy_is_kept_aside_and_fetched_again(toy_root, tmp_path, capsys):
     good = (tmp_path / "mirror" / "toy-1.0.tar.gz").read_bytes()
     r = recipes.load_recipe("toy")
     p = sources.fetch(r)
     p.write_bytes(b"bit rot")
-    # no mirror, and the origin cannot be reached: the bad copy is gone, and the error says so
+    rot = hashlib.sha256(b"bit rot").hexdigest()
+    kept = tmp_path / "cache" / "sources" / "by-sha256" / rot / "toy-1.0.tar.gz"
+    # no mirror, and the origin cannot be reached: the error says where the copy is kept
     (tmp_path / "mirror" / "toy-1.0.tar.gz").rename(tmp_path / "origin.tar.gz")
     with pytest.raises(ApptuneError) as e:
         sources.fetch(r)
-    assert not p.exists()
-    assert "download of toy-1.0.tar.gz failed" in str(e.value) and f"{p}, was removed" in str(
-        e.value
-    )
+    assert not p.exists() and kept.read_bytes() == b"bit rot"
+    assert "download of toy-1.0.tar.gz failed" in str(e.value)
+    assert f"(the cached copy, sha256 {rot}, is kept as {kept})" in str(e.value)
     out = capsys.readouterr().out
-    assert f"cached {p} does not match the recipe's sha256" in out and "removed it, fetching" in out
+    assert f"cached {p} has sha256 {rot}, not the pinned {r.source.sha256}" in out
     # with the origin reachable, the fetch heals the cache
-    p.parent.mkdir(parents=True, exist_ok=True)
     p.write_bytes(b"bit rot")
     r = r.model_copy(
         update={
@@ -56,7 +47,80 @@ def test_corrupted_cache_entry_is_removed_and_fetched_again(toy_root, tmp_path, 
         }
     )
     assert sources.fetch(r) == p and p.read_bytes() == good
-    assert "removed it, fetching toy-1.0.tar.gz again" in capsys.readouterr().out
+    assert f"kept it as {kept}" in capsys.readouterr().out
+
+
+def test_a_download_that_does_not_match_is_kept_and_named(toy_root, tmp_path):
+    shutil.rmtree(tmp_path / "mirror")
+    (tmp_path / "origin.tar.gz").write_bytes(b"another release")
+    r = recipes.load_recipe("toy")
+    r = r.model_copy(
+        update={
+            "source": r.source.model_copy(update={"url": (tmp_path / "origin.tar.gz").as_uri()})
+        }
+    )
+    with pytest.raises(ApptuneError) as e:
+        sources.fetch(r)
+    got = hashlib.sha256(b"another release").hexdigest()
+    kept = tmp_path / "cache" / "sources" / "by-sha256" / got / "toy-1.0.tar.gz"
+    assert str(e.value) == (
+        f"tree/build-recipes/toy.yaml: source.sha256: the download of toy-1.0.tar.gz has "
+        f"sha256 {got}, not the pinned {r.source.sha256}; kept it as {kept} (if the pin is "
+        "mistyped, correct it: the kept copy is used)"
+    )
+    assert kept.read_bytes() == b"another release"
+    assert not (tmp_path / "cache" / "sources" / "toy-1.0.tar.gz").exists()
+
+
+def test_a_bad_mirror_copy_is_named_with_both_hashes_and_how_to_replace_it(toy_root, tmp_path):
+    bad = tmp_path / "mirror" / "toy-1.0.tar.gz"
+    bad.write_bytes(b"not the tarball")
+    r = recipes.load_recipe("toy")
+    with pytest.raises(ApptuneError) as e:
+        sources.fetch(r)
+    got = hashlib.sha256(b"not the tarball").hexdigest()
+    assert str(e.value) == (  # the path shown relative to the working directory
+        "mirror/toy-1.0.tar.gz: sha256: this copy (in $APPTUNE_SOURCE_MIRROR) is not the "
+        f"tarball build-recipes/toy.yaml pins: expected {r.source.sha256}, got {got}; replace it "
+        f"with the file whose sha256 is {r.source.sha256}, or remove it and apptune "
+        "downloads it"
+    )
+    assert not (tmp_path / "cache" / "sources" / "toy-1.0.tar.gz").exists()
+    assert bad.read_bytes() == b"not the tarball"  # the mirror is the user's: left alone
+
+
+def test_a_bad_mirror_copy_does_not_block_a_good_cached_one(toy_root, tmp_path, capsys):
+    r = recipes.load_recipe("toy")
+    p = sources.fetch(r)
+    good = p.read_bytes()
+    bad = tmp_path / "mirror" / "toy-1.0.tar.gz"
+    bad.write_bytes(b"truncated")
+    capsys.readouterr()
+    assert sources.fetch(r) == p and p.read_bytes() == good
+    out = capsys.readouterr().out.strip().splitlines()
+    got = hashlib.sha256(b"truncated").hexdigest()
+    assert out == [
+        f"apptune: warning: mirror copy {bad} has sha256 {got}, not the pinned "
+        f"{r.source.sha256}: using the good copy in the download cache; replace the "
+        f"mirror's copy with it: cp {p} {bad}"
+    ]
+
+
+def test_a_mistyped_pin_keeps_the_good_copy_under_its_own_hash(toy_root, tmp_path, capsys):
+    r = recipes.load_recipe("toy")
+    p = sources.fetch(r)
+    good, sha = p.read_bytes(), r.source.sha256
+    shutil.rmtree(tmp_path / "mirror")  # a cluster without the mirror and without internet
+    typo = r.model_copy(update={"source": r.source.model_copy(update={"sha256": "0" * 64})})
+    with pytest.raises(ApptuneError) as e:
+        sources.fetch(typo)
+    kept = tmp_path / "cache" / "sources" / "by-sha256" / sha / "toy-1.0.tar.gz"
+    assert kept.read_bytes() == good
+    assert "download of toy-1.0.tar.gz failed" in str(e.value)
+    assert f"(the cached copy, sha256 {sha}, is kept as {kept})" in str(e.value)
+    assert f"kept it as {kept}" in capsys.readouterr().out
+    # the pin corrected: the kept copy is used, nothing is downloaded
+    assert sources.fetch(r) == p and p.read_bytes() == good and not kept.exists()
 
 
 def test_missing_source_names_the_origin(toy_root, tmp_path):
