@@ -33,6 +33,7 @@ from .recipes import (
     recipe_path,
     sha256_file,
 )
+from .templating import data_environment
 from .yamlio import atomic_write_json, atomic_write_text, inside
 
 LANGS = {"cc": "cflags", "cxx": "cflags", "ftn": "fflags"}
@@ -142,11 +143,7 @@ def write_wrappers(plan: dict, stage: Path, src: Path) -> dict[str, str]:
 
 
 def _jinja() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(paths.recipes_dir() / "templates"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
+    env = data_environment(jinja2.FileSystemLoader(paths.recipes_dir() / "templates"))
     env.filters["makeflags"] = make_flags
     return env
 

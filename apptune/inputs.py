@@ -10,6 +10,7 @@ import jinja2
 from . import paths
 from .errors import ApptuneError
 from .models import FromMemory, GridParam, InputSpec
+from .templating import data_environment
 from .yamlio import atomic_copy, atomic_write_text, inside, load_model
 
 
@@ -96,7 +97,7 @@ def render_words(words: list[str], params: dict, app: str, field: str) -> list[s
     A word that renders empty is dropped, so optional arguments are written as
     conditionals: ``["{{ '-q' if partitions }}", "{{ partitions }}"]``.
     """
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env = data_environment()
     out = []
     for w in words:
         try:
@@ -143,11 +144,7 @@ def render(
             )
         _check_inside(dest, out, d / "input.yaml", f"from_build.{out}")
         atomic_copy(src, Path(dest) / out)
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(d),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
+    env = data_environment(jinja2.FileSystemLoader(d))
     for out, tmpl in spec.files.items():
         try:
             text = env.get_template(tmpl).render(**params)

@@ -32,6 +32,7 @@ from . import baselines, inputs, outputs, paths, recipes, verify
 from .errors import ApptuneError, expand
 from .models import FlagLadders, Libraries, Recipe
 from .site import load_reframe_config
+from .templating import data_environment
 from .yamlio import load_model
 
 #: What every environment's ``extras`` must say (:class:`apptune.recipes.Toolchain`).
@@ -377,7 +378,7 @@ def _check_names(
     env: jinja2.Environment | None = None,
 ) -> None:
     """A jinja2 template uses only ``known`` names (besides jinja2's own)."""
-    env = env or jinja2.Environment()
+    env = env or data_environment()
     head = f"{word!r}: " if word is not None else ""
     try:
         ast = env.parse(text)

@@ -304,6 +304,22 @@ def test_a_recipes_own_check_names_its_field(tree):
     )
 
 
+@pytest.mark.parametrize(
+    "word", ["{{ cflags.append('-O0') }}", "{{ cc.__class__.__mro__ }}", "{{ cflags.clear() }}"]
+)
+def test_recipe_words_render_in_a_sandbox(toy_root, gnu_toolchain, word):
+    from apptune import build, recipes
+
+    plan = recipes.resolve(recipes.load_recipe("toy"), "tuned", gnu_toolchain).to_dict()
+    flags = list(plan["cflags"])
+    with pytest.raises(ApptuneError) as e:
+        build.render_word(word, dict(plan, cc="cc"), "build.args", "toy")
+    assert str(e.value).startswith(f"tree/build-recipes/toy.yaml: build.args: {word!r}: ")
+    assert plan["cflags"] == flags
+    with pytest.raises(ApptuneError):
+        inputs.render_words([word], {"cflags": [], "cc": "cc"}, "toy", "run.args")
+
+
 # ----------------------------------------------------------------------- all of them, and the CLI
 def test_every_problem_is_reported_not_only_the_first(tree, capsys):
     r = tree / "build-recipes/toy.yaml"
