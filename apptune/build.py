@@ -26,8 +26,15 @@ import jinja2
 from . import buildcache, paths, sources
 from .constants import XFAIL_FILE
 from .errors import ApptuneError
-from .recipes import expected_build_failure, load_libraries, load_recipe, sha256_file
-from .yamlio import atomic_write_json
+from .recipes import (
+    expected_build_failure,
+    load_libraries,
+    load_recipe,
+    recipe_path,
+    sha256_file,
+)
+from .templating import data_environment
+from .yamlio import atomic_write_json, atomic_write_text, inside
 
 LANGS = {"cc": "cflags", "cxx": "cflags", "ftn": "fflags"}
 
@@ -136,11 +143,7 @@ def write_wrappers(plan: dict, stage: Path, src: Path) -> dict[str, str]:
 
 
 def _jinja() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(paths.recipes_dir() / "templates"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
+    env = data_environment(jinja2.FileSystemLoader(paths.recipes_dir() / "templates"))
     env.filters["makeflags"] = make_flags
     return env
 
@@ -184,7 +187,7 @@ def product_paths(recipe, ctx: dict) -> list[tuple[str, str]]:
 def render_templates(recipe, plan: dict, src: Path, shims: dict) -> None:
     env = _jinja()
     ctx = dict(plan, cc=shims["cc"], cxx=shims["cxx"], ftn=shims["ftn"])
-    for t in recipe.build.templates:
+    for i, t in enumerate(recipe.build.templates):
         try:
             text = env.get_template(t.src).render(**ctx)
         except jinja2.TemplateError as e:
@@ -192,8 +195,15 @@ def render_templates(recipe, plan: dict, src: Path, shims: dict) -> None:
                 paths.recipes_dir() / "templates" / t.src, "template", str(e)
             ) from None
         dest = src / t.dest
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(text)
+        if not inside(src, dest):
+            raise ApptuneError(
+                recipe_path(recipe.name),
+                f"build.templates[{i}].dest",
+                f"{t.dest} leads outside the source tree (an absolute path, '..' or a "
+                "symbolic link on the way)",
+            )
+        # a link the source tree has at dest is replaced, never written through
+        atomic_write_text(dest, text)
 
 
 def is_probe(entry: dict) -> bool:

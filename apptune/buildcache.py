@@ -184,8 +184,7 @@ def restore(entry: Entry, stage: Path) -> list[str]:
     for f in entry.manifest["files"]:
         src = entry.path / "files" / f["file"]
         dst = stage / f["file"]
-        if dst.exists():
-            dst.unlink()
+        dst.unlink(missing_ok=True)  # a link there too: replaced, never written through
         try:
             os.link(src, dst)
         except OSError:
@@ -194,8 +193,33 @@ def restore(entry: Entry, stage: Path) -> list[str]:
     return out
 
 
-def store(key: str, inputs: dict, stage: Path, files: list[str]) -> Entry:
-    """Copy the build's files into a new entry, atomically (rename into place)."""
+def store(key: str, inputs: dict, stage: Path, files: list[str]) -> Entry | None:
+    """Copy the build's files into a new entry, atomically (rename into place).
+
+    Best effort: a cache that cannot take the entry (a full disk, no permission) is a
+    warning, the partial entry is removed and None is returned; the build itself is good."""
+    try:
+        return _store(key, inputs, stage, files)
+    except OSError as e:
+        print(
+            f"apptune: warning: build not stored in the build cache {root()} "
+            f"({e.strerror or e}; {_free_space(root())}): the build is used as it is, "
+            "a later run builds it again",
+            flush=True,
+        )
+        return None
+
+
+def _free_space(d: Path) -> str:
+    for p in (d, *d.parents):
+        try:
+            return f"{shutil.disk_usage(p).free / 2**20:.0f} MiB free"
+        except OSError:
+            continue
+    return "free space unknown"
+
+
+def _store(key: str, inputs: dict, stage: Path, files: list[str]) -> Entry:
     final = entry_dir(key)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key[:16]}.", dir=final.parent))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 
 import jinja2
@@ -11,7 +10,8 @@ import jinja2
 from . import paths
 from .errors import ApptuneError
 from .models import FromMemory, GridParam, InputSpec
-from .yamlio import load_model
+from .templating import data_environment
+from .yamlio import atomic_copy, atomic_write_text, inside, load_model
 
 
 def load_input(app: str, tier: str) -> tuple[Path, InputSpec]:
@@ -97,7 +97,7 @@ def render_words(words: list[str], params: dict, app: str, field: str) -> list[s
     A word that renders empty is dropped, so optional arguments are written as
     conditionals: ``["{{ '-q' if partitions }}", "{{ partitions }}"]``.
     """
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env = data_environment()
     out = []
     for w in words:
         try:
@@ -142,16 +142,23 @@ def render(
                 f"build product '{product}' not found in {build_dir} "
                 f"(list it in the recipe's build.products)",
             )
-        shutil.copyfile(src, Path(dest) / out)
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(d),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
+        _check_inside(dest, out, d / "input.yaml", f"from_build.{out}")
+        atomic_copy(src, Path(dest) / out)
+    env = data_environment(jinja2.FileSystemLoader(d))
     for out, tmpl in spec.files.items():
         try:
             text = env.get_template(tmpl).render(**params)
         except jinja2.TemplateError as e:
             raise ApptuneError(d / tmpl, "template", str(e)) from None
-        (Path(dest) / out).write_text(text)
+        _check_inside(dest, out, d / "input.yaml", f"files.{out}")
+        atomic_write_text(Path(dest) / out, text)
     return params
+
+
+def _check_inside(dest: Path, out: str, file: Path, field: str) -> None:
+    """An input file is written into the run's directory, never elsewhere (a link found at
+    its name is replaced, not written through)."""
+    if not inside(dest, Path(dest) / out):
+        raise ApptuneError(
+            file, field, f"{out} leads outside the run's directory (an absolute path or '..')"
+        )

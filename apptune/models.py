@@ -27,6 +27,20 @@ def _valid_regex(v: str) -> str:
     return v
 
 
+#: What a process environment's variable is named (POSIX: letters, digits, underscores).
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _env_names(env: dict) -> dict:
+    bad = [k for k in env if not ENV_NAME_RE.match(k)]
+    if bad:
+        raise ValueError(
+            f"{bad[0]!r} is not an environment variable name (letters, digits and "
+            "underscores, not starting with a digit)"
+        )
+    return env
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -342,6 +356,7 @@ class RunSpec(Strict):
     primary: str = "wall_time"
     #: Words are jinja2 templates with the input parameters.
     args: list[str] = []
+    #: Environment variables of the run: name -> value.
     env: dict[str, str] = {}
     prerun: list[PreRun] = []
     #: Runtime placements (a ReFrame parameter of the check): name -> MPI library (the
@@ -365,6 +380,11 @@ class RunSpec(Strict):
                     "(it names columns, plots and pages)"
                 )
         return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v):
+        return _env_names(v)
 
     @property
     def outputs(self) -> list[OutputSpec]:
@@ -710,6 +730,11 @@ class TuningSpace(Strict):
     #: Runtime placement: ranks x threads per rank, binding.
     runtime: TuneRuntime = TuneRuntime()
     targets: list[TuneTarget] = []
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v):
+        return _env_names(v)
 
     def input_knobs(self) -> dict[str, TuneInputKnob]:
         return {

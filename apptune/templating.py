@@ -1,5 +1,7 @@
-"""The jinja2 environment of apptune's own templates (``apptune/templates/``): the run
-report, the reports of tune and bisect, the files ``apptune new`` writes.
+"""The jinja2 environments: of apptune's own templates (``apptune/templates/``: the run
+report, the reports of tune and bisect, the files ``apptune new`` writes), and of the
+templates in data files (recipes' words, build and input templates), which are data, not
+code: those render in jinja2's immutable sandbox.
 
 Every HTML template (``*.html.j2``) is escaped by default: its values come from program
 output, recipes and the history, and a report is a page people open in a browser."""
@@ -7,6 +9,7 @@ output, recipes and the history, and a report is a page people open in a browser
 from __future__ import annotations
 
 import jinja2
+import jinja2.sandbox
 
 from .figures import fmt_figure
 
@@ -28,3 +31,13 @@ def environment(**kw) -> jinja2.Environment:
     env = jinja2.Environment(**(opts | kw))
     env.filters["fmt"] = fmt_figure
     return env
+
+
+def data_environment(loader: jinja2.BaseLoader | None = None) -> jinja2.Environment:
+    """For templates from data files: a name they do not define is an error, and they
+    reach no Python internals (no ``__class__``, no ``.append`` on a plan's list)."""
+    return jinja2.sandbox.ImmutableSandboxedEnvironment(
+        loader=loader,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )

@@ -23,6 +23,7 @@ libraries, environments' ``extras``) and the tuning spaces.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import jinja2
@@ -30,8 +31,9 @@ import jinja2.meta
 
 from . import baselines, inputs, outputs, paths, recipes, verify
 from .errors import ApptuneError, expand
-from .models import FlagLadders, Libraries, Recipe
+from .models import FlagLadders, FromMemory, GridParam, InputSpec, Libraries, Recipe, TuningSpace
 from .site import load_reframe_config
+from .templating import data_environment
 from .yamlio import load_model
 
 #: What every environment's ``extras`` must say (:class:`apptune.recipes.Toolchain`).
@@ -194,7 +196,9 @@ def app_problems(app: str, site: Site) -> list[ApptuneError]:
                         )
                     )
     _check_build_templates(r, rfile, found)
+    _check_patches(r, found)
     tiers = list(r.tiers)
+    specs: dict[Path, InputSpec] = {}
     run_words = [("run.args", w) for w in r.run.args] + [
         (f"run.prerun[{i}].command", w) for i, s in enumerate(r.run.prerun) for w in s.command
     ]
@@ -203,6 +207,7 @@ def app_problems(app: str, site: Site) -> list[ApptuneError]:
         params = None
         if loaded is not None:
             d, spec = loaded
+            specs[d / "input.yaml"] = spec
             params = set(spec.parameters) | {"ranks"}
             _collect(found, inputs.check_stands_for, app, tier, tiers)
             for tmpl in spec.files.values():
@@ -236,6 +241,7 @@ def app_problems(app: str, site: Site) -> list[ApptuneError]:
                             f"reference tree {_rel(tree)} for tier '{tier}' is missing",
                         )
                     )
+    _check_numbers(app, specs, found)
     return _unique(found)
 
 
@@ -246,6 +252,113 @@ def baseline_problems(app: str) -> list[ApptuneError]:
         if bdir.is_dir():
             _collect(found, baselines.load, bdir.name, app)
     return _unique(found)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, FromMemory, GridParam)) and not isinstance(v, bool)
+
+
+def _check_numbers(app: str, specs: dict[Path, InputSpec], found: list) -> None:
+    """A parameter that is a number in one tier's input (or computed: ``fraction``,
+    ``grid``), or that the tuning space sets to numbers, is a number in every tier's: the
+    same template reads it (HPL's N as a word would crash HPCC at run time)."""
+    numeric: dict[str, str] = {}
+    for f, spec in specs.items():
+        for name, v in spec.parameters.items():
+            if _is_number(v):
+                numeric.setdefault(name, _rel(f))
+    space = paths.root() / "tuning" / f"{app}.yaml"
+    if space.is_file():
+        try:
+            knobs = load_model(space, TuningSpace).input_knobs()
+        except ApptuneError:
+            knobs = {}  # reported with the tuning spaces
+        values: dict[str, list] = {}
+        for knob, k in knobs.items():
+            for v in k.values:
+                for name, x in v.items() if isinstance(v, dict) else [(knob, v)]:
+                    values.setdefault(name, []).append(x)
+        for name, vs in values.items():
+            if all(_is_number(x) for x in vs):
+                numeric.setdefault(name, _rel(space))
+    for f, spec in specs.items():
+        for name, v in spec.parameters.items():
+            if name in numeric and not _is_number(v):
+                found.append(
+                    ApptuneError(
+                        f,
+                        f"parameters.{name}",
+                        f"must be a number, as in {numeric[name]} (got {v!r})",
+                    )
+                )
+
+
+def _check_patches(r: Recipe, found: list) -> None:
+    """Every patch of the series is a unified diff (whether it applies is known only
+    against the unpacked source: the build's dry run says so, naming the hunk)."""
+    for p in r.patches:
+        pf = paths.patches_dir(r.name) / p.file
+        try:
+            text = pf.read_text(errors="replace")
+        except OSError:
+            continue  # a missing patch file is the recipe's problem, reported with it
+        bad = unified_diff_problem(text)
+        if bad is not None:
+            line, why = bad
+            found.append(ApptuneError(pf, f"line {line}" if line else None, why))
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def unified_diff_problem(text: str) -> tuple[int | None, str] | None:
+    """(line number or None, what is wrong) when ``text`` is not a unified diff GNU patch
+    reads: a ``---``/``+++`` header per file, each followed by hunks whose lines match
+    the counts of their ``@@`` header. Text around the diffs (a mail header, a commit
+    message, a signature) is allowed, as patch allows it."""
+    lines = text.splitlines()
+    files, i = 0, 0
+    while i < len(lines):
+        if not (lines[i].startswith("--- ") and i + 1 < len(lines)):
+            i += 1
+            continue
+        if not lines[i + 1].startswith("+++ "):
+            i += 1
+            continue
+        files += 1
+        i += 2
+        if i >= len(lines) or not lines[i].startswith("@@"):
+            return i + 1, "a file header ('---', '+++') without a hunk ('@@ -l,s +l,s @@')"
+        while i < len(lines) and lines[i].startswith("@@"):
+            m = _HUNK.match(lines[i])
+            if m is None:
+                return i + 1, f"malformed hunk header {lines[i][:60]!r}"
+            old = int(m.group(2) if m.group(2) is not None else 1)
+            new = int(m.group(4) if m.group(4) is not None else 1)
+            start, i = i, i + 1
+            while old > 0 or new > 0:
+                if i >= len(lines):
+                    return start + 1, (
+                        f"the hunk ends early: {old} line(s) of the old and {new} of the new "
+                        "text are missing"
+                    )
+                c = lines[i][:1]
+                if c in (" ", ""):  # context (an empty line: a blank context line)
+                    old, new = old - 1, new - 1
+                elif c == "-":
+                    old -= 1
+                elif c == "+":
+                    new -= 1
+                elif c != "\\":  # '\ No newline at end of file'
+                    return i + 1, f"{lines[i][:60]!r} is not a line of a hunk (' ', '-' or '+')"
+                if old < 0 or new < 0:
+                    return start + 1, "the hunk has more lines than its '@@' header counts"
+                i += 1
+            while i < len(lines) and lines[i].startswith("\\"):
+                i += 1
+    if files == 0:
+        return None, "not a unified diff: no file header ('--- a/FILE', '+++ b/FILE') found"
+    return None
 
 
 def output_fields(recipe: Recipe) -> set[str] | None:
@@ -396,7 +509,7 @@ def _check_names(
     env: jinja2.Environment | None = None,
 ) -> None:
     """A jinja2 template uses only ``known`` names (besides jinja2's own)."""
-    env = env or jinja2.Environment()
+    env = env or data_environment()
     head = f"{word!r}: " if word is not None else ""
     try:
         ast = env.parse(text)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -106,7 +108,9 @@ def load_model(path: str | os.PathLike, model: type[M], **context) -> M:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write a file so that readers see the old or the new content, never half."""
+    """Write a file so that readers see the old or the new content, never half.
+
+    A symbolic link at ``path`` is replaced by the file, never written through."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -115,15 +119,48 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
+        os.chmod(tmp, _mode_of(path))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_copy(src: str | os.PathLike, dest: str | os.PathLike) -> None:
+    """Copy a file as :func:`atomic_write_text` writes one: whole or not at all, and a
+    symbolic link at ``dest`` replaced, never written through."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _mode_of(path: Path) -> int:
+    """The permissions of the regular file at ``path`` (not of what a link points to)."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return 0o644
+    return st.st_mode & 0o777 if stat.S_ISREG(st.st_mode) else 0o644
+
+
+def inside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a name inside the directory ``root``: no absolute path, no
+    ``..`` and no symbolic link on the way leads out of it (the last component may be a
+    link: :func:`atomic_write_text` replaces it)."""
+    top = os.path.realpath(root)
+    p = Path(path)
+    if p.name in ("", ".", ".."):
+        return False
+    parent = os.path.realpath(p.parent)
+    return parent == top or parent.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def atomic_write_json(path: str | os.PathLike, data: Any) -> None:

@@ -1,8 +1,10 @@
 """Content-addressed build cache: keyed by everything that decides the binary."""
 
+import errno
 import json
 import multiprocessing
 import os
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +126,33 @@ def test_the_build_code_identity_ignores_formatting_comments_and_docstrings(tmp_
     # a function that is only a docstring stays a function
     assert "Pass" in buildcache.syntax_of('def g():\n    """Nothing yet."""\n')
     assert buildcache.code_identity() == buildcache.code_identity(buildcache.BUILD_CODE)
+
+
+@pytest.mark.unit
+def test_a_full_cache_is_a_warning_and_keeps_the_stored_entries(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("APPTUNE_BUILD_CACHE", str(tmp_path / "builds"))
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    for name in ("app", "provenance.json"):
+        (stage / name).write_text(f"{name}\n" * 1000)
+    inputs = {"plan": {"app": "toy", "variant": "tuned", "environment": "gnu"}}
+    old = buildcache.store("a" * 64, inputs, stage, ["app", "provenance.json"])
+    copy2 = buildcache.shutil.copy2
+
+    def full(src, dst, **kw):
+        if Path(src).name == "provenance.json":  # the disk fills up half-way through
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+        return copy2(src, dst, **kw)
+
+    monkeypatch.setattr(buildcache.shutil, "copy2", full)
+    key = "aa" + "b" * 62  # beside the stored entry, under the same prefix directory
+    assert buildcache.store(key, inputs, stage, ["app", "provenance.json"]) is None
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith(
+        f"apptune: warning: build not stored in the build cache {tmp_path / 'builds'} "
+        "(No space left on device; "
+    )
+    assert " MiB free): the build is used as it is" in out[0]
+    # no partial entry, and the entry stored before is whole
+    assert sorted(p.name for p in (tmp_path / "builds" / "aa").iterdir()) == ["a" * 64]
+    assert [e.key for e in buildcache.entries()] == [old.key] and buildcache.verify_all() == []

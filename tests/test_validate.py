@@ -326,6 +326,89 @@ def test_a_recipes_own_check_names_its_field(tree):
     )
 
 
+# ----------------------------------------------------------------------- patches, parameters, env
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        (
+            "this is a note, not a patch\n",
+            "not a unified diff: no file header ('--- a/FILE', '+++ b/FILE') found",
+        ),
+        (
+            "--- a/main.c\n+++ b/main.c\n@@ -1,3 +1,4 @@\n+/* added */\n \n",
+            "line 3: the hunk ends early: 2 line(s) of the old and 2 of the new text are missing",
+        ),
+        ("--- a/main.c\n+++ b/main.c\n@@ one line @@\n", "line 3: malformed hunk header"),
+    ],
+)
+def test_a_patch_that_is_not_a_unified_diff(tree, text, words):
+    (tree / "patches/toy/0001-comment.patch").write_text(text)
+    assert only(validate.problems()).startswith(f"tree/patches/toy/0001-comment.patch: {words}")
+
+
+def test_a_parameter_that_is_a_number_elsewhere_must_be_one(tree):
+    r = tree / "build-recipes/toy.yaml"
+    r.write_text(r.read_text() + "  nightly:\n    ranks: 1\n    variants:\n      gnu: [tuned]\n")
+    shutil.copytree(tree / "inputs/toy/ci", tree / "inputs/toy/nightly")
+    edit(
+        tree / "inputs/toy/ci/input.yaml",
+        "description: toy",
+        "description: toy\nstands_for: nightly",
+    )
+    (tree / "reference/toy/nightly.yaml").write_text(
+        (tree / "reference/toy/ci.yaml").read_text().replace("tier: ci", "tier: nightly")
+    )
+    assert lines(validate.problems()) == []
+    edit(tree / "inputs/toy/ci/input.yaml", "n: 1000000", "n: lots")
+    assert only(validate.problems()) == (
+        "tree/inputs/toy/ci/input.yaml: parameters.n: must be a number, as in "
+        "inputs/toy/nightly/input.yaml (got 'lots')"
+    )
+
+
+def test_a_parameter_the_tuning_space_sets_to_numbers_must_be_one(tree):
+    edit(tree / "inputs/toy/ci/input.yaml", "n: 1000000", "n: lots")
+    assert lines(validate.problems()) == []  # nothing says n is a number
+    (tree / "tuning").mkdir()
+    (tree / "tuning/toy.yaml").write_text(
+        "app: toy\nbaseline: {environment: gnu, variant: baseline}\n"
+        "build: {environments: [gnu], ladders: [baseline]}\ninputs: {n: [1000, 2000]}\n"
+    )
+    assert only(validate.problems()) == (
+        "tree/inputs/toy/ci/input.yaml: parameters.n: must be a number, as in "
+        "tuning/toy.yaml (got 'lots')"
+    )
+
+
+@pytest.mark.parametrize("name", ["1THREADS", "OMP-NUM", "A=B", ""])
+def test_run_env_names_are_environment_variable_names(tree, name):
+    edit(
+        tree / "build-recipes/toy.yaml",
+        "  executable: toy\n",
+        f"  executable: toy\n  env: {{OMP_NUM_THREADS: '1', '{name}': x}}\n",
+    )
+    assert only(validate.problems()) == (
+        f"tree/build-recipes/toy.yaml: run.env: {name!r} is not an environment variable name "
+        "(letters, digits and underscores, not starting with a digit)"
+    )
+
+
+@pytest.mark.parametrize(
+    "word", ["{{ cflags.append('-O0') }}", "{{ cc.__class__.__mro__ }}", "{{ cflags.clear() }}"]
+)
+def test_recipe_words_render_in_a_sandbox(toy_root, gnu_toolchain, word):
+    from apptune import build, recipes
+
+    plan = recipes.resolve(recipes.load_recipe("toy"), "tuned", gnu_toolchain).to_dict()
+    flags = list(plan["cflags"])
+    with pytest.raises(ApptuneError) as e:
+        build.render_word(word, dict(plan, cc="cc"), "build.args", "toy")
+    assert str(e.value).startswith(f"tree/build-recipes/toy.yaml: build.args: {word!r}: ")
+    assert plan["cflags"] == flags
+    with pytest.raises(ApptuneError):
+        inputs.render_words([word], {"cflags": [], "cc": "cc"}, "toy", "run.args")
+
+
 # ----------------------------------------------------------------------- all of them, and the CLI
 def test_every_problem_is_reported_not_only_the_first(tree, capsys):
     r = tree / "build-recipes/toy.yaml"
