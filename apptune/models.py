@@ -315,6 +315,9 @@ class PreRun(Strict):
     launch: bool = False
     #: Redirect its standard output into this file of the stage directory.
     stdout: str | None = Field(default=None, pattern=r"^[^/]+$")
+    #: Its standard input: a file of the run directory that the tier's input makes
+    #: (``inputs/APP/<tier>/input.yaml`` ``files`` or ``from_build``).
+    stdin: str | None = Field(default=None, pattern=r"^[^/]+$")
 
 
 class OwnCheck(Strict):
@@ -339,6 +342,10 @@ class RunSpec(Strict):
     primary: str = "wall_time"
     #: Words are jinja2 templates with the input parameters.
     args: list[str] = []
+    #: The program's standard input (``READ(5,*)``, ``./prog < input``): a file of the run
+    #: directory that the tier's input makes (its ``files`` or ``from_build``), opened and
+    #: given to the program as a file descriptor, never through a shell.
+    stdin: str | None = Field(default=None, pattern=r"^[^/]+$")
     env: dict[str, str] = {}
     prerun: list[PreRun] = []
     #: Runtime placements (a ReFrame parameter of the check): name -> MPI library (the

@@ -192,6 +192,7 @@ def app_problems(app: str, site: Site) -> list[ApptuneError]:
             d, spec = loaded
             params = set(spec.parameters) | {"ranks"}
             _collect(found, inputs.check_stands_for, app, tier, tiers)
+            _check_stdin(r, rfile, d / "input.yaml", spec, tier, found)
             for tmpl in spec.files.values():
                 _check_names(
                     found,
@@ -227,6 +228,24 @@ def app_problems(app: str, site: Site) -> list[ApptuneError]:
         if bdir.is_dir():
             _collect(found, baselines.load, bdir.name, app)
     return _unique(found)
+
+
+def _check_stdin(r: Recipe, rfile: Path, input_file: Path, spec, tier: str, found: list) -> None:
+    """A step's standard input is a file the tier's input makes (``files``, ``from_build``)."""
+    made = [*spec.files, *spec.from_build]
+    given = [("run.stdin", r.run.stdin)] + [
+        (f"run.prerun[{i}].stdin", s.stdin) for i, s in enumerate(r.run.prerun)
+    ]
+    for field, name in given:
+        if name is not None and name not in made:
+            found.append(
+                ApptuneError(
+                    rfile,
+                    field,
+                    f"'{name}' is not a file the input of tier {tier} makes "
+                    f"({_rel(input_file)} files and from_build: {', '.join(made) or 'none'})",
+                )
+            )
 
 
 def output_fields(recipe: Recipe) -> set[str] | None:

@@ -107,6 +107,40 @@ def test_time_limits_reframe_would_drop_are_refused(tree, limit):
     assert "time limit" in msg
 
 
+# ----------------------------------------------------------------------- standard input
+def test_stdin_is_a_file_the_tiers_input_makes(tree):
+    toy = tree / "build-recipes/toy.yaml"
+    edit(toy, "  executable: toy\n", "  executable: toy\n  stdin: params.txt\n")
+    assert lines(validate.problems()) == []
+    edit(toy, "stdin: params.txt", "stdin: input.txt")
+    assert only(validate.problems()) == (
+        "tree/build-recipes/toy.yaml: run.stdin: 'input.txt' is not a file the input of tier "
+        "ci makes (inputs/toy/ci/input.yaml files and from_build: params.txt)"
+    )
+
+
+def test_a_prerun_steps_stdin_is_checked_too(tree):
+    edit(
+        tree / "build-recipes/toy.yaml",
+        "  executable: toy\n",
+        "  executable: toy\n  prerun:\n    - {command: [cat], stdin: toy.in, stdout: copy.txt}\n",
+    )
+    assert only(validate.problems()) == (
+        "tree/build-recipes/toy.yaml: run.prerun[0].stdin: 'toy.in' is not a file the input of "
+        "tier ci makes (inputs/toy/ci/input.yaml files and from_build: params.txt)"
+    )
+
+
+def test_stdin_is_a_file_of_the_run_directory_not_a_path(tree):
+    edit(
+        tree / "build-recipes/toy.yaml",
+        "  executable: toy\n",
+        "  executable: toy\n  stdin: /etc/passwd\n",
+    )
+    msg = only(validate.problems())
+    assert msg.startswith("tree/build-recipes/toy.yaml: run.stdin: "), msg
+
+
 # ----------------------------------------------------------------------- references
 @pytest.mark.parametrize(
     "tol,field,words",
