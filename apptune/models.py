@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -57,6 +57,16 @@ class SourceSpec(Strict):
         if self.path is not None and (self.file is not None or self.sha256 is not None):
             raise ValueError("a 'path' source is pinned by the repository: no 'file'/'sha256'")
         return self
+
+
+class SystemRequirements(Strict):
+    """What the application needs from the system besides its environment's toolchain."""
+
+    #: Debian packages (libraries and headers the build links, e.g. ScaLAPACK): installed by
+    #: ci/bootstrap.sh; a build on a partition with ``extras.debian_packages`` is skipped,
+    #: naming the package, when one is missing. On a cluster the environments' modules
+    #: provide them instead.
+    debian: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]+$")]] = []
 
 
 class Template(Strict):
@@ -371,6 +381,8 @@ class Recipe(Strict):
     version: str
     description: str
     source: SourceSpec
+    #: What the build and the run need from the system (``debian`` packages).
+    requires: SystemRequirements = SystemRequirements()
     build: BuildSpec
     patches: list[PatchSpec] = []
     #: Library/feature axes besides the flag ladder: axis -> option -> spec.

@@ -39,6 +39,7 @@ from . import (
     runner,
     slurm,
     sources,
+    syspackages,
     verify,
 )
 from .constants import CURVES_DIR, RESULT_FILE, SKIP_FILE, XFAIL_FILE
@@ -173,14 +174,20 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
         missing = missing_in_environment(
             self.current_environ, tc.tools_for(self.recipe.build.languages)
         )
+        reason = None
         if missing:
             reason = (
                 f"environment {tc.environment!r}: compiler/tool "
                 f"{', '.join(missing)} not found on its PATH"
             )
+        recipe = self.recipe
+        # the recipe's Debian packages, where this partition's builds use the machine's
+        reason = reason or syspackages.missing(
+            recipe, recipes.recipe_path(self.app), self.current_partition.extras
+        )
+        if reason:
             Path(self.stagedir, SKIP_FILE).write_text(reason + "\n")
             self.skip(reason)
-        recipe = self.recipe
         plan = recipes.resolve(recipe, self.variant, tc)
         with open(os.path.join(self.stagedir, "plan.json"), "w") as f:
             json.dump(plan.to_dict(), f, indent=1)

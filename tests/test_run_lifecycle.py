@@ -447,6 +447,25 @@ def _run(args, env=None, **kw):
 
 
 @pytest.mark.integration
+def test_an_application_whose_debian_package_is_missing_is_skipped_naming_it(toy_root, tmp_path):
+    toy_checks(toy_root, "{gnu: [baseline]}")
+    recipe = toy_root / "build-recipes/toy.yaml"
+    recipe.write_text(
+        recipe.read_text().replace(
+            "\nbuild:\n", "\nrequires:\n  debian: [apptune-no-such-package]\nbuild:\n"
+        )
+    )
+    p = _run(["--no-history", "--run-dir", str(tmp_path / "run")])
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]
+    (line,) = _errors(p.stderr)
+    assert line.startswith("apptune: error: toy: nothing tested: ") and line.endswith(
+        "build-recipes/toy.yaml: requires.debian: Debian package apptune-no-such-package "
+        "not installed (ci/bootstrap.sh installs it)"
+    ), line
+    assert not list((tmp_path / "run").rglob("compile-lines.jsonl"))  # nothing was built
+
+
+@pytest.mark.integration
 def test_two_runs_started_in_the_same_second_keep_apart(toy_root, tmp_path):
     toy_checks(toy_root, "{gnu: [baseline]}")
     bad = tmp_path / "bad-tree"

@@ -107,6 +107,30 @@ def test_time_limits_reframe_would_drop_are_refused(tree, limit):
     assert "time limit" in msg
 
 
+# ----------------------------------------------------------------------- system packages
+def test_requires_debian_is_written_the_way_bootstrap_reads_it(tree):
+    toy = tree / "build-recipes/toy.yaml"
+    edit(toy, "\nbuild:\n", "\nrequires:\n  debian: [libfoo-dev]  # why\nbuild:\n")
+    assert lines(validate.problems()) == []
+    # valid YAML, but not a form ci/bootstrap.sh reads without a YAML parser
+    edit(toy, "debian: [libfoo-dev]", "debian: [libfoo-dev,\n    libbar-dev]")
+    assert only(validate.problems()) == (
+        "tree/build-recipes/toy.yaml: requires.debian: write the list on one line "
+        "(debian: [a, b]) or one '- name' a line under 'debian:' inside a top-level "
+        "'requires:' block: ci/bootstrap.sh reads it without a YAML parser and read nothing"
+    )
+
+
+def test_requires_debian_names_debian_packages(tree):
+    edit(
+        tree / "build-recipes/toy.yaml",
+        "\nbuild:\n",
+        "\nrequires:\n  debian: [libfoo-dev, 'libfoo-dev; rm -rf ~']\nbuild:\n",
+    )
+    msg = only(validate.problems())
+    assert msg.startswith("tree/build-recipes/toy.yaml: requires.debian[1]: "), msg
+
+
 # ----------------------------------------------------------------------- standard input
 def test_stdin_is_a_file_the_tiers_input_makes(tree):
     toy = tree / "build-recipes/toy.yaml"
