@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -74,6 +75,25 @@ def _session_environments() -> list[dict] | None:
         return list(runtime().site_config["environments"])
     except ReframeFatalError:  # "no runtime context is configured"
         return None
+
+
+def selected_environment_patterns() -> list[str] | None:
+    """The patterns of ReFrame's ``-p`` in this ReFrame session, None when none narrows the
+    environments (or outside a session).
+
+    ReFrame keeps a partition's environments that a pattern matches at their start
+    (``re.match``: ``-p gnu`` is gnu, gnu-mpich and gnu-mkl; ``-p 'gnu$'`` is gnu alone).
+    With an execution mode (``--mode``) the command line's patterns come after the mode's
+    default ``.*``, which keeps every environment; that default is left out here."""
+    from reframe.core.exceptions import ReframeFatalError
+    from reframe.core.runtime import runtime
+
+    try:
+        patterns = runtime().get_option("general/0/valid_env_names")
+    except ReframeFatalError:  # "no runtime context is configured"
+        return None
+    patterns = [p for p in patterns or [] if p != ".*"]
+    return patterns or None
 
 
 def _site_environments() -> set[str]:
@@ -302,14 +322,17 @@ class AppRun(rfm.RunOnlyRegressionTest):
             # ReFrame turns an exception here into a warning and drops the test, so the
             # run would pass without it: stop the session instead (exit 1, this one line)
             raise SystemExit(f"apptune: error: {err}")
-        # `-S valid_prog_environs=gnu,llvm` narrows the tier's environments (ReFrame's -p
-        # only selects checks that have at least one matching environment).
+        # `-S valid_prog_environs=gnu,llvm` and ReFrame's `-p PATTERN` narrow the tier's
+        # environments (ReFrame's own pruning by -p is undone by an execution mode's default)
         try:
             preset = list(self.valid_prog_environs)
         except Exception:  # unset: the tier decides
             preset = None
         if preset and preset != ["*"]:
             envs = [e for e in envs if e in preset]
+        patterns = selected_environment_patterns()
+        if patterns:
+            envs = [e for e in envs if any(re.match(p, e) for p in patterns)]
         self.valid_prog_environs = envs
         self.tags |= {self.tier, self.app}
         self.descr = f"{self.app} {r.version} {self.build_variant} on tier {self.tier}"

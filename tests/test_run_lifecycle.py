@@ -446,6 +446,33 @@ def _run(args, env=None, **kw):
     )
 
 
+@pytest.mark.parametrize(
+    "options,environments",
+    [
+        (["--mode", "ci", "-p", "llvm$"], ["llvm"]),
+        (["--mode", "dev", "-p", "gnu"], ["gnu", "gnu-mpich"]),  # ReFrame's regex, from the start
+        (["--mode", "ci", "-p", "gnu$", "-p", "llvm"], ["gnu", "llvm"]),
+        (["-p", "gnu-mpich"], ["gnu-mpich"]),
+        (["--mode", "ci"], ["gnu", "gnu-mpich", "llvm"]),
+    ],
+)
+def test_reframes_p_selects_the_environments_also_with_an_execution_mode(
+    toy_root, options, environments
+):
+    toy_checks(toy_root, "{gnu: [baseline], gnu-mpich: [baseline], llvm: [baseline]}")
+    r = subprocess.run(
+        [REFRAME, "-C", "site-config/settings.py", "-c", "reframe-checks/toy", "-lC", *options],
+        capture_output=True,
+        text=True,
+        cwd=toy_root,
+        env=dict(os.environ, APPTUNE_ROOT=str(toy_root), RFM_ENABLE_RESULTS_STORAGE="0"),
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    cases = [ln for ln in r.stdout.splitlines() if ln.startswith("- ToyCheck")]
+    assert sorted(ln.rsplit("+", 1)[1] for ln in cases) == environments, r.stdout
+
+
 @pytest.mark.integration
 def test_an_application_whose_debian_package_is_missing_is_skipped_naming_it(toy_root, tmp_path):
     toy_checks(toy_root, "{gnu: [baseline]}")
