@@ -4,7 +4,8 @@
 #              incl. the real-Slurm test on a private cluster started by ci/slurm-local.sh)
 VENV   ?= .venv
 MODE   ?= ci
-# extra options of apptune run, e.g. ARGS='-- -p oneapi' (ReFrame's options after --)
+# extra options of apptune run, e.g. ARGS='-- -p oneapi' (ReFrame's options after --; -p is
+# ReFrame's pattern, matched from the start of an environment's name: -p 'gnu$$' is gnu alone)
 ARGS   ?=
 PYTEST ?= $(VENV)/bin/python -m pytest
 

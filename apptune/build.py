@@ -184,26 +184,65 @@ def product_paths(recipe, ctx: dict) -> list[tuple[str, str]]:
     return out
 
 
-def render_templates(recipe, plan: dict, src: Path, shims: dict) -> None:
+def rendered_templates(recipe, ctx: dict) -> dict[str, str]:
+    """The build's template files (``build.templates``) rendered for ``ctx``: dest -> text."""
     env = _jinja()
-    ctx = dict(plan, cc=shims["cc"], cxx=shims["cxx"], ftn=shims["ftn"])
-    for i, t in enumerate(recipe.build.templates):
+    out = {}
+    for t in recipe.build.templates:
         try:
-            text = env.get_template(t.src).render(**ctx)
+            out[t.dest] = env.get_template(t.src).render(**ctx)
         except jinja2.TemplateError as e:
             raise ApptuneError(
                 paths.recipes_dir() / "templates" / t.src, "template", str(e)
             ) from None
-        dest = src / t.dest
+    return out
+
+
+def render_templates(recipe, plan: dict, src: Path, shims: dict) -> None:
+    ctx = dict(plan, cc=shims["cc"], cxx=shims["cxx"], ftn=shims["ftn"])
+    for i, (name, text) in enumerate(rendered_templates(recipe, ctx).items()):
+        dest = src / name
         if not inside(src, dest):
             raise ApptuneError(
                 recipe_path(recipe.name),
                 f"build.templates[{i}].dest",
-                f"{t.dest} leads outside the source tree (an absolute path, '..' or a "
+                f"{name} leads outside the source tree (an absolute path, '..' or a "
                 "symbolic link on the way)",
             )
         # a link the source tree has at dest is replaced, never written through
         atomic_write_text(dest, text)
+
+
+#: What the build's words see as the compiler wrappers when its cache key is computed: the
+#: wrappers live in each build's own stage, and the compilers behind them are in the plan.
+KEY_WRAPPERS = {
+    "cc": "<apptune cc wrapper>",
+    "cxx": "<apptune cxx wrapper>",
+    "ftn": "<apptune ftn wrapper>",
+}
+
+
+def cache_inputs(recipe, plan: dict, source_sha256: str, compilers: dict, libraries: dict) -> dict:
+    """What the build cache keys this build by: what resolves into this one build, not whole
+    data files. The plan holds its environment's compilers, its ladder's flags, its family's
+    flags from the recipe, its axes' libraries and flags, its patches and per-file rules;
+    the build's commands, product paths and template files are keyed as rendered for this
+    plan. So a change to another environment's flags (another family's ladder or
+    ``family_flags``, a template's branch for another family) keeps this build's key."""
+    ctx = dict(plan, **KEY_WRAPPERS)
+    b = recipe.build
+    build = {
+        "system": b.system,
+        "languages": list(b.languages),
+        "steps": [
+            {"directory": st.directory, "argv": step_argv(recipe, st, i, ctx)}
+            for i, st in enumerate(steps_of(recipe))
+        ],
+        "products": product_paths(recipe, ctx),
+    }
+    return buildcache.key_inputs(
+        plan, source_sha256, build, rendered_templates(recipe, ctx), compilers, libraries
+    )
 
 
 def is_probe(entry: dict) -> bool:
@@ -369,18 +408,7 @@ def build(plan: dict, tarball: Path, stage: Path, use_cache: bool = True) -> dic
     t0 = time.monotonic()
     compilers = compiler_identity(plan, recipe.build.languages)
     libraries = library_versions(plan)
-    templates = {
-        t.src: (paths.recipes_dir() / "templates" / t.src).read_text()
-        for t in recipe.build.templates
-    }
-    inputs = buildcache.key_inputs(
-        plan,
-        sha256_file(tarball),
-        recipe.build.model_dump(mode="json", exclude={"expected_failures"}),
-        templates,
-        compilers,
-        libraries,
-    )
+    inputs = cache_inputs(recipe, plan, sha256_file(tarball), compilers, libraries)
     key = buildcache.key_of(inputs)
     if not use_cache:
         prov = _build(recipe, plan, tarball, stage, compilers, libraries, t0)

@@ -1,12 +1,15 @@
 """Content-addressed build cache: rebuild only what changed, never use a corrupted entry.
 
-A build's key is the sha256 of everything that decides its binaries: the
-resolved build plan (flags per file, libraries, patch hashes, make arguments),
-the source tarball's sha256, the recipe's build section and template texts,
-the identities of the compilers and libraries (``--version`` lines, package
-versions), the environment variables that steer compiler wrappers, and
-apptune's own build code.  Same key: the installed products are copied (or
-hard-linked) from the cache into the stage; different key: build and store.
+A build's key is the sha256 of everything that decides its binaries, as resolved
+for that one build: the build plan (its environment's compilers, its ladder's and
+its family's flags, flags per file, libraries, patch hashes, make arguments), the
+source tarball's sha256, the recipe's build commands, product paths and template
+files as rendered for the plan, the identities of the compilers and libraries
+(``--version`` lines, package versions), the environment variables that steer
+compiler wrappers, and apptune's own build code. Another environment's flags
+(its family's ladder, the recipe's flags for its family) are not part of it.
+Same key: the installed products are copied (or hard-linked) from the cache into
+the stage; different key: build and store.
 
 Layout under ``$APPTUNE_BUILD_CACHE`` (default ``<download cache>/builds``)::
 
@@ -105,17 +108,21 @@ def syntax_of(source: str) -> str:
 def key_inputs(
     plan: dict,
     source_sha256: str,
-    recipe_build: dict,
+    build: dict,
     templates: dict[str, str],
     compilers: dict,
     libraries: dict,
     environ: dict | None = None,
 ) -> dict:
+    """The inputs of one build's key (:func:`apptune.build.cache_inputs`): its resolved
+    ``plan``, the source, the recipe's ``build`` commands and products and its ``templates``
+    (dest -> text) as rendered for this plan, compilers, libraries, steering variables and
+    apptune's build code."""
     environ = os.environ if environ is None else environ
     return {
         "plan": plan,
         "source_sha256": source_sha256,
-        "recipe_build": recipe_build,
+        "build": build,
         "templates": {
             k: hashlib.sha256(v.encode()).hexdigest() for k, v in sorted(templates.items())
         },

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -74,6 +74,16 @@ class SourceSpec(Strict):
         if self.path is not None and (self.file is not None or self.sha256 is not None):
             raise ValueError("a 'path' source is pinned by the repository: no 'file'/'sha256'")
         return self
+
+
+class SystemRequirements(Strict):
+    """What the application needs from the system besides its environment's toolchain."""
+
+    #: Debian packages (libraries and headers the build links, e.g. ScaLAPACK): installed by
+    #: ci/bootstrap.sh; a build on a partition with ``extras.debian_packages`` is skipped,
+    #: naming the package, when one is missing. On a cluster the environments' modules
+    #: provide them instead.
+    debian: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]+$")]] = []
 
 
 class Template(Strict):
@@ -332,6 +342,9 @@ class PreRun(Strict):
     launch: bool = False
     #: Redirect its standard output into this file of the stage directory.
     stdout: str | None = Field(default=None, pattern=r"^[^/]+$")
+    #: Its standard input: a file of the run directory that the tier's input makes
+    #: (``inputs/APP/<tier>/input.yaml`` ``files`` or ``from_build``).
+    stdin: str | None = Field(default=None, pattern=r"^[^/]+$")
 
 
 class OwnCheck(Strict):
@@ -356,6 +369,10 @@ class RunSpec(Strict):
     primary: str = "wall_time"
     #: Words are jinja2 templates with the input parameters.
     args: list[str] = []
+    #: The program's standard input (``READ(5,*)``, ``./prog < input``): a file of the run
+    #: directory that the tier's input makes (its ``files`` or ``from_build``), opened and
+    #: given to the program as a file descriptor, never through a shell.
+    stdin: str | None = Field(default=None, pattern=r"^[^/]+$")
     #: Environment variables of the run: name -> value.
     env: dict[str, str] = {}
     prerun: list[PreRun] = []
@@ -398,6 +415,8 @@ class Recipe(Strict):
     version: str
     description: str
     source: SourceSpec
+    #: What the build and the run need from the system (``debian`` packages).
+    requires: SystemRequirements = SystemRequirements()
     build: BuildSpec
     patches: list[PatchSpec] = []
     #: Library/feature axes besides the flag ladder: axis -> option -> spec.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -37,6 +38,7 @@ from . import (
     runner,
     slurm,
     sources,
+    syspackages,
     verify,
 )
 from .constants import CURVES_DIR, RESULT_FILE, SKIP_FILE, SLURM_STATE_FILE, XFAIL_FILE
@@ -71,6 +73,25 @@ def _session_environments() -> list[dict] | None:
         return list(runtime().site_config["environments"])
     except ReframeFatalError:  # "no runtime context is configured"
         return None
+
+
+def selected_environment_patterns() -> list[str] | None:
+    """The patterns of ReFrame's ``-p`` in this ReFrame session, None when none narrows the
+    environments (or outside a session).
+
+    ReFrame keeps a partition's environments that a pattern matches at their start
+    (``re.match``: ``-p gnu`` is gnu, gnu-mpich and gnu-mkl; ``-p 'gnu$'`` is gnu alone).
+    With an execution mode (``--mode``) the command line's patterns come after the mode's
+    default ``.*``, which keeps every environment; that default is left out here."""
+    from reframe.core.exceptions import ReframeFatalError
+    from reframe.core.runtime import runtime
+
+    try:
+        patterns = runtime().get_option("general/0/valid_env_names")
+    except ReframeFatalError:  # "no runtime context is configured"
+        return None
+    patterns = [p for p in patterns or [] if p != ".*"]
+    return patterns or None
 
 
 def _site_environments() -> set[str]:
@@ -216,14 +237,20 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
         missing = missing_in_environment(
             self.current_environ, tc.tools_for(self.recipe.build.languages)
         )
+        reason = None
         if missing:
             reason = (
                 f"environment {tc.environment!r}: compiler/tool "
                 f"{', '.join(missing)} not found on its PATH"
             )
+        recipe = self.recipe
+        # the recipe's Debian packages, where this partition's builds use the machine's
+        reason = reason or syspackages.missing(
+            recipe, recipes.recipe_path(self.app), self.current_partition.extras
+        )
+        if reason:
             Path(self.stagedir, SKIP_FILE).write_text(reason + "\n")
             self.skip(reason)
-        recipe = self.recipe
         plan = recipes.resolve(recipe, self.variant, tc)
         with open(os.path.join(self.stagedir, "plan.json"), "w") as f:
             json.dump(plan.to_dict(), f, indent=1)
@@ -338,14 +365,17 @@ class AppRun(rfm.RunOnlyRegressionTest):
             # ReFrame turns an exception here into a warning and drops the test, so the
             # run would pass without it: stop the session instead (exit 1, this one line)
             raise SystemExit(f"apptune: error: {err}")
-        # `-S valid_prog_environs=gnu,llvm` narrows the tier's environments (ReFrame's -p
-        # only selects checks that have at least one matching environment).
+        # `-S valid_prog_environs=gnu,llvm` and ReFrame's `-p PATTERN` narrow the tier's
+        # environments (ReFrame's own pruning by -p is undone by an execution mode's default)
         try:
             preset = list(self.valid_prog_environs)
         except Exception:  # unset: the tier decides
             preset = None
         if preset and preset != ["*"]:
             envs = [e for e in envs if e in preset]
+        patterns = selected_environment_patterns()
+        if patterns:
+            envs = [e for e in envs if any(re.match(p, e) for p in patterns)]
         self.valid_prog_environs = envs
         self.tags |= {self.tier, self.app}
         self.descr = f"{self.app} {r.version} {self.build_variant} on tier {self.tier}"

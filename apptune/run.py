@@ -35,7 +35,8 @@ def steps(
     stderr: str | None = None,
 ) -> list[runner.Step]:
     """The run's commands: each pre-run step (a build product named by its file name runs
-    from the build), then the program, started with ``launch`` (the job's parallel launch)."""
+    from the build), then the program, started with ``launch`` (the job's parallel launch);
+    a ``stdin`` file of the recipe is the step's standard input (the launcher passes it on)."""
     out = []
     for i, step in enumerate(recipe.run.prerun):
         argv = inputs.render_words(step.command, params, recipe.name, f"run.prerun[{i}]")
@@ -46,13 +47,20 @@ def steps(
             runner.Step(
                 label=f"run.prerun[{i}]",
                 stdout=step.stdout,
+                stdin=step.stdin,
                 argv=(list(launch) if step.launch else []) + argv,
             )
         )
     program = os.path.join(build_dir, recipe.run.executable)
     args = inputs.render_words(recipe.run.args, params, recipe.name, "run.args")
     out.append(
-        runner.Step(label="run", argv=[*launch, program, *args], stdout=stdout, stderr=stderr)
+        runner.Step(
+            label="run",
+            argv=[*launch, program, *args],
+            stdin=recipe.run.stdin,
+            stdout=stdout,
+            stderr=stderr,
+        )
     )
     return out
 

@@ -16,7 +16,8 @@ The runner
 * records the machine's fingerprint (:mod:`apptune.machine`);
 * optionally waits, bounded, until the node is quiet (:func:`apptune.quality.wait_for_quiet`);
 * runs the steps in order (pre-run steps, then the measured program, each an argument
-  list, optionally with its output redirected into a file), stopping at the first
+  list, optionally with its standard input read from a file and its output redirected
+  into a file, both opened here and passed as file descriptors), stopping at the first
   step that fails; the timed region spans all of them;
 * measures the run's quality meanwhile (:class:`apptune.quality.Monitor`);
 * writes the run record (``SPEC['record']``, atomically) and exits with the failed
@@ -57,6 +58,9 @@ class Step(BaseModel):
     #: (relative to the run directory).
     stdout: str | None = None
     stderr: str | None = None
+    #: Standard input from this file (relative to the run directory), given to the step
+    #: as an open file: no shell redirection.
+    stdin: str | None = None
 
 
 class Spec(BaseModel):
@@ -126,23 +130,32 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
         s0 = time.monotonic()
         out = open(cwd / step.stdout, "w") if step.stdout else None
         err = open(cwd / step.stderr, "w") if step.stderr else None
+        inp = None
         try:
             try:
-                sig.child = subprocess.Popen(
-                    step.argv,
-                    cwd=cwd,
-                    env=env,
-                    stdout=out,
-                    stderr=err or (subprocess.STDOUT if out else None),
-                )
+                inp = open(cwd / step.stdin, "rb") if step.stdin else None
             except OSError as e:
-                status, message = 127, f"{step.label}: cannot run {step.argv[0]!r}: {e.strerror}"
+                status = 1
+                message = f"{step.label}: cannot open its stdin {step.stdin!r}: {e.strerror}"
             else:
-                if sig.received is not None:  # a signal that came while the step was starting
-                    sig.child.send_signal(sig.received)
-                status = exit_status(sig.child.wait())
+                try:
+                    sig.child = subprocess.Popen(
+                        step.argv,
+                        cwd=cwd,
+                        env=env,
+                        stdin=inp,
+                        stdout=out,
+                        stderr=err or (subprocess.STDOUT if out else None),
+                    )
+                except OSError as e:
+                    status = 127
+                    message = f"{step.label}: cannot run {step.argv[0]!r}: {e.strerror}"
+                else:
+                    if sig.received is not None:  # a signal that came while it was starting
+                        sig.child.send_signal(sig.received)
+                    status = exit_status(sig.child.wait())
         finally:
-            for f in (out, err):
+            for f in (inp, out, err):
                 if f:
                     f.close()
         steps.append(

@@ -10,7 +10,8 @@ Nothing here stops at the first one: :func:`problems` returns them all, for
   :func:`apptune.rfm.load_app`: plain ReFrame then skips the file of an application
   with problems, printing these lines, and loads the others.
 
-What is checked, per application: the recipe (schema, patch and template files, variant
+What is checked, per application: the recipe (schema, ``requires.debian`` in a form
+ci/bootstrap.sh reads without a YAML parser, patch and template files, variant
 names against the axes and the flag ladders of each environment's compiler family,
 environments against the site config, libraries, per-file ladders, figures against what
 the outputs produce, names in templates), each tier's input (schema, template files and
@@ -29,7 +30,7 @@ from pathlib import Path
 import jinja2
 import jinja2.meta
 
-from . import baselines, inputs, outputs, paths, recipes, verify
+from . import baselines, inputs, outputs, paths, recipes, syspackages, verify
 from .errors import ApptuneError, expand
 from .models import FlagLadders, FromMemory, GridParam, InputSpec, Libraries, Recipe, TuningSpace
 from .site import load_reframe_config
@@ -179,6 +180,7 @@ def app_problems(app: str, site: Site) -> list[ApptuneError]:
     if r is None:
         return found
     rfile = recipes.recipe_path(app)
+    _check_requires(r, rfile, found)
     families = _check_variants(r, rfile, site, found)
     _check_recipe_refs(r, rfile, site, families, found)
     produced = output_fields(r)
@@ -210,6 +212,7 @@ def app_problems(app: str, site: Site) -> list[ApptuneError]:
             specs[d / "input.yaml"] = spec
             params = set(spec.parameters) | {"ranks"}
             _collect(found, inputs.check_stands_for, app, tier, tiers)
+            _check_stdin(r, rfile, d / "input.yaml", spec, tier, found)
             for tmpl in spec.files.values():
                 _check_names(
                     found,
@@ -359,6 +362,39 @@ def unified_diff_problem(text: str) -> tuple[int | None, str] | None:
     if files == 0:
         return None, "not a unified diff: no file header ('--- a/FILE', '+++ b/FILE') found"
     return None
+
+
+def _check_requires(r: Recipe, rfile: Path, found: list) -> None:
+    """``requires.debian`` as ci/bootstrap.sh reads it, without a YAML parser."""
+    read = syspackages.debian_packages(rfile.read_text(errors="replace"))
+    if read != list(r.requires.debian):
+        found.append(
+            ApptuneError(
+                rfile,
+                "requires.debian",
+                "write the list on one line (debian: [a, b]) or one '- name' a line under "
+                "'debian:' inside a top-level 'requires:' block: ci/bootstrap.sh reads it "
+                f"without a YAML parser and read {read if read is not None else 'nothing'}",
+            )
+        )
+
+
+def _check_stdin(r: Recipe, rfile: Path, input_file: Path, spec, tier: str, found: list) -> None:
+    """A step's standard input is a file the tier's input makes (``files``, ``from_build``)."""
+    made = [*spec.files, *spec.from_build]
+    given = [("run.stdin", r.run.stdin)] + [
+        (f"run.prerun[{i}].stdin", s.stdin) for i, s in enumerate(r.run.prerun)
+    ]
+    for field, name in given:
+        if name is not None and name not in made:
+            found.append(
+                ApptuneError(
+                    rfile,
+                    field,
+                    f"'{name}' is not a file the input of tier {tier} makes "
+                    f"({_rel(input_file)} files and from_build: {', '.join(made) or 'none'})",
+                )
+            )
 
 
 def output_fields(recipe: Recipe) -> set[str] | None:

@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
 # Install what apptune needs on a Debian 12 machine, only what is missing.
 # Idempotent: a second run installs nothing and prints "nothing to install".
+#   bash ci/bootstrap.sh --print-apt-packages   the Debian packages it installs, one a line
 set -euo pipefail
+shopt -s inherit_errexit  # a failing $(command) stops the script too
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# The Debian packages: the harness's and its environments' (ci/apt-packages.txt), and those
+# the recipes name (requires.debian), read with python3's standard library alone: the
+# virtualenv with PyYAML does not exist yet.
+apt_packages() {
+  local recipes
+  recipes=$(python3 -m apptune.syspackages build-recipes)
+  { grep -vE '^\s*(#|$)' ci/apt-packages.txt; [ -z "$recipes" ] || echo "$recipes"; } | sort -u
+}
+if [ "${1:-}" = --print-apt-packages ]; then
+  apt_packages
+  exit 0
+fi
 
 # 1. deb-src, derived from the machine's own Debian source list (no host names here).
 # APPTUNE_BOOTSTRAP_APT=0: only the virtualenv (a cluster's login node, where toolchains
@@ -19,7 +34,10 @@ fi
 
 # 2. apt packages that are missing.
 wanted=()
-[ "${APPTUNE_BOOTSTRAP_APT:-1}" = 0 ] || mapfile -t wanted < <(grep -vE '^\s*(#|$)' ci/apt-packages.txt)
+if [ "${APPTUNE_BOOTSTRAP_APT:-1}" != 0 ]; then
+  packages=$(apt_packages)
+  mapfile -t wanted <<< "$packages"
+fi
 missing=()
 for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -54,6 +54,10 @@ site_configuration = {
                         'power_model': {'idle_W': 20.0, 'load_W': 60.0},
                         # One job at a time on this machine (max_jobs 1): the node is ours.
                         'exclusive_node': True,
+                        # Builds use this machine's Debian packages: an application whose
+                        # recipe's requires.debian names one that is not installed is
+                        # skipped, naming it (ci/bootstrap.sh installs them).
+                        'debian_packages': True,
                     },
                 },
             ],

@@ -1,5 +1,6 @@
 """Content-addressed build cache: keyed by everything that decides the binary."""
 
+import dataclasses
 import errno
 import json
 import multiprocessing
@@ -7,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from apptune import build, buildcache, cli, recipes, sources
 
@@ -156,3 +158,57 @@ def test_a_full_cache_is_a_warning_and_keeps_the_stored_entries(tmp_path, monkey
     # no partial entry, and the entry stored before is whole
     assert sorted(p.name for p in (tmp_path / "builds" / "aa").iterdir()) == ["a" * 64]
     assert [e.key for e in buildcache.entries()] == [old.key] and buildcache.verify_all() == []
+
+
+def _llvm(tc):
+    return dataclasses.replace(tc, environment="llvm", family="llvm")
+
+
+def _llvm_only_changes(root):
+    """An llvm flag ladder, the recipe's flags for the llvm family and a template's llvm
+    branch change; nothing a gnu build resolves to does."""
+    ladders = root / "site-config/flag-ladders.yaml"
+    data = yaml.safe_load(ladders.read_text())
+    data["families"]["llvm"]["tuned"]["cflags"].append("-fvectorize")
+    ladders.write_text(yaml.safe_dump(data))
+    recipes._cached.cache_clear()  # the ladders are read once per process
+    toy = root / "build-recipes/toy.yaml"
+    toy.write_text(
+        toy.read_text().replace(
+            "  jobs: 1\n", "  jobs: 1\n  family_flags: {llvm: {cflags: [-fno-slp-vectorize]}}\n"
+        )
+    )
+    tmpl = root / "build-recipes/templates/toy/config.mk.j2"
+    tmpl.write_text(tmpl.read_text() + "{% if family == 'llvm' %}# clang\n{% endif %}")
+
+
+@pytest.mark.unit
+def test_a_change_to_one_environments_flags_keeps_the_keys_of_the_others(toy_root, gnu_toolchain):
+    def keys():
+        r = recipes.load_recipe("toy")
+        out = {}
+        for tc in (gnu_toolchain, _llvm(gnu_toolchain)):
+            for variant in ("baseline", "tuned"):
+                plan = recipes.resolve(r, variant, tc).to_dict()
+                inputs = build.cache_inputs(r, plan, "0" * 64, {"cc": "id"}, {})
+                out[tc.environment, variant] = buildcache.key_of(inputs)
+        return out
+
+    before = keys()
+    assert len(set(before.values())) == 4
+    _llvm_only_changes(toy_root)
+    after = keys()
+    assert [after["gnu", v] == before["gnu", v] for v in ("baseline", "tuned")] == [True, True]
+    assert [after["llvm", v] != before["llvm", v] for v in ("baseline", "tuned")] == [True, True]
+    # and what a gnu build resolves to does change its key
+    toy = toy_root / "build-recipes/toy.yaml"
+    toy.write_text(toy.read_text().replace("{llvm: {", "{gnu: {cflags: [-g]}, llvm: {"))
+    assert keys()["gnu", "tuned"] != before["gnu", "tuned"]
+
+
+def test_an_llvm_only_change_restores_the_gnu_build_from_the_cache(toy, toy_root):
+    p1, _ = toy("tuned", "a")
+    _llvm_only_changes(toy_root)
+    p2, s2 = toy("tuned", "b")
+    assert p2["cache"]["hit"] is True and p2["cache"]["key"] == p1["cache"]["key"]
+    assert (s2 / "toy").is_file()

@@ -485,6 +485,52 @@ def _run(args, env=None, **kw):
     )
 
 
+@pytest.mark.parametrize(
+    "options,environments",
+    [
+        (["--mode", "ci", "-p", "llvm$"], ["llvm"]),
+        (["--mode", "dev", "-p", "gnu"], ["gnu", "gnu-mpich"]),  # ReFrame's regex, from the start
+        (["--mode", "ci", "-p", "gnu$", "-p", "llvm"], ["gnu", "llvm"]),
+        (["-p", "gnu-mpich"], ["gnu-mpich"]),
+        (["--mode", "ci"], ["gnu", "gnu-mpich", "llvm"]),
+    ],
+)
+def test_reframes_p_selects_the_environments_also_with_an_execution_mode(
+    toy_root, options, environments
+):
+    toy_checks(toy_root, "{gnu: [baseline], gnu-mpich: [baseline], llvm: [baseline]}")
+    r = subprocess.run(
+        [REFRAME, "-C", "site-config/settings.py", "-c", "reframe-checks/toy", "-lC", *options],
+        capture_output=True,
+        text=True,
+        cwd=toy_root,
+        env=dict(os.environ, APPTUNE_ROOT=str(toy_root), RFM_ENABLE_RESULTS_STORAGE="0"),
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    cases = [ln for ln in r.stdout.splitlines() if ln.startswith("- ToyCheck")]
+    assert sorted(ln.rsplit("+", 1)[1] for ln in cases) == environments, r.stdout
+
+
+@pytest.mark.integration
+def test_an_application_whose_debian_package_is_missing_is_skipped_naming_it(toy_root, tmp_path):
+    toy_checks(toy_root, "{gnu: [baseline]}")
+    recipe = toy_root / "build-recipes/toy.yaml"
+    recipe.write_text(
+        recipe.read_text().replace(
+            "\nbuild:\n", "\nrequires:\n  debian: [apptune-no-such-package]\nbuild:\n"
+        )
+    )
+    p = _run(["--no-history", "--run-dir", str(tmp_path / "run")])
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]
+    (line,) = _errors(p.stderr)
+    assert line.startswith("apptune: error: toy: nothing tested: ") and line.endswith(
+        "build-recipes/toy.yaml: requires.debian: Debian package apptune-no-such-package "
+        "not installed (ci/bootstrap.sh installs it)"
+    ), line
+    assert not list((tmp_path / "run").rglob("compile-lines.jsonl"))  # nothing was built
+
+
 @pytest.mark.integration
 def test_two_runs_started_in_the_same_second_keep_apart(toy_root, tmp_path):
     toy_checks(toy_root, "{gnu: [baseline]}")

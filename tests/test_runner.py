@@ -86,6 +86,61 @@ def test_a_failing_prerun_step_stops_the_run_and_names_itself(tmp_path):
     assert (tmp_path / "parse.log").read_text() == "parsing\n" and not (tmp_path / "ran").exists()
 
 
+READ_STDIN = "import sys; data = sys.stdin.read(); open(sys.argv[1], 'w').write(data.upper())"
+
+
+def test_each_step_reads_its_stdin_from_a_file_of_the_run_directory(tmp_path):
+    # the file's name and text are data: no shell sees either
+    (tmp_path / "in; touch PWNED1").write_text("7\n$(touch PWNED2) `touch PWNED3`\n")
+    (tmp_path / "params.txt").write_text("n=3\n")
+    rc, rec = run_spec(
+        tmp_path,
+        [
+            runner.Step(
+                label="run.prerun[0]",
+                argv=[sys.executable, "-c", READ_STDIN, "pre.out"],
+                stdin="params.txt",
+            ),
+            runner.Step(
+                label="run",
+                argv=[sys.executable, "-c", READ_STDIN, "run.out"],
+                stdin="in; touch PWNED1",
+            ),
+        ],
+    )
+    assert rc == 0 and rec["completed"], rec
+    assert (tmp_path / "pre.out").read_text() == "N=3\n"
+    assert (tmp_path / "run.out").read_text() == "7\n$(TOUCH PWNED2) `TOUCH PWNED3`\n"
+    assert not list(tmp_path.glob("PWNED*"))
+
+
+def test_a_missing_stdin_file_fails_the_step_naming_it(tmp_path):
+    rc, rec = run_spec(
+        tmp_path,
+        [runner.Step(label="run", argv=[sys.executable, "-c", "open('ran', 'w')"], stdin="in.txt")],
+    )
+    assert rc == 1 and rec["failed_step"] == "run" and not (tmp_path / "ran").exists()
+    assert rec["message"] == "run: cannot open its stdin 'in.txt': No such file or directory"
+
+
+def test_the_recipes_stdin_is_the_stdin_of_its_steps(toy_root):
+    from apptune import recipes, run
+
+    f = toy_root / "build-recipes/toy.yaml"
+    f.write_text(
+        f.read_text().replace(
+            "  executable: toy\n",
+            "  executable: toy\n  stdin: params.txt\n"
+            "  prerun:\n    - {command: [cat], stdin: params.txt, stdout: copy.txt}\n",
+        )
+    )
+    steps = run.steps(recipes.load_recipe("toy"), {"n": 1}, Path("/b"), ["mpirun", "-np", "1"])
+    assert [(s.label, s.argv, s.stdin) for s in steps] == [
+        ("run.prerun[0]", ["cat"], "params.txt"),
+        ("run", ["mpirun", "-np", "1", "/b/toy"], "params.txt"),
+    ]
+
+
 def test_a_missing_program_is_status_127_naming_it(tmp_path):
     rc, rec = run_spec(tmp_path, [runner.Step(label="run", argv=["./no-such-program", "x"])])
     assert rc == 127 and "cannot run './no-such-program'" in rec["message"]
