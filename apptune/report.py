@@ -199,6 +199,7 @@ def app_summary(a: dict) -> dict:
         "fastest": fastest,
         "reference": a["reference_variant"],
         "speedup": (f_row or {}).get("speedup", {}).get(p) if f_row else None,
+        "tied": a.get("ties", {}).get(p, []),
     }
     disturbed = [_key(r) for r in rows if (r.get("quality") or {}).get("grade") != "clean"]
     out["disturbed"] = disturbed
@@ -302,6 +303,8 @@ def summary_line(s: dict) -> str:
         head += f" (NOT verified: {', '.join(s['not_verified'])})"
     if s["fastest"]:
         head += f"; fastest correct by {s['primary']}: {s['fastest']}"
+        if s.get("tied"):
+            head += f" (a tie, within noise, with {', '.join(s['tied'])})"
         if s["speedup"] and s["fastest"] != s["reference"]:
             head += f" (x{s['speedup']:.2f} over {s['reference']})"
         if s["disturbed"]:
@@ -432,12 +435,18 @@ def _matrices(rows: list[dict]) -> list[dict]:
             ),
             next((r for r in sel if r["verified"]), None),
         )
-        best = {}
+        best, ties = {}, {}
         for n in names:
             cand = [r for r in sel if r["verified"] and _num(r["figures"].get(n)) is not None]
+            if recipes.is_energy_figure(n):  # modelled energy ranks nothing
+                cand = [r for r in cand if (r.get("energy") or {}).get("trust") == "measured"]
             if cand:
                 pick = max if better[n] == "higher" else min
-                best[n] = _key(pick(cand, key=lambda r: r["figures"][n]))
+                top = pick(cand, key=lambda r: r["figures"][n])
+                best[n] = _key(top)
+                tied = [_key(r) for r in cand if r is not top and _tied(top, r, n)]
+                if tied:
+                    ties[n] = tied
         for r in sel:
             r["speedup"] = {}
             for n in names:
@@ -466,6 +475,7 @@ def _matrices(rows: list[dict]) -> list[dict]:
                 "primary": primary,
                 "rows": sel,
                 "best": best,
+                "ties": ties,
                 "reference_variant": _key(ref) if ref else None,
             }
         )
@@ -474,6 +484,26 @@ def _matrices(rows: list[dict]) -> list[dict]:
 
 def _key(r: dict) -> str:
     return f"{r['environment']}/{r['variant']}"
+
+
+#: Two variants whose figures differ by less than this (or than twice the larger noise of
+#: the two: its baseline's noise, or half the spread of its repeats) share the top.
+TIE = 0.02
+
+
+def _noise_of(r: dict, n: str) -> float:
+    base = ((r.get("baseline") or {}).get("figures") or {}).get(n) or {}
+    spread = (r.get("spread") or {}).get(n)
+    return max(base.get("noise") or 0.0, (spread or 0.0) / 2)
+
+
+def _tied(a: dict, b: dict, n: str) -> bool:
+    """Whether b's figure ``n`` is within the noise of a's (a ranking cannot tell them apart)."""
+    va, vb = _num(a["figures"].get(n)), _num(b["figures"].get(n))
+    if not va or vb is None:
+        return False
+    tol = max(TIE, 2 * max(_noise_of(a, n), _noise_of(b, n)))
+    return abs(va - vb) / abs(va) < tol
 
 
 def _num(v):

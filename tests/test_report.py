@@ -505,3 +505,41 @@ def test_an_application_whose_source_failed_has_its_summary_line(tmp_path):
     assert lines[1] == (
         "examl: nothing verified: ExaMLSource: sanity error: examl: source was not fetched"
     )
+
+
+@pytest.mark.unit
+def test_a_ranking_says_when_its_top_is_a_tie_and_modelled_energy_ranks_nothing(tmp_path):
+    def row(env, variant, hpl):
+        return {
+            "app": "hpcc",
+            "tier": "ci",
+            "environment": env,
+            "variant": variant,
+            "figures": {"HPL": hpl, "wall_time": 9.0, "energy_J": 100.0 / hpl},
+            "energy": {"trust": "modelled"},
+        }
+
+    run_dir = write_run(
+        tmp_path / "run",
+        "u1",
+        1.7e9,
+        [row("gnu", "baseline", 30.0), row("gnu", "tuned", 40.3), row("llvm", "tuned", 40.0)],
+        mode="ci",
+    )
+    s = report.collect(run_dir / "report.json")
+    (a,) = s["apps"]
+    assert a["best"]["HPL"] == "gnu/tuned" and a["ties"]["HPL"] == ["llvm/tuned"]
+    assert "energy_J" not in a["best"]  # modelled: never shaded as the best
+    assert a["primary"] == "HPL"  # build-recipes/hpcc.yaml
+    line = report.summary_line(s["summary"][0])
+    assert "HPL: gnu/tuned (a tie, within noise, with llvm/tuned)" in line, line
+    # 10 % apart is no tie
+    run2 = write_run(
+        tmp_path / "run2",
+        "u2",
+        1.7e9,
+        [row("gnu", "tuned", 44.0), row("llvm", "tuned", 40.0)],
+        mode="ci",
+    )
+    (a2,) = report.collect(run2 / "report.json")["apps"]
+    assert a2["best"]["HPL"] == "gnu/tuned" and "HPL" not in a2["ties"]
