@@ -152,6 +152,10 @@ def cmd_run(a) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
     else:
         run_dir = new_run_dir(runs_dir(), a.mode)
+    from .constants import RUN_NOTES_FILE
+    from .yamlio import atomic_write_json
+
+    atomic_write_json(run_dir / RUN_NOTES_FILE, {"left_out": found.bad_apps})
     extra = (["--repeat", str(a.repeats)] if a.repeats > 1 else []) + a.reframe_args
     cmd = reframe_command(root, a.mode, checks, run_dir, a.config, extra)
     env = dict(os.environ, APPTUNE_ROOT=str(root))

@@ -10,3 +10,5 @@ CURVES_DIR = "curves"
 XFAIL_FILE = "apptune-xfail.json"
 #: What Slurm says of a check's job while it waits for it (one line, rewritten each poll).
 SLURM_STATE_FILE = "slurm-state.txt"
+#: What ``apptune run`` knew before ReFrame started (applications left out for their data).
+RUN_NOTES_FILE = "apptune-run.json"

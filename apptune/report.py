@@ -10,11 +10,12 @@ correct variant per figure.
 from __future__ import annotations
 
 import functools
+import json
 import math
 from pathlib import Path
 
 from . import machine, quality, recipes, records, templating
-from .constants import SKIP_FILE, XFAIL_FILE
+from .constants import RUN_NOTES_FILE, SKIP_FILE, XFAIL_FILE
 from .errors import ApptuneError
 from .figures import fmt_figure
 from .yamlio import atomic_write_json, atomic_write_text
@@ -169,6 +170,7 @@ def collect(report_file: Path) -> dict:
         "machines": machines,
         "summary": [app_summary(a) for a in apps] + _untested_summaries(cases, apps, failures),
         "advice": baseline_advice(rows),
+        "outcome": outcome(report_file, failures),
         "failures": failures,
         "expected_failures": xfailed,
         "skipped": skipped,
@@ -247,6 +249,28 @@ def app_summary(a: dict) -> dict:
         why = max(whys, key=whys.get) if whys else "no baseline"
         out["verdict"], out["verdict_text"] = "no verdict", f"no verdict: {why}"
     return out
+
+
+def outcome(report_file: Path, failures: list[dict]) -> dict:
+    """The run's exit status as ``apptune run`` gives it (README) and why, for the report's
+    first screen: applications left out for their data (2), failed test cases and
+    applications of which nothing was tested (1), else 0."""
+    report_file = Path(report_file)
+    why, status = [], 0
+    try:
+        notes = json.loads((report_file.parent / RUN_NOTES_FILE).read_text())
+    except (OSError, ValueError):
+        notes = {}
+    if notes.get("left_out"):
+        status = 2
+        why.append(f"left out for problems in their data: {', '.join(notes['left_out'])}")
+    if failures:
+        status = status or 1
+        why.append(f"{len(failures)} test case(s) failed")
+    for app, reasons in untested_apps(report_file).items():
+        status = status or 1
+        why.append(f"{app}: nothing tested: {'; '.join(reasons)}")
+    return {"status": status, "why": why or ["every test case that ran passed"]}
 
 
 def baseline_advice(rows: list[dict]) -> list[str]:

@@ -505,6 +505,14 @@ def test_an_application_whose_source_failed_has_its_summary_line(tmp_path):
     assert lines[1] == (
         "examl: nothing verified: ExaMLSource: sanity error: examl: source was not fetched"
     )
+    # the first screen says the run's exit status and why
+    assert s["outcome"] == {"status": 1, "why": ["2 test case(s) failed"]}
+    (run_dir / "apptune-run.json").write_text('{"left_out": ["qe"]}')
+    html = report.write(run_dir)[2].read_text()
+    assert (
+        '<p id="outcome" class="bad"><b>Exit status 2</b>: left out for problems in their '
+        "data: qe; 2 test case(s) failed.</p>"
+    ) in html
 
 
 @pytest.mark.unit
