@@ -120,6 +120,16 @@ def cmd_run(a) -> int:
             "apptune: run refused: the site config has problems (apptune validate)", file=sys.stderr
         )
         return 2
+    from . import selection
+
+    sel = selection.Selection(a.app, a.env, a.variant, a.placement)
+    sel_opts: list[str] = []
+    if sel:
+        if a.checks and sel.apps:
+            raise ApptuneError(None, "--app", "give the checks with -c or with --app, not both")
+        envs = validate.load_site(root / a.config)[0].environments
+        sel_checks, sel_opts = selection.reframe_options(sel, list(envs) if envs else None)
+        a.checks = a.checks or sel_checks
     withheld = [app for app, ps in found.baselines.items() if ps and app not in found.bad_apps]
     if withheld:
         print(
@@ -156,7 +166,7 @@ def cmd_run(a) -> int:
     from .yamlio import atomic_write_json
 
     atomic_write_json(run_dir / RUN_NOTES_FILE, {"left_out": found.bad_apps})
-    extra = (["--repeat", str(a.repeats)] if a.repeats > 1 else []) + a.reframe_args
+    extra = (["--repeat", str(a.repeats)] if a.repeats > 1 else []) + sel_opts + a.reframe_args
     cmd = reframe_command(root, a.mode, checks, run_dir, a.config, extra)
     env = dict(os.environ, APPTUNE_ROOT=str(root))
     if a.wait_for_quiet is not None:
@@ -394,6 +404,10 @@ def cmd_baseline_record(a) -> int:
         ra = argparse.Namespace(
             mode=a.mode,
             checks=a.checks,
+            app=[],
+            env=[],
+            variant=[],
+            placement=[],
             config=a.config,
             run_dir=str(run_dir),
             repeats=1,
@@ -839,6 +853,20 @@ def main(argv=None) -> int:
         action="store_true",
         help="do not store the run in the history (nor in ReFrame's results database)",
     )
+    for opt, what in (
+        ("--app", "an application (its check directory)"),
+        ("--env", "an environment of the site config"),
+        ("--variant", "a build variant, e.g. tuned or tuned+fft=fftw3"),
+        ("--placement", "a placement, e.g. bound"),
+    ):
+        r.add_argument(
+            opt,
+            action="append",
+            default=[],
+            metavar=opt[2:].upper(),
+            help=f"run only {what}; repeat for several; different options must all hold "
+            "(a name that does not exist is refused, listing those that do)",
+        )
     r.add_argument(
         "reframe_args", nargs="*", help="extra ReFrame options after --, e.g. -- -n HPCC -p gnu"
     )
