@@ -38,7 +38,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import energy, inputs, paths, recipes, runner, sources
+from . import energy, inputs, paths, quality, recipes, runner, sources
 from . import placement as pl
 from . import run as runcore
 from .constants import XFAIL_FILE
@@ -436,7 +436,7 @@ def run_tier(
         env=run_env,
         tag=f"{os.getpid()}-{uuid.uuid4().hex[:12]}",
         harness_pid=os.getpid(),
-        scan_tasks=site.launcher in ("srun", "srunalloc"),
+        harness_boot_id=quality.boot_id(),
         limits=dict(site.extras.get("run_quality", {})),
         quiet_wait_s=float(site.extras.get("quiet_wait_s", 0)),
     )

@@ -339,7 +339,6 @@ class AppRun(rfm.RunOnlyRegressionTest):
         self.apply_placement()
         steps = run.steps(r, self.input_parameters, Path(self.build.stagedir), self.launch_argv())
         part = self.current_partition
-        sched = part.scheduler.registered_name
         wait = self.quiet_wait
         if wait is None:
             wait = float(os.environ.get("APPTUNE_QUIET_WAIT") or part.extras.get("quiet_wait_s", 0))
@@ -355,9 +354,10 @@ class AppRun(rfm.RunOnlyRegressionTest):
             steps=steps,
             env=self.run_env,
             tag=f"{os.getpid()}-{id(self):x}",
-            # ReFrame itself polls the job beside a local run: its CPU time is the harness's
-            harness_pid=os.getpid() if sched == "local" else None,
-            scan_tasks=part.launcher_type.registered_name in ("srun", "srunalloc"),
+            # ReFrame polls the job (and samples energy) beside a run on its own node: it is
+            # the harness, not a disturbance; the boot id tells whether the job's node is this
+            harness_pid=os.getpid(),
+            harness_boot_id=quality.boot_id(),
             quiet_wait_s=wait,
             limits=dict(part.extras.get("run_quality", {})),
         )

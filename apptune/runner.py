@@ -65,13 +65,14 @@ class Spec(BaseModel):
     steps: list[Step] = Field(min_length=1)
     env: dict[str, str] = {}
     record: str = RECORD_FILE
-    #: The process that started the job (ReFrame's, or apptune's for local runs): its CPU
-    #: time is the harness's, not a disturbance.
+    #: The process that started the job (ReFrame's, or apptune's for trials): it and its
+    #: parents are the harness, not a disturbance, where they run on the job's node ...
     harness_pid: int | None = None
-    #: Tag of the job's tasks (``APPTUNE_RUN_TAG``); scan for them when a scheduler
-    #: starts them outside the runner's process tree (srun).
+    #: ... which is where the boot id (:func:`apptune.quality.boot_id`) is the harness's.
+    harness_boot_id: str | None = None
+    #: Tag of the job's tasks (``APPTUNE_RUN_TAG``): they are found by it also when a
+    #: scheduler starts them outside the runner's process tree (srun).
     tag: str | None = None
-    scan_tasks: bool = False
     #: Wait at most this long for a quiet node before the timed region (0: do not wait).
     quiet_wait_s: float = Field(default=0, ge=0)
     #: Run-quality limits (:class:`apptune.quality.Limits`).
@@ -113,9 +114,17 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
     limits = quality.Limits.from_dict(spec.limits)
     rec: dict = {"machine": machine.fingerprint()}
     rec["machine_id"] = machine.machine_id(rec["machine"])
+    # the harness's own processes, the job's and those of its Slurm job are told apart
+    who = {
+        "harness_boot_id": spec.harness_boot_id,
+        "tag": spec.tag,
+        "job_id": os.environ.get("SLURM_JOB_ID"),
+    }
     if spec.quiet_wait_s > 0:
-        rec["quiet_wait"] = quality.wait_for_quiet(spec.quiet_wait_s, limits, spec.harness_pid)
-    mon = quality.Monitor(harness_pid=spec.harness_pid, tag=spec.tag if spec.scan_tasks else None)
+        rec["quiet_wait"] = quality.wait_for_quiet(
+            spec.quiet_wait_s, limits, spec.harness_pid, **who
+        )
+    mon = quality.Monitor(harness_pid=spec.harness_pid, **who)
     mon.start()
     rec["t_start"] = time.time()
     t0 = time.monotonic()
