@@ -437,6 +437,7 @@ def run_tier(
         tag=f"{os.getpid()}-{uuid.uuid4().hex[:12]}",
         harness_pid=os.getpid(),
         harness_boot_id=quality.boot_id(),
+        program=runcore.program(recipe, build_dir),
         limits=dict(site.extras.get("run_quality", {})),
         quiet_wait_s=float(site.extras.get("quiet_wait_s", 0)),
     )
@@ -472,7 +473,7 @@ def run_tier(
         "test": TRIAL_TEST,
         "ranks": ranks,
         "input": params,
-        "placement_layout": dict(plan.layout.to_dict(), binding=binding),
+        "placement_layout": dict(plan.layout.to_dict(), binding=plan.binding),
         "job": {"scheduler": "local", "jobid": str(sampler.state["pid"]), "state": _state(rc)},
         "trial": True,  # a tune or bisect candidate, not a check of a tier
     }

@@ -16,6 +16,9 @@ timed run (:mod:`apptune.runner`) the node the job script runs on is watched:
 * **load**: runnable processes (``procs_running``) and the 1-minute load average,
   recorded, not graded (the job's own processes are part of them).
 
+The CPUs each rank of the measured program may run on are recorded too
+(:func:`observe_binding`); :func:`apptune.placement.binding_problem` judges them.
+
 The grade is ``clean`` when every limit holds, ``disturbed`` (with each reason)
 when one does not, ``unmeasured`` when the node could not be read. Disturbed and
 unmeasured runs give no performance verdict, never enter a baseline and never
@@ -168,6 +171,78 @@ def ancestors(procs: dict[int, Stat], pid: int) -> list[int]:
     return out
 
 
+# ----------------------------------------------------------------------------- binding
+def parse_cpulist(text: str) -> set[int]:
+    """``0-3,8,10-11`` (Linux's CPU list format) as a set."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def format_cpulist(cpus) -> str:
+    """A set of CPUs in Linux's list format, e.g. ``0-3,8``."""
+    out, run = [], []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def allowed_cpus(proc: Path, pid: int) -> set[int] | None:
+    """The CPUs a process may run on (``Cpus_allowed_list``); None when it is gone."""
+    try:
+        for line in (proc / str(pid) / "status").read_text().splitlines():
+            if line.startswith("Cpus_allowed_list:"):
+                return parse_cpulist(line.split(":", 1)[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def cpu_topology(sysfs: Path) -> dict[int, tuple[int, int]]:
+    """CPU -> (socket, core) from sysfs; {} where the topology is not readable (each CPU
+    then counts as a core of its own, on one socket)."""
+    out = {}
+    for d in (sysfs / "devices/system/cpu").glob("cpu[0-9]*"):
+        try:
+            pkg = int((d / "topology/physical_package_id").read_text())
+            core = int((d / "topology/core_id").read_text())
+        except (OSError, ValueError):
+            continue
+        out[int(d.name[3:])] = (pkg, core)
+    return out
+
+
+def observe_binding(
+    affinities: dict[int, set[int]], node_cpus: set[int], topology: dict, program: str
+) -> dict:
+    """The binding record of a run: per rank of ``program`` seen on this node (pid ->
+    allowed CPUs), its CPUs and how many cores and sockets they span; ``node_cpus``: the
+    CPUs the job may use here (the runner's own affinity)."""
+    ranks = []
+    for pid, cpus in sorted(affinities.items()):
+        where = [topology.get(c, (0, c)) for c in cpus]
+        ranks.append(
+            {
+                "pid": pid,
+                "cpus": format_cpulist(cpus),
+                "cores": len(set(where)),
+                "sockets": len({w[0] for w in where}),
+            }
+        )
+    return {"program": program, "node_cpus": format_cpulist(node_cpus), "ranks": ranks}
+
+
 def frequency_mhz(proc: Path, sysfs: Path) -> list[float]:
     """Current frequency of every CPU (cpufreq in kHz, else /proc/cpuinfo's MHz); [] if unknown."""
     f = []
@@ -252,6 +327,7 @@ class Monitor:
         harness_boot_id: str | None = None,
         tag: str | None = None,
         job_id: str | None = None,
+        program: str | None = None,
         hz: float = 1.0,
     ):
         self.proc, self.sysfs = Path(proc), Path(sysfs)
@@ -260,6 +336,7 @@ class Monitor:
         self.tag = f"APPTUNE_RUN_TAG={tag}".encode() if tag else None
         self.job_id = job_id
         self.job = f"SLURM_JOB_ID={job_id}".encode() if job_id else None
+        self.program = program
         self.period = 1.0 / hz
         self.me = os.getpid()
         self._stop = threading.Event()
@@ -271,6 +348,7 @@ class Monitor:
         self.harness: set[int] = set()
         self.freq: list[float] = []
         self.running: list[int] = []
+        self.affinity: dict[int, set[int]] = {}
         self.error: str | None = None
 
     # ------------------------------------------------------------------ sampling
@@ -308,6 +386,8 @@ class Monitor:
             pending = set(new)
             for key in new:
                 self.seen[key].kind = self._kind(key, kinds, pending)
+            if self.program:
+                self._watch_ranks()
 
     def _harness_pids(self, procs: dict[int, Stat]) -> set[int]:
         """The processes that started this run: the runner's parents, and the harness's
@@ -356,6 +436,23 @@ class Monitor:
                 kind = OTHER
         kinds[key] = kind
         return kind
+
+    def _watch_ranks(self) -> None:
+        """The CPUs each rank of the program may run on (the job's processes running it)."""
+        name = os.path.basename(self.program)[:15]
+        for key in self.current.values():
+            s = self.seen[key]
+            if s.last != self.samples - 1 or s.kind not in (JOB, CHILD, OWN_JOB) or s.comm != name:
+                continue
+            try:
+                exe = os.readlink(self.proc / str(s.pid) / "exe")
+            except OSError:
+                continue
+            if os.path.realpath(exe) != os.path.realpath(self.program):
+                continue
+            cpus = allowed_cpus(self.proc, s.pid)
+            if cpus:
+                self.affinity[s.pid] = cpus
 
     def start(self, watch: bool = True) -> None:
         try:
@@ -492,6 +589,19 @@ class Monitor:
         }
         grade, reasons = judge(m, limits)
         return {"grade": grade, "reasons": reasons, "limits": limits.to_dict(), **m}
+
+    def binding(self) -> dict | None:
+        """The CPUs the program's ranks on this node could run on
+        (:func:`observe_binding`); None without a program to watch."""
+        if not self.program:
+            return None
+        try:
+            node = os.sched_getaffinity(0)
+        except OSError:
+            node = set()
+        return observe_binding(
+            self.affinity, node, cpu_topology(self.sysfs), os.path.basename(self.program)
+        )
 
 
 def judge(m: dict, limits: Limits) -> tuple[str, list[str]]:

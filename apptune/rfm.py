@@ -358,6 +358,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
             # the harness, not a disturbance; the boot id tells whether the job's node is this
             harness_pid=os.getpid(),
             harness_boot_id=quality.boot_id(),
+            program=run.program(r, Path(self.build.stagedir)),
             quiet_wait_s=wait,
             limits=dict(part.extras.get("run_quality", {})),
         )
@@ -409,6 +410,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         except placement.PlacementError as e:
             raise ApptuneError(None, f"{self.unique_name} (-S/-P)", str(e)) from None
         self.placement_layout = p.layout
+        self.placement_binding = p.binding
         if p.num_tasks_per_node:
             self.num_tasks_per_node = p.num_tasks_per_node
         if p.num_cpus_per_task:
@@ -566,7 +568,9 @@ class AppRun(rfm.RunOnlyRegressionTest):
             "test": self.unique_name,
             "ranks": self.num_tasks,
             "input": self.input_parameters,
-            "placement_layout": dict(self.placement_layout.to_dict(), binding=self.binding),
+            "placement_layout": dict(
+                self.placement_layout.to_dict(), binding=self.placement_binding
+            ),
         }
 
     @run_after("run")

@@ -18,7 +18,8 @@ The runner
 * runs the steps in order (pre-run steps, then the measured program, each an argument
   list, optionally with its output redirected into a file), stopping at the first
   step that fails; the timed region spans all of them;
-* measures the run's quality meanwhile (:class:`apptune.quality.Monitor`);
+* measures the run's quality meanwhile (:class:`apptune.quality.Monitor`), and the CPUs
+  each rank of the measured program may run on (its binding);
 * writes the run record (``SPEC['record']``, atomically) and exits with the failed
   step's exit status (``128 + N`` for a step killed by signal N), so the scheduler
   and ReFrame see the application's status, not that of a later command.
@@ -73,6 +74,9 @@ class Spec(BaseModel):
     #: Tag of the job's tasks (``APPTUNE_RUN_TAG``): they are found by it also when a
     #: scheduler starts them outside the runner's process tree (srun).
     tag: str | None = None
+    #: The measured program: the CPUs each of its ranks may run on are recorded
+    #: (``binding`` in the run record).
+    program: str | None = None
     #: Wait at most this long for a quiet node before the timed region (0: do not wait).
     quiet_wait_s: float = Field(default=0, ge=0)
     #: Run-quality limits (:class:`apptune.quality.Limits`).
@@ -124,7 +128,7 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
         rec["quiet_wait"] = quality.wait_for_quiet(
             spec.quiet_wait_s, limits, spec.harness_pid, **who
         )
-    mon = quality.Monitor(harness_pid=spec.harness_pid, **who)
+    mon = quality.Monitor(harness_pid=spec.harness_pid, program=spec.program, **who)
     mon.start()
     rec["t_start"] = time.time()
     t0 = time.monotonic()
@@ -170,6 +174,7 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
         Path(cwd, spec.stop_file).parent.mkdir(parents=True, exist_ok=True)
         Path(cwd, spec.stop_file).touch()
     rec["quality"] = mon.stop(limits)
+    rec["binding"] = mon.binding()
     if sig.received is not None:
         status = 128 + sig.received
         message = f"run ended by signal {signal.Signals(sig.received).name}" + (
