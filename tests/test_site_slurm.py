@@ -1,13 +1,14 @@
 """Unit tests: cluster YAML -> ReFrame config, Slurm job outcomes and their reasons,
 runtime placement. The real Slurm is exercised in tests/test_slurm.py."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from apptune import models, placement, site, slurm
+from apptune import models, placement, quality, site, slurm
 from apptune.errors import ApptuneError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,6 +90,16 @@ def test_exclusive_partition_and_no_hostnames(tmp_path):
         ("hostnames: ['login[']\npartitions: {p: {}}", "hostnames"),
         ("slurmctld_timeout: 5\npartitions: {p: {}}", "slurmctld_timeout"),
         ("down_node_wait: soon\npartitions: {p: {}}", "down_node_wait"),
+        ("partitions: {p: {run_quality: {max_stael: 0.1}}}", "partitions.p.run_quality.max_stael"),
+        (
+            "partitions: {p: {run_quality: {max_outside_cpu: 30}}}",
+            "partitions.p.run_quality.max_outside_cpu",
+        ),
+        ("partitions: {p: {run_quality: {max_steal: 0}}}", "partitions.p.run_quality.max_steal"),
+        ("partitions: {p: {run_quality: 0.3}}", "partitions.p.run_quality"),
+        ("partitions: {p: {quiet_wait_s: -5}}", "partitions.p.quiet_wait_s"),
+        ("partitions: {p: {quiet_wait_s: a while}}", "partitions.p.quiet_wait_s"),
+        ("partitions: {p: {extras: {run_quality: {}}}}", "partitions.p.extras"),
     ],
 )
 def test_bad_cluster_file_names_file_and_field(tmp_path, text, field):
@@ -96,6 +107,40 @@ def test_bad_cluster_file_names_file_and_field(tmp_path, text, field):
     with pytest.raises(ApptuneError) as e:
         site.load_clusters(tmp_path, BASE_ENVS)
     assert e.value.file == str(f) and e.value.field == field, str(e.value)
+
+
+def test_a_shared_partition_sets_its_run_quality_limits_and_quiet_wait(tmp_path):
+    """Small or shared nodes that are never quiet enough for the defaults get wider limits
+    (and a wait); ReFrame's own loader takes them as the partition's extras, which the
+    runner reads."""
+    cfg = tmp_path / "site-config"
+    shutil.copytree(REPO / "site-config", cfg)
+    write(
+        cfg / "clusters",
+        "shared",
+        "partitions:\n  small:\n    run_quality: {max_outside_cpu: 0.25, max_steal: 0.05}\n"
+        "    quiet_wait_s: 90\n  default: {}\n",
+    )
+    site_cfg = site.load_reframe_config(cfg / "settings.py")
+    parts = {
+        p["name"]: p for s in site_cfg["systems"] if s["name"] == "shared" for p in s["partitions"]
+    }
+    assert parts["small"]["extras"]["run_quality"] == {"max_steal": 0.05, "max_outside_cpu": 0.25}
+    assert parts["small"]["extras"]["quiet_wait_s"] == 90
+    assert "run_quality" not in parts["default"]["extras"]  # the defaults
+    assert "quiet_wait_s" not in parts["default"]["extras"]
+    assert quality.Limits.from_dict(parts["small"]["extras"]["run_quality"]).max_freq_spread == 0.1
+    # the cluster's fields are the runner's limits, one for one
+    assert set(site.RunQuality.model_fields) == set(quality.Limits.__dataclass_fields__)
+    bad = tmp_path / "bad"  # ReFrame loads a config file once per process
+    shutil.copytree(REPO / "site-config", bad)
+    write(bad / "clusters", "shared", "partitions: {small: {run_quality: {max_outside_cpu: 5}}}")
+    with pytest.raises(ApptuneError) as e:
+        site.load_reframe_config(bad / "settings.py")
+    assert str(e.value).endswith(
+        "clusters/shared.yaml: partitions.small.run_quality.max_outside_cpu: "
+        "must be less than 1 (got 5)"
+    )
 
 
 def test_cluster_file_name_is_the_system_name(tmp_path):
