@@ -38,7 +38,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import energy, inputs, paths, recipes, runner, sources
+from . import energy, inputs, paths, quality, recipes, runner, sources
 from . import placement as pl
 from . import run as runcore
 from .constants import XFAIL_FILE
@@ -436,7 +436,8 @@ def run_tier(
         env=run_env,
         tag=f"{os.getpid()}-{uuid.uuid4().hex[:12]}",
         harness_pid=os.getpid(),
-        scan_tasks=site.launcher in ("srun", "srunalloc"),
+        harness_boot_id=quality.boot_id(),
+        program=runcore.program(recipe, build_dir),
         limits=dict(site.extras.get("run_quality", {})),
         quiet_wait_s=float(site.extras.get("quiet_wait_s", 0)),
     )
@@ -472,7 +473,7 @@ def run_tier(
         "test": TRIAL_TEST,
         "ranks": ranks,
         "input": params,
-        "placement_layout": dict(plan.layout.to_dict(), binding=binding),
+        "placement_layout": dict(plan.layout.to_dict(), binding=plan.binding),
         "job": {"scheduler": "local", "jobid": str(sampler.state["pid"]), "state": _state(rc)},
         "trial": True,  # a tune or bisect candidate, not a check of a tier
     }

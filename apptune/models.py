@@ -12,6 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .placement import TARGETS as _TARGETS
+from .placement import PlacementError, spell
+
 NAME_RE = r"^[a-z0-9][a-z0-9_.-]*$"
 #: Figure names and units reach reports, pages and plots: letters, digits and a few marks.
 FIGURE_NAME_RE = r"^[A-Za-z][A-Za-z0-9_.-]*$"
@@ -362,6 +365,51 @@ class OwnCheck(Strict):
         return _valid_regex(v)
 
 
+#: What a recipe placement is spelled for (apptune/placement.py ``TARGETS``): srun, and the
+#: mpirun/mpiexec of each MPI library.
+PlacementTarget = Literal["srun", "openmpi", "mpich", "intelmpi"]
+
+
+class Placement(Strict):
+    """A named runtime placement of the recipe (``run.placements``): what the ranks get.
+    apptune spells it for the partition's launcher (apptune/placement.py) and checks the
+    CPUs the ranks really could run on."""
+
+    #: ``core``: each rank on its own core(s) (``threads_per_rank`` of them); ``socket``: on
+    #: one socket; ``none``: wherever the OS puts it. Unset: the launcher's default.
+    bind: Literal["core", "socket", "none"] | None = None
+    #: ``packed``: consecutive ranks on neighbouring cores; ``spread``: round robin over
+    #: a node's sockets. Unset: the launcher's default.
+    distribution: Literal["packed", "spread"] | None = None
+    #: Cores per rank, and the thread count of OpenMP and every pool ``run.env`` pins.
+    threads_per_rank: int = Field(default=1, ge=1)
+    #: Launchers (``srun``) or MPI libraries (their mpirun/mpiexec) this placement cannot run
+    #: under, each with the reason; a check there is skipped, saying it.
+    unsupported: dict[PlacementTarget, str] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_launcher_options(cls, data):
+        if isinstance(data, dict):
+            old = [k for k, v in data.items() if k in _TARGETS and isinstance(v, list)]
+            if old:
+                raise ValueError(
+                    f"launcher options ({', '.join(old)}) are not a placement: say what the "
+                    "ranks get (bind, distribution, threads_per_rank); apptune spells it for "
+                    "srun and for each MPI library's mpirun"
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _says_something(self):
+        if self.bind is None and self.distribution is None and self.threads_per_rank == 1:
+            raise ValueError("give bind, distribution or threads_per_rank (or leave it out)")
+        for k, why in self.unsupported.items():
+            if not why.strip():
+                raise ValueError(f"unsupported.{k}: say why it cannot run there")
+        return self
+
+
 class RunSpec(Strict):
     #: Installed name of a build product.
     executable: str
@@ -376,10 +424,9 @@ class RunSpec(Strict):
     #: Environment variables of the run: name -> value.
     env: dict[str, str] = {}
     prerun: list[PreRun] = []
-    #: Runtime placements (a ReFrame parameter of the check): name -> MPI library (the
-    #: environment's ``extras.mpi``), or ``srun`` for partitions launching with srun,
-    #: -> launcher options, e.g. binding and mapping.
-    placements: dict[str, dict[str, list[str]]] = {}
+    #: Runtime placements (a ReFrame parameter of the check): name -> what the ranks get
+    #: (:class:`Placement`), spelled for every launcher and MPI library.
+    placements: dict[str, Placement] = {}
     #: Where the fields come from: one output spec or several (field names must not clash).
     output: OutputSpec | list[OutputSpec]
     figures: dict[str, Figure] = Field(min_length=1)
@@ -406,6 +453,20 @@ class RunSpec(Strict):
     @property
     def outputs(self) -> list[OutputSpec]:
         return list(self.output) if isinstance(self.output, list) else [self.output]
+
+
+def _spelled_everywhere(name: str, want: Placement) -> None:
+    """Every recipe placement runs under srun and every MPI library's mpirun, or says why not."""
+    for to in _TARGETS:
+        if to in want.unsupported:
+            continue
+        try:
+            spell(want, "srun" if to == "srun" else "mpirun", to)
+        except PlacementError as e:
+            raise ValueError(
+                f"run.placements.{name}: cannot be spelled for {to} ({e}); "
+                f"say why under unsupported.{to}"
+            ) from None
 
 
 class Recipe(Strict):
@@ -449,6 +510,8 @@ class Recipe(Strict):
             self.build.args or self.build.targets or self.build.directory != "."
         ):
             raise ValueError("build: give 'steps' or 'directory'/'args'/'targets', not both")
+        for name, want in self.run.placements.items():
+            _spelled_everywhere(name, want)
         for f in self.run.per_watt:
             if f not in self.run.figures:
                 raise ValueError(f"run.per_watt: '{f}' is not a figure")
@@ -804,6 +867,9 @@ class RunRecord(BaseModel):
     provenance: dict | None = None
     energy: dict | None = None
     quality: dict | None = None
+    #: The CPUs each rank of the program seen on the job's first node could run on
+    #: (apptune/quality.py ``observe_binding``), judged against ``placement_layout.binding``.
+    binding: dict | None = None
     machine: dict | None = None
     machine_id: str | None = None
     #: The runner's summary: exit status, failed step, wall time, start time.

@@ -1,4 +1,8 @@
-"""Runtime placement: ranks per node, threads per rank, binding.
+"""Runtime placement: ranks per node, threads per rank, binding, distribution.
+
+A placement says what the ranks should get; this module spells it for the launcher a
+partition uses (``srun``, or the ``mpirun``/``mpiexec`` of the environment's MPI library:
+Open MPI, MPICH's Hydra, Intel MPI) and judges what the ranks really got.
 
 Three test variables of every application check (``apptune.rfm.AppRun``);
 ``-P ranks_per_node=full,half`` makes one a ReFrame parameter (the ``placement``
@@ -13,12 +17,17 @@ mode of a cluster does exactly that):
   the recipe pins (``*_NUM_THREADS`` in ``run.env``);
 * ``binding``: ``core``, ``socket`` or ``none``, spelled for the launcher and MPI.
 
-Unset, the launcher's and scheduler's defaults apply.
+A recipe's named placements (``run.placements``, a ReFrame parameter of its check) say the
+same in data: ``bind``, ``distribution`` (``packed`` or ``spread`` over a node's sockets)
+and ``threads_per_rank``; the check's variables, when set, win. Unset, the launcher's and
+scheduler's defaults apply.
 
 A check (``apptune.rfm.AppRun``) and a tune/bisect trial (``apptune.localrun``) place
 their ranks with the same two functions: :func:`plan` (the recipe's named placement,
 the layout, the binding and thread variables) and :func:`launch_argv` (ReFrame's
-launcher for the partition, given the job's sizes).
+launcher for the partition, given the job's sizes). The runner records the CPUs each rank
+of the program may run on (:mod:`apptune.quality`); :func:`binding_problem` says when they
+are not what the placement asked for.
 """
 
 from __future__ import annotations
@@ -28,6 +37,16 @@ import os
 from dataclasses import dataclass, field
 
 BINDINGS = ("core", "socket", "none")
+#: How consecutive ranks of a node are laid out: ``packed`` on neighbouring cores (one
+#: socket filled before the next), ``spread`` round robin over the node's sockets.
+DISTRIBUTIONS = ("packed", "spread")
+#: What a recipe placement is spelled for: srun (whatever the MPI), and the mpirun/mpiexec
+#: of each MPI library (an environment's ``extras.mpi``).
+TARGETS = ("srun", "openmpi", "mpich", "intelmpi")
+#: ReFrame launchers that start the ranks themselves with srun, and those that are the MPI
+#: library's own (``mpirun``/``mpiexec``: Open MPI's, MPICH's Hydra, Intel MPI's Hydra).
+SRUN_LAUNCHERS = ("srun", "srunalloc")
+MPI_LAUNCHERS = ("mpirun", "mpiexec")
 
 #: Launcher options per binding: srun's own; mpirun/mpiexec by MPI library.
 _SRUN = {
@@ -47,11 +66,16 @@ _MPIRUN = {
         "none": ["-bind-to", "none"],
     },
     "intelmpi": {
-        "core": ["-genv", "I_MPI_PIN_DOMAIN=core"],
-        "socket": ["-genv", "I_MPI_PIN_DOMAIN=socket"],
-        "none": ["-genv", "I_MPI_PIN=0"],
+        "core": ["-genv", "I_MPI_PIN_DOMAIN", "core"],
+        "socket": ["-genv", "I_MPI_PIN_DOMAIN", "socket"],
+        "none": ["-genv", "I_MPI_PIN", "0"],
     },
 }
+#: Launcher options per distribution (srun: block over nodes, then block or cyclic over a
+#: node's sockets; Open MPI and Hydra: the object ranks are mapped to in turn).
+_SRUN_DIST = {"packed": "--distribution=block:block", "spread": "--distribution=block:cyclic"}
+_MAP_BY = {"packed": "core", "spread": "socket"}
+_INTEL_ORDER = {"packed": "compact", "spread": "scatter"}
 
 
 class PlacementError(ValueError):
@@ -115,37 +139,81 @@ def layout(
 
 
 def binding_options(
-    binding: str | None, launcher: str, mpi: str, threads_per_rank: int = 1
+    binding: str | None,
+    launcher: str,
+    mpi: str,
+    threads_per_rank: int = 1,
+    distribution: str | None = None,
 ) -> list[str]:
-    """Launcher options for a binding; [] when unset.
+    """Launcher options for a binding and a distribution; [] when both are unset.
 
     With several threads per rank, a rank bound to "core" gets that many cores:
     Open MPI's ``mpirun`` binds each rank to one core by default for up to two
     ranks, which would put every thread of a rank on one core. So for Open MPI,
-    ``--map-by slot:PE=N`` is given whenever N > 1 and the binding is not none;
-    MPICH's Hydra takes ``-bind-to core:N``; srun has ``--cpus-per-task``."""
-    if binding not in (None, "") and binding not in BINDINGS:
+    ``--map-by slot:PE=N`` (``core:PE=N``, ``socket:PE=N`` with a distribution) is given
+    whenever N > 1 and the binding is not none; MPICH's Hydra takes ``-bind-to core:N``,
+    Intel MPI ``I_MPI_PIN_DOMAIN=omp`` (its ``OMP_NUM_THREADS`` cores); srun has
+    ``--cpus-per-task`` (ReFrame's srun launcher passes the job's ``num_cpus_per_task``)."""
+    binding = binding or None
+    distribution = distribution or None
+    if binding is not None and binding not in BINDINGS:
         raise PlacementError(f"binding={binding!r}: give one of {', '.join(BINDINGS)}")
-    mpirun = launcher in ("mpirun", "mpiexec")
-    if mpirun and mpi not in _MPIRUN and (binding not in (None, "") or threads_per_rank > 1):
+    if distribution is not None and distribution not in DISTRIBUTIONS:
         raise PlacementError(
-            f"binding={binding}: no binding options known for MPI {mpi!r} "
-            f"(known: {', '.join(_MPIRUN)})"
+            f"distribution={distribution!r}: give one of {', '.join(DISTRIBUTIONS)}"
         )
-    if mpirun and threads_per_rank > 1 and binding != "none":
-        if mpi == "openmpi":
-            return ["--map-by", f"slot:PE={threads_per_rank}"] + (
-                ["--bind-to", binding] if binding else []
-            )
-        if mpi == "mpich" and binding in (None, "", "core"):
-            return ["-bind-to", f"core:{threads_per_rank}"]
-    if binding in (None, ""):
+    n = threads_per_rank
+    if launcher in SRUN_LAUNCHERS:
+        out = list(_SRUN[binding]) if binding else []
+        return out + ([_SRUN_DIST[distribution]] if distribution else [])
+    if launcher not in MPI_LAUNCHERS:
+        if binding or distribution:
+            what = f"binding={binding}" if binding else f"distribution={distribution}"
+            raise PlacementError(f"{what}: launcher {launcher!r} cannot bind ranks")
         return []
-    if launcher in ("srun", "srunalloc"):
-        return list(_SRUN[binding])
-    if mpirun:
-        return list(_MPIRUN[mpi][binding])
-    raise PlacementError(f"binding={binding}: launcher {launcher!r} cannot bind ranks")
+    if mpi not in _MPIRUN:
+        if binding or distribution or n > 1:
+            raise PlacementError(
+                f"binding={binding}: no binding options known for MPI {mpi!r} "
+                f"(known: {', '.join(_MPIRUN)})"
+            )
+        return []
+    out: list[str] = []
+    if mpi == "openmpi":
+        obj = _MAP_BY.get(distribution)
+        if n > 1 and binding != "none":
+            out += ["--map-by", f"{obj or 'slot'}:PE={n}"]
+        elif obj:
+            out += ["--map-by", obj]
+        return out + (list(_MPIRUN[mpi][binding]) if binding else [])
+    if mpi == "mpich":
+        if n > 1 and binding in (None, "core"):
+            out += ["-bind-to", f"core:{n}"]
+        elif binding:
+            out += list(_MPIRUN[mpi][binding])
+        return out + (["-map-by", _MAP_BY[distribution]] if distribution else [])
+    # Intel MPI: pinning domains and their order, as variables of every rank
+    if n > 1 and binding in (None, "core"):
+        out += ["-genv", "I_MPI_PIN_DOMAIN", "omp"]
+    elif binding:
+        out += list(_MPIRUN[mpi][binding])
+    if distribution and binding != "none":
+        out += ["-genv", "I_MPI_PIN_ORDER", _INTEL_ORDER[distribution]]
+    return out
+
+
+def target(launcher: str, mpi: str) -> str:
+    """What a recipe placement is spelled for under ``launcher`` with MPI ``mpi``: ``srun``
+    for srun (whatever the MPI), else the MPI library (its mpirun/mpiexec)."""
+    return "srun" if launcher in SRUN_LAUNCHERS else mpi
+
+
+def spell(want, launcher: str, mpi: str) -> list[str]:
+    """The launcher options of a recipe placement ``want`` (``bind``, ``distribution``,
+    ``threads_per_rank``: :class:`apptune.models.Placement`) for ``launcher`` and ``mpi``."""
+    return binding_options(
+        want.bind, launcher, mpi, want.threads_per_rank, distribution=want.distribution
+    )
 
 
 def thread_env(run_env: dict, threads_per_rank: int) -> dict[str, str]:
@@ -193,10 +261,14 @@ class Plan:
     """Where the ranks of one run go, and how the launcher is told."""
 
     layout: Layout
-    #: The launcher's options: the named placement's, then the binding's.
+    #: The launcher's options for the binding and distribution.
     options: list[str]
     #: The thread-count variables (empty with one thread per rank).
     env: dict[str, str]
+    #: The binding asked for (the check's variable, else the named placement's); None:
+    #: the launcher's default.
+    binding: str | None = None
+    distribution: str | None = None
 
     @property
     def num_tasks_per_node(self) -> int | None:
@@ -213,7 +285,7 @@ def plan(
     *,
     launcher: str,
     mpi: str,
-    placements: dict[str, dict[str, list[str]]] | None = None,
+    placements: dict | None = None,
     name: str = "default",
     ranks_per_node: str | int | None = None,
     threads_per_rank: int = 1,
@@ -223,23 +295,68 @@ def plan(
 ) -> Plan:
     """The placement of ``ranks`` ranks started by ReFrame's launcher ``launcher`` (its
     registered name) with MPI ``mpi``: the recipe's named placement ``name`` (its
-    ``run.placements``: options per MPI library, under ``srun`` for srun, which places
-    ranks itself whatever the MPI), then ranks per node, threads per rank and binding.
+    ``run.placements``: what the ranks get, :class:`apptune.models.Placement`), then ranks
+    per node, threads per rank and binding; the check's variables, when set, win over the
+    named placement's ``threads_per_rank`` and ``bind``.
 
-    Raises :class:`NoLauncherOptions` when the named placement has no options for this
-    launcher or MPI, :class:`PlacementError` for a placement that cannot be applied."""
-    options: list[str] = []
+    Raises :class:`NoLauncherOptions` when the named placement cannot run under this
+    launcher or MPI (the recipe's ``unsupported``, an MPI library without known options,
+    a launcher that places no ranks), :class:`PlacementError` for a placement that
+    cannot be applied."""
+    distribution = None
     if name != "default":
-        srun = launcher in ("srun", "srunalloc")
-        opts = (placements or {}).get(name, {}).get("srun" if srun else mpi)
-        if opts is None:
-            what = "the srun launcher" if srun else f"MPI {mpi!r}"
-            raise NoLauncherOptions(f"placement {name!r} has no launcher options for {what}")
-        options = list(opts)
+        want = (placements or {}).get(name)
+        if want is None:
+            raise PlacementError(
+                f"unknown placement {name!r} (known: {', '.join(placements or {}) or 'none'})"
+            )
+        to = target(launcher, mpi)
+        what = "the srun launcher" if to == "srun" else f"MPI {mpi!r}"
+        why = want.unsupported.get(to)
+        if why:
+            raise NoLauncherOptions(f"placement {name!r} does not run under {what}: {why}")
+        if launcher not in SRUN_LAUNCHERS + MPI_LAUNCHERS:
+            raise NoLauncherOptions(f"placement {name!r}: launcher {launcher!r} places no ranks")
+        if to not in _MPIRUN and to != "srun":
+            raise NoLauncherOptions(
+                f"placement {name!r} has no launcher options for {what} "
+                f"(known: srun, {', '.join(_MPIRUN)})"
+            )
+        binding = binding or want.bind
+        distribution = want.distribution
+        if threads_per_rank == 1:
+            threads_per_rank = want.threads_per_rank
     lay = layout(ranks, ranks_per_node, threads_per_rank, cores_per_node)
-    options += binding_options(binding, launcher, mpi, threads_per_rank)
+    options = binding_options(binding, launcher, mpi, threads_per_rank, distribution)
     env = thread_env(run_env or {}, threads_per_rank) if threads_per_rank != 1 else {}
-    return Plan(lay, options, env)
+    return Plan(lay, options, env, binding or None, distribution)
+
+
+def binding_problem(observed: dict | None, binding: str | None, threads_per_rank: int = 1):
+    """Why the CPUs the program's ranks could run on (the runner's record,
+    :func:`apptune.quality.observe_binding`) are not the binding asked for; None when they
+    are, when no binding was asked for or when no rank was seen."""
+    ranks = (observed or {}).get("ranks") or []
+    if not binding or not ranks:
+        return None
+    node = observed.get("node_cpus")
+    where = f"of the {len(ranks)} rank(s) seen on the job's first node"
+    if binding == "core":
+        bad = [r for r in ranks if r["cores"] > threads_per_rank]
+        asked = f"bound to {threads_per_rank} core(s) each"
+    elif binding == "socket":
+        bad = [r for r in ranks if r["sockets"] > 1]
+        asked = "bound to one socket each"
+    else:
+        bad = [r for r in ranks if r["cpus"] != node]
+        asked = f"unbound (each on all CPUs the job has there, {node})"
+    if not bad:
+        return None
+    got = ", ".join(sorted({r["cpus"] for r in bad}))
+    return (
+        f"the placement asked for ranks {asked}, but {len(bad)} {where} "
+        f"could run on CPUs {got}: the launcher did not place them as asked"
+    )
 
 
 @dataclass

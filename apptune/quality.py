@@ -6,18 +6,25 @@ timed run (:mod:`apptune.runner`) the node the job script runs on is watched:
 * **CPU steal** (``/proc/stat``): time the hypervisor gave to other guests;
 * **CPU used outside the job**: all CPU time of the node (``/proc/stat``) minus the
   job's own (its reaped process tree, and its tasks found by their tag when a
-  scheduler starts them), the runner's and the harness's (ReFrame, which polls the
-  job and samples energy); the heaviest other processes are named;
+  scheduler starts them), the runner's and the harness's: the processes that started
+  the run (job script, ``slurmstepd``, ReFrame and apptune where they run on this
+  node) and the rest of the run's Slurm job (its step daemons, the energy agents).
+  Every process is sampled once a second, and a short-lived one's CPU time is found in
+  its parent's reaped children's time (``cutime``/``cstime``), so the heaviest other
+  processes are named, compilers that lived between two samples included;
 * **frequency** where readable (cpufreq, else ``/proc/cpuinfo``): its spread;
 * **load**: runnable processes (``procs_running``) and the 1-minute load average,
   recorded, not graded (the job's own processes are part of them).
 
+The CPUs each rank of the measured program may run on are recorded too
+(:func:`observe_binding`); :func:`apptune.placement.binding_problem` judges them.
+
 The grade is ``clean`` when every limit holds, ``disturbed`` (with each reason)
 when one does not, ``unmeasured`` when the node could not be read. Disturbed and
 unmeasured runs give no performance verdict, never enter a baseline and never
-enter the history's change-point series. Limits (partition ``extras.run_quality``,
-overridable per run): ``max_steal`` 2 %, ``max_outside_cpu`` 5 % of the node's
-CPUs, ``max_freq_spread`` 10 %.
+enter the history's change-point series. Limits (a cluster partition's
+``run_quality``, a settings.py partition's ``extras.run_quality``): ``max_steal`` 2 %,
+``max_outside_cpu`` 5 % of the node's CPUs, ``max_freq_spread`` 10 %.
 
 :func:`wait_for_quiet` waits (bounded) until a one-second window meets the same
 limits before the timed region starts.
@@ -86,43 +93,154 @@ def cpu_times(proc: Path) -> dict[str, int]:
     return out
 
 
-def _proc_stat(proc: Path, pid: int) -> tuple[str, int, float] | None:
-    """(comm, ppid, user+system CPU seconds) of a live process."""
+@dataclass(frozen=True)
+class Stat:
+    """What /proc/PID/stat says of a process: its name, parent, start time (clock ticks
+    after boot: with the pid, which process it is) and CPU seconds, its own (user + system)
+    and its reaped children's (cutime + cstime: every child it waited for, with theirs)."""
+
+    comm: str
+    ppid: int
+    start: int
+    own: float
+    kids: float
+
+
+def read_stat(proc: Path, pid: int) -> Stat | None:
+    """The :class:`Stat` of a process; None when it is gone or unreadable."""
     try:
         text = (proc / str(pid) / "stat").read_text()
     except OSError:
         return None
     rest = text[text.rfind(")") + 2 :].split()
-    return (
-        text[text.find("(") + 1 : text.rfind(")")],
-        int(rest[1]),
-        (int(rest[11]) + int(rest[12])) / CLK_TCK,
-    )
+    try:
+        return Stat(
+            comm=text[text.find("(") + 1 : text.rfind(")")],
+            ppid=int(rest[1]),
+            start=int(rest[19]),
+            own=(int(rest[11]) + int(rest[12])) / CLK_TCK,
+            kids=(int(rest[13]) + int(rest[14])) / CLK_TCK,
+        )
+    except (IndexError, ValueError):
+        return None
 
 
-def processes(proc: Path) -> dict[int, tuple[str, int, float]]:
+def processes(proc: Path) -> dict[int, Stat]:
+    """Every process of ``proc`` that could be read."""
     out = {}
     for d in proc.iterdir():
         if d.name.isdigit():
-            st = _proc_stat(proc, int(d.name))
+            st = read_stat(proc, int(d.name))
             if st is not None:
                 out[int(d.name)] = st
     return out
 
 
-def tagged(proc: Path, tag: str) -> set[int]:
-    """Processes whose environment holds ``APPTUNE_RUN_TAG=tag`` (the job's tasks that a
-    scheduler started outside the runner's process tree); unreadable ones are skipped."""
-    needle = f"APPTUNE_RUN_TAG={tag}".encode()
-    out = set()
-    for d in proc.iterdir():
-        if d.name.isdigit():
-            try:
-                if needle in (d / "environ").read_bytes().split(b"\0"):
-                    out.add(int(d.name))
-            except OSError:
-                continue
+def _environ(proc: Path, pid: int) -> list[bytes]:
+    try:
+        return (proc / str(pid) / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def _cmdline(proc: Path, pid: int) -> str:
+    try:
+        return (
+            (proc / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
+
+
+def boot_id(proc: str | os.PathLike = "/proc") -> str | None:
+    """This boot of this machine's kernel: a process id means the same process only where
+    the boot id is the same (the harness may run on another node than the job)."""
+    try:
+        return Path(proc, "sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def ancestors(procs: dict[int, Stat], pid: int) -> list[int]:
+    """``pid`` and its parents up to (not including) init, as ``procs`` knows them."""
+    out, seen = [], set()
+    while pid > 1 and pid not in seen and pid in procs:
+        out.append(pid)
+        seen.add(pid)
+        pid = procs[pid].ppid
     return out
+
+
+# ----------------------------------------------------------------------------- binding
+def parse_cpulist(text: str) -> set[int]:
+    """``0-3,8,10-11`` (Linux's CPU list format) as a set."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def format_cpulist(cpus) -> str:
+    """A set of CPUs in Linux's list format, e.g. ``0-3,8``."""
+    out, run = [], []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def allowed_cpus(proc: Path, pid: int) -> set[int] | None:
+    """The CPUs a process may run on (``Cpus_allowed_list``); None when it is gone."""
+    try:
+        for line in (proc / str(pid) / "status").read_text().splitlines():
+            if line.startswith("Cpus_allowed_list:"):
+                return parse_cpulist(line.split(":", 1)[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def cpu_topology(sysfs: Path) -> dict[int, tuple[int, int]]:
+    """CPU -> (socket, core) from sysfs; {} where the topology is not readable (each CPU
+    then counts as a core of its own, on one socket)."""
+    out = {}
+    for d in (sysfs / "devices/system/cpu").glob("cpu[0-9]*"):
+        try:
+            pkg = int((d / "topology/physical_package_id").read_text())
+            core = int((d / "topology/core_id").read_text())
+        except (OSError, ValueError):
+            continue
+        out[int(d.name[3:])] = (pkg, core)
+    return out
+
+
+def observe_binding(
+    affinities: dict[int, set[int]], node_cpus: set[int], topology: dict, program: str
+) -> dict:
+    """The binding record of a run: per rank of ``program`` seen on this node (pid ->
+    allowed CPUs), its CPUs and how many cores and sockets they span; ``node_cpus``: the
+    CPUs the job may use here (the runner's own affinity)."""
+    ranks = []
+    for pid, cpus in sorted(affinities.items()):
+        where = [topology.get(c, (0, c)) for c in cpus]
+        ranks.append(
+            {
+                "pid": pid,
+                "cpus": format_cpulist(cpus),
+                "cores": len(set(where)),
+                "sockets": len({w[0] for w in where}),
+            }
+        )
+    return {"program": program, "node_cpus": format_cpulist(node_cpus), "ranks": ranks}
 
 
 def frequency_mhz(proc: Path, sysfs: Path) -> list[float]:
@@ -158,64 +276,270 @@ def _rusage_cpu(who) -> float:
 
 
 # ----------------------------------------------------------------------------- monitor
+#: What a process seen during a run is to the accounting (:class:`Monitor`):
+RUNNER = "runner"  # the runner: its own CPU time (getrusage)
+CHILD = "child"  # started by the runner (launcher, ranks under mpirun): its reaped children's time
+JOB = "job"  # the job's tasks a scheduler started outside the runner (srun): tagged
+HARNESS = "harness"  # started the run: the runner's parents (job script, slurmstepd, ReFrame,
+#                      apptune) and the harness's process with its parents
+OWN_JOB = "own-job"  # the rest of the run's own Slurm job: energy agents, their srun, its
+#                      slurmstepd processes
+OTHER = "other"
+
+
+@dataclass
+class Seen:
+    """One process as the samples saw it: CPU seconds when first seen (0 when it started
+    during the run) and when last seen."""
+
+    pid: int
+    comm: str
+    ppid: int
+    own0: float
+    kids0: float
+    own: float
+    kids: float
+    #: The samples it was first and last seen in.
+    first: int
+    last: int
+    kind: str = OTHER
+
+
 class Monitor:
-    """Watches the node from :meth:`start` to :meth:`stop` (a thread samples frequency,
-    runnable processes and the job's tagged tasks once a second)."""
+    """Watches the node from :meth:`start` to :meth:`stop`: a thread samples frequency,
+    runnable processes and every process once a second (``watch=False``: only at start
+    and stop).
+
+    CPU time is accounted per process, short-lived ones included: a process that ends is
+    reaped by its parent, whose children's time (``cutime``/``cstime`` in /proc/PID/stat)
+    then holds all of its CPU time. So a process's share of the run is its own CPU time
+    plus the growth of its children's time, less the time of the children the samples saw
+    (counted by themselves): compilers that lived between two samples are the CPU time of
+    their ``make``. The harness's processes (:data:`HARNESS`, :data:`OWN_JOB`) never count
+    as other work; the job's are the job's."""
 
     def __init__(
         self,
         proc: str | os.PathLike = "/proc",
         sysfs: str | os.PathLike = "/sys",
+        *,
         harness_pid: int | None = None,
+        harness_boot_id: str | None = None,
         tag: str | None = None,
+        job_id: str | None = None,
+        program: str | None = None,
         hz: float = 1.0,
     ):
         self.proc, self.sysfs = Path(proc), Path(sysfs)
         self.harness_pid = harness_pid
-        self.tag = tag
+        self.harness_boot_id = harness_boot_id
+        self.tag = f"APPTUNE_RUN_TAG={tag}".encode() if tag else None
+        self.job_id = job_id
+        self.job = f"SLURM_JOB_ID={job_id}".encode() if job_id else None
+        self.program = program
         self.period = 1.0 / hz
+        self.me = os.getpid()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.samples = 0
+        self.seen: dict[tuple[int, int], Seen] = {}
+        self.current: dict[int, tuple[int, int]] = {}
+        self.harness: set[int] = set()
         self.freq: list[float] = []
         self.running: list[int] = []
-        self.task_cpu: dict[int, float] = {}
+        self.affinity: dict[int, set[int]] = {}
         self.error: str | None = None
 
-    def _harness_cpu(self) -> float | None:
-        if not self.harness_pid:
-            return None
-        st = _proc_stat(self.proc, self.harness_pid)
-        return st[2] if st else None
+    # ------------------------------------------------------------------ sampling
+    def _sample(self) -> None:
+        procs = processes(self.proc)
+        with self._lock:
+            idx = self.samples
+            self.samples += 1
+            new = []
+            for pid, st in procs.items():
+                key = (pid, st.start)
+                s = self.seen.get(key)
+                if s is None:
+                    born = idx > 0
+                    self.seen[key] = Seen(
+                        pid,
+                        st.comm,
+                        st.ppid,
+                        0.0 if born else st.own,
+                        0.0 if born else st.kids,
+                        st.own,
+                        st.kids,
+                        idx,
+                        idx,
+                    )
+                    new.append(key)
+                else:
+                    if s.comm != st.comm:  # a new program (exec): its environment is new too
+                        new.append(key)
+                    s.comm, s.ppid, s.own, s.kids, s.last = st.comm, st.ppid, st.own, st.kids, idx
+            self.current = {pid: (pid, st.start) for pid, st in procs.items()}
+            if idx == 0:
+                self.harness = self._harness_pids(procs)
+            kinds: dict = {}
+            pending = set(new)
+            for key in new:
+                self.seen[key].kind = self._kind(key, kinds, pending)
+            if self.program:
+                self._watch_ranks()
 
-    def start(self) -> None:
+    def _harness_pids(self, procs: dict[int, Stat]) -> set[int]:
+        """The processes that started this run: the runner's parents, and the harness's
+        process (ReFrame, apptune) with its parents when it runs on this machine."""
+        me = procs.get(self.me)
+        out = set(ancestors(procs, me.ppid if me else os.getppid()))
+        if self.harness_pid and (
+            self.harness_boot_id is None or self.harness_boot_id == boot_id(self.proc)
+        ):
+            out |= set(ancestors(procs, self.harness_pid))
+        return out - {self.me}
+
+    def _kind(self, key: tuple[int, int], kinds: dict, pending: set) -> str:
+        """What the process ``key`` is (:data:`RUNNER` ... :data:`OTHER`); those not in
+        ``pending`` keep the kind they were given."""
+        if key not in pending:
+            return self.seen[key].kind
+        if key in kinds:
+            return kinds[key]
+        kinds[key] = OTHER  # a loop in the parents ends here
+        pid = key[0]
+        s = self.seen[key]
+        if pid == self.me:
+            kind = RUNNER
+        elif pid in self.harness:
+            kind = HARNESS
+        else:
+            parent = self.current.get(s.ppid)
+            pk = self._kind(parent, kinds, pending) if parent in self.seen and s.ppid > 1 else None
+            env = _environ(self.proc, pid)
+            if pk in (RUNNER, CHILD):
+                kind = CHILD
+            elif self.tag and self.tag in env:
+                kind = JOB
+            elif self.job and self.job in env:
+                kind = OWN_JOB
+            elif (
+                self.job_id
+                and s.comm == "slurmstepd"
+                and _cmdline(self.proc, pid).startswith(f"slurmstepd: [{self.job_id}.")
+            ):
+                kind = OWN_JOB
+            elif not env and pk in (JOB, OWN_JOB):  # gone before its environment was read
+                kind = pk
+            else:
+                kind = OTHER
+        kinds[key] = kind
+        return kind
+
+    def _watch_ranks(self) -> None:
+        """The CPUs each rank of the program may run on (the job's processes running it)."""
+        name = os.path.basename(self.program)[:15]
+        for key in self.current.values():
+            s = self.seen[key]
+            if s.last != self.samples - 1 or s.kind not in (JOB, CHILD, OWN_JOB) or s.comm != name:
+                continue
+            try:
+                exe = os.readlink(self.proc / str(s.pid) / "exe")
+            except OSError:
+                continue
+            if os.path.realpath(exe) != os.path.realpath(self.program):
+                continue
+            cpus = allowed_cpus(self.proc, s.pid)
+            if cpus:
+                self.affinity[s.pid] = cpus
+
+    def start(self, watch: bool = True) -> None:
         try:
             self.t0 = time.monotonic()
             self.cpu0 = cpu_times(self.proc)
-            self.procs0 = processes(self.proc)
-            self.harness0 = self._harness_cpu()
+            self._sample()
             self.load0 = load1(self.proc)
+            self.freq += frequency_mhz(self.proc, self.sysfs)
         except (OSError, ValueError, KeyError, IndexError) as e:
             self.error = f"cannot read {self.proc}: {e}"
             return
         self.children0 = _rusage_cpu(resource.RUSAGE_CHILDREN)
         self.self0 = _rusage_cpu(resource.RUSAGE_SELF)
-        self._thread = threading.Thread(target=self._run, name="apptune-quality", daemon=True)
-        self._thread.start()
+        if watch:
+            self._thread = threading.Thread(target=self._run, name="apptune-quality", daemon=True)
+            self._thread.start()
 
     def _run(self) -> None:
-        while True:
+        while not self._stop.wait(self.period):
             try:
                 self.freq += frequency_mhz(self.proc, self.sysfs)
                 self.running.append(cpu_times(self.proc).get("procs_running", 0))
-                if self.tag:
-                    for pid in tagged(self.proc, self.tag):
-                        st = _proc_stat(self.proc, pid)
-                        if st is not None and pid != os.getpid():
-                            self.task_cpu[pid] = max(self.task_cpu.get(pid, 0.0), st[2])
-            except (OSError, ValueError, IndexError):
+                self._sample()
+            except (OSError, ValueError, IndexError, KeyError):
                 pass
-            if self._stop.wait(self.period):
-                return
+
+    # ------------------------------------------------------------------ accounting
+    def account(self) -> dict:
+        """CPU seconds of the job's tasks (outside the runner's tree), of the harness and of
+        each other process, from the samples (:class:`Seen`)."""
+        last = self.samples - 1
+        kids = {key: s.kids - s.kids0 for key, s in self.seen.items()}
+        by_pid: dict[int, list[tuple[int, int]]] = {}
+        for key in self.seen:
+            by_pid.setdefault(key[0], []).append(key)
+
+        def parent(s: Seen, at: int) -> tuple[int, int] | None:
+            for key in by_pid.get(s.ppid, ()):
+                if self.seen[key].first <= at <= self.seen[key].last:
+                    return key
+            return None
+
+        names: dict[tuple[int, int], set[str]] = {}
+        reaped_job: set[tuple[int, int]] = set()  # reaped the job's tasks: the rest is theirs
+        for s in self.seen.values():
+            if s.last == last:
+                continue
+            # it ended after sample s.last, and all its CPU time went into the children's
+            # time of the first of its parents seen after that
+            up = parent(s, s.last)
+            for _ in range(64):
+                if up is None or self.seen[up].last > s.last:
+                    break
+                up = parent(self.seen[up], s.last)
+            if up is not None:
+                kids[up] -= s.own + s.kids
+                names.setdefault(up, set()).add(s.comm)
+                if s.kind == JOB:
+                    reaped_job.add(up)
+        job = harness = 0.0
+        others: dict[str, dict] = {}
+
+        def other(name: str, pid: int, cpu: float):
+            if cpu > 0:
+                o = others.setdefault(name, {"name": name, "pid": pid, "cpu_s": 0.0, "n": 0})
+                o["cpu_s"] += cpu
+                o["n"] += 1
+
+        for key, s in self.seen.items():
+            own = max(0.0, s.own - s.own0)
+            reaped = max(0.0, kids[key])
+            if s.kind in (RUNNER, CHILD):  # getrusage counts them
+                continue
+            if s.kind == JOB:
+                job += own + reaped
+            elif s.kind in (HARNESS, OWN_JOB):
+                harness += own
+                if key in reaped_job:  # the tasks' last moments, after the last sample
+                    job += reaped
+                else:
+                    harness += reaped
+            else:
+                other(s.comm, s.pid, own)
+                seen = sorted(names.get(key, ()))
+                label = f"{s.comm}'s children" + (f" ({', '.join(seen[:3])})" if seen else "")
+                other(label, s.pid, reaped)
+        return {"job": job, "harness": harness, "others": list(others.values())}
 
     def stop(self, limits: Limits = Limits()) -> dict:
         """The run-quality record (measurements, grade and reasons)."""
@@ -226,7 +550,7 @@ class Monitor:
             self._thread.join(timeout=5)
         try:
             cpu1 = cpu_times(self.proc)
-            procs1 = processes(self.proc)
+            self._sample()
         except (OSError, ValueError, KeyError, IndexError) as e:
             return {
                 "grade": "unmeasured",
@@ -234,19 +558,15 @@ class Monitor:
                 "limits": limits.to_dict(),
             }
         wall = time.monotonic() - self.t0
-        harness1 = self._harness_cpu()
+        acc = self.account()
         d = {k: cpu1.get(k, 0) - self.cpu0.get(k, 0) for k in ("busy", "total", "steal")}
         ncpus = cpu1.get("cpus") or os.cpu_count() or 1
         busy_s = d["busy"] / CLK_TCK
-        job_s = _rusage_cpu(resource.RUSAGE_CHILDREN) - self.children0 + sum(self.task_cpu.values())
+        job_s = _rusage_cpu(resource.RUSAGE_CHILDREN) - self.children0 + acc["job"]
         runner_s = _rusage_cpu(resource.RUSAGE_SELF) - self.self0
-        harness_s = (
-            (harness1 - self.harness0)
-            if harness1 is not None and self.harness0 is not None
-            else 0.0
-        )
-        outside_s = max(0.0, busy_s - job_s - runner_s - harness_s)
+        outside_s = max(0.0, busy_s - job_s - runner_s - acc["harness"])
         capacity = wall * ncpus
+        others = sorted(acc["others"], key=lambda o: -o["cpu_s"])
         m = {
             "wall_s": round(wall, 3),
             "cpus": ncpus,
@@ -255,30 +575,33 @@ class Monitor:
             "outside_cpu_fraction": round(outside_s / capacity, 4) if capacity > 0 else 0.0,
             "job_cpu_s": round(job_s, 3),
             "runner_cpu_s": round(runner_s, 3),
-            "harness_cpu_s": round(harness_s, 3),
+            "harness_cpu_s": round(acc["harness"], 3),
+            # the part of the outside CPU time the named processes account for
+            "others_cpu_s": round(sum(o["cpu_s"] for o in others), 3),
             "load1": [self.load0, load1(self.proc)],
             "procs_running_max": max(self.running) if self.running else None,
             "freq_mhz": [min(self.freq), max(self.freq)] if self.freq else None,
-            "others": self._others(procs1, wall),
+            "others": [
+                {"pid": o["pid"], "name": o["name"], "cpu_s": round(o["cpu_s"], 2)}
+                | ({"processes": o["n"]} if o["n"] > 1 else {})
+                for o in others[:TOP_OTHERS]
+            ],
         }
         grade, reasons = judge(m, limits)
         return {"grade": grade, "reasons": reasons, "limits": limits.to_dict(), **m}
 
-    def _others(self, procs1: dict, wall: float) -> list[dict]:
-        """The processes (other than the runner, its children and the harness) that used the
-        most CPU during the run."""
-        me = os.getpid()
-        skip = {me, self.harness_pid, *self.task_cpu}
-        used = []
-        for pid, (comm, ppid, cpu) in procs1.items():
-            if pid in skip or ppid == me:
-                continue
-            before = self.procs0.get(pid)
-            start = before[2] if before and before[0] == comm else 0.0
-            if cpu - start > 0:
-                used.append({"pid": pid, "name": comm, "cpu_s": round(cpu - start, 2)})
-        used.sort(key=lambda x: -x["cpu_s"])
-        return used[:TOP_OTHERS]
+    def binding(self) -> dict | None:
+        """The CPUs the program's ranks on this node could run on
+        (:func:`observe_binding`); None without a program to watch."""
+        if not self.program:
+            return None
+        try:
+            node = os.sched_getaffinity(0)
+        except OSError:
+            node = set()
+        return observe_binding(
+            self.affinity, node, cpu_topology(self.sysfs), os.path.basename(self.program)
+        )
 
 
 def judge(m: dict, limits: Limits) -> tuple[str, list[str]]:
@@ -290,7 +613,11 @@ def judge(m: dict, limits: Limits) -> tuple[str, list[str]]:
             "the hypervisor ran other work on these CPUs"
         )
     if m["outside_cpu_fraction"] > limits.max_outside_cpu:
-        who = ", ".join(f"{o['name']} ({o['cpu_s']:g} s)" for o in m.get("others") or [])
+        who = ", ".join(
+            f"{o['name']} ({o['cpu_s']:g} s"
+            + (f", {o['processes']} processes)" if o.get("processes", 1) > 1 else ")")
+            for o in m.get("others") or []
+        )
         reasons.append(
             f"other processes used {m['outside_cpu_fraction']:.1%} of the {m['cpus']} CPUs "
             f"(limit {limits.max_outside_cpu:.0%})" + (f": {who}" if who else "")
@@ -321,33 +648,32 @@ def wait_for_quiet(
     harness_pid: int | None = None,
     proc: str | os.PathLike = "/proc",
     window_s: float = 1.0,
+    **who,
 ) -> dict:
-    """Wait until a ``window_s`` window meets ``limits`` (at most ``max_wait_s``).
+    """Wait until a ``window_s`` window meets ``limits`` (at most ``max_wait_s``); the
+    windows are measured as a run is (:class:`Monitor`, given ``who``: the harness's boot
+    id, the job's tag and Slurm job id), so the harness's own processes do not count.
 
-    Returns ``{waited_s, quiet, outside_cpu_fraction, steal_fraction}`` of the last window:
-    ``quiet`` False means the wait gave up and the run starts anyway (it is graded as usual)."""
-    proc = Path(proc)
+    Returns ``{waited_s, quiet, outside_cpu_fraction, steal_fraction, others}`` of the last
+    window: ``quiet`` False means the wait gave up and the run starts anyway (it is graded
+    as usual)."""
     t_start = time.monotonic()
-    mon_harness = Monitor(proc, harness_pid=harness_pid)
     while True:
-        a = cpu_times(proc)
-        h0 = mon_harness._harness_cpu() or 0.0
-        s0 = _rusage_cpu(resource.RUSAGE_SELF)
-        t0 = time.monotonic()
+        mon = Monitor(proc, harness_pid=harness_pid, **who)
+        mon.start(watch=False)
         time.sleep(window_s)
-        b = cpu_times(proc)
-        dt = time.monotonic() - t0
-        own = _rusage_cpu(resource.RUSAGE_SELF) - s0 + ((mon_harness._harness_cpu() or 0.0) - h0)
-        busy = (b["busy"] - a["busy"]) / CLK_TCK
-        total = b["total"] - a["total"]
-        outside = max(0.0, busy - own) / (dt * (b.get("cpus") or 1))
-        steal = (b["steal"] - a["steal"]) / total if total > 0 else 0.0
+        q = mon.stop(limits)
         waited = time.monotonic() - t_start
-        quiet = outside <= limits.max_outside_cpu and steal <= limits.max_steal
+        outside = q.get("outside_cpu_fraction", 1.0)
+        steal = q.get("steal_fraction", 0.0)
+        quiet = q["grade"] != "unmeasured" and (
+            outside <= limits.max_outside_cpu and steal <= limits.max_steal
+        )
         if quiet or waited >= max_wait_s:
             return {
                 "waited_s": round(waited, 1),
                 "quiet": quiet,
-                "outside_cpu_fraction": round(outside, 4),
-                "steal_fraction": round(steal, 4),
+                "outside_cpu_fraction": outside,
+                "steal_fraction": steal,
+                "others": q.get("others", []),
             }

@@ -33,6 +33,7 @@ from . import (
     inputs,
     outputs,
     placement,
+    quality,
     recipes,
     run,
     runner,
@@ -412,7 +413,6 @@ class AppRun(rfm.RunOnlyRegressionTest):
         self.apply_placement()
         steps = run.steps(r, self.input_parameters, Path(self.build.stagedir), self.launch_argv())
         part = self.current_partition
-        sched = part.scheduler.registered_name
         wait = self.quiet_wait
         if wait is None:
             wait = float(os.environ.get("APPTUNE_QUIET_WAIT") or part.extras.get("quiet_wait_s", 0))
@@ -428,9 +428,11 @@ class AppRun(rfm.RunOnlyRegressionTest):
             steps=steps,
             env=self.run_env,
             tag=f"{os.getpid()}-{id(self):x}",
-            # ReFrame itself polls the job beside a local run: its CPU time is the harness's
-            harness_pid=os.getpid() if sched == "local" else None,
-            scan_tasks=part.launcher_type.registered_name in ("srun", "srunalloc"),
+            # ReFrame polls the job (and samples energy) beside a run on its own node: it is
+            # the harness, not a disturbance; the boot id tells whether the job's node is this
+            harness_pid=os.getpid(),
+            harness_boot_id=quality.boot_id(),
+            program=run.program(r, Path(self.build.stagedir)),
             quiet_wait_s=wait,
             limits=dict(part.extras.get("run_quality", {})),
         )
@@ -482,6 +484,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         except placement.PlacementError as e:
             raise ApptuneError(None, f"{self.unique_name} (-S/-P)", str(e)) from None
         self.placement_layout = p.layout
+        self.placement_binding = p.binding
         if p.num_tasks_per_node:
             self.num_tasks_per_node = p.num_tasks_per_node
         if p.num_cpus_per_task:
@@ -643,7 +646,9 @@ class AppRun(rfm.RunOnlyRegressionTest):
             "test": self.unique_name,
             "ranks": self.num_tasks,
             "input": self.input_parameters,
-            "placement_layout": dict(self.placement_layout.to_dict(), binding=self.binding),
+            "placement_layout": dict(
+                self.placement_layout.to_dict(), binding=self.placement_binding
+            ),
         }
 
     @run_after("run")

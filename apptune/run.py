@@ -4,8 +4,9 @@ tune and bisect (:mod:`apptune.localrun`).
 * :func:`steps`: the commands the runner (:mod:`apptune.runner`) starts, as argument
   lists: the recipe's pre-run steps, then the program with its arguments.
 * :func:`evaluate`: the run record made of what the run left: the runner's record (exit
-  status, wall time, run quality, machine), the outputs parsed and verified against
-  ``reference/APP/<tier>.yaml``, the figures, the energy and the build's provenance.
+  status, wall time, run quality, machine, the CPUs the ranks could run on), the outputs
+  parsed and verified against ``reference/APP/<tier>.yaml`` and the binding against the
+  placement's, the figures, the energy and the build's provenance.
   It writes ``verification.json``, ``provenance.json`` and the curves into the run
   directory; the caller adds what only it knows (a baseline verdict) and writes the
   record as ``apptune-result.json``.
@@ -19,11 +20,16 @@ from pathlib import Path
 
 import pydantic
 
-from . import inputs, outputs, recipes, runner, verify
+from . import inputs, outputs, placement, recipes, runner, verify
 from .constants import CURVES_DIR, RESULT_FILE
 from .errors import ApptuneError, format_validation_error
 from .models import Recipe, RunRecord
 from .yamlio import atomic_write_json
+
+
+def program(recipe: Recipe, build_dir: Path) -> str:
+    """The measured program's path: the recipe's executable in the build."""
+    return os.path.join(build_dir, recipe.run.executable)
 
 
 def steps(
@@ -51,12 +57,11 @@ def steps(
                 argv=(list(launch) if step.launch else []) + argv,
             )
         )
-    program = os.path.join(build_dir, recipe.run.executable)
     args = inputs.render_words(recipe.run.args, params, recipe.name, "run.args")
     out.append(
         runner.Step(
             label="run",
-            argv=[*launch, program, *args],
+            argv=[*launch, program(recipe, build_dir), *args],
             stdin=recipe.run.stdin,
             stdout=stdout,
             stderr=stderr,
@@ -193,6 +198,16 @@ def evaluate(
     if crash:
         v.ok = False
         v.own_checks.append({"pattern": "exit status", "matches": 0, "ok": False, "message": crash})
+    # the CPUs the ranks could run on against the binding asked for: a result measured in
+    # another placement than its name says would be compared with the wrong baseline
+    lay = identity.get("placement_layout") or {}
+    result["binding"] = rec.get("binding")
+    wrong = placement.binding_problem(
+        rec.get("binding"), lay.get("binding"), lay.get("threads_per_rank") or 1
+    )
+    if wrong:
+        v.ok = False
+        v.own_checks.append({"pattern": "binding", "matches": 0, "ok": False, "message": wrong})
     result["figures"] = figures(recipe, values, rec.get("wall_s"), energy_record)
     verify.check_figures(v, result["figures"])
     atomic_write_json(run_dir / "verification.json", v.to_dict())

@@ -19,7 +19,8 @@ The runner
   list, optionally with its standard input read from a file and its output redirected
   into a file, both opened here and passed as file descriptors), stopping at the first
   step that fails; the timed region spans all of them;
-* measures the run's quality meanwhile (:class:`apptune.quality.Monitor`);
+* measures the run's quality meanwhile (:class:`apptune.quality.Monitor`), and the CPUs
+  each rank of the measured program may run on (its binding);
 * writes the run record (``SPEC['record']``, atomically) and exits with the failed
   step's exit status (``128 + N`` for a step killed by signal N), so the scheduler
   and ReFrame see the application's status, not that of a later command.
@@ -69,13 +70,17 @@ class Spec(BaseModel):
     steps: list[Step] = Field(min_length=1)
     env: dict[str, str] = {}
     record: str = RECORD_FILE
-    #: The process that started the job (ReFrame's, or apptune's for local runs): its CPU
-    #: time is the harness's, not a disturbance.
+    #: The process that started the job (ReFrame's, or apptune's for trials): it and its
+    #: parents are the harness, not a disturbance, where they run on the job's node ...
     harness_pid: int | None = None
-    #: Tag of the job's tasks (``APPTUNE_RUN_TAG``); scan for them when a scheduler
-    #: starts them outside the runner's process tree (srun).
+    #: ... which is where the boot id (:func:`apptune.quality.boot_id`) is the harness's.
+    harness_boot_id: str | None = None
+    #: Tag of the job's tasks (``APPTUNE_RUN_TAG``): they are found by it also when a
+    #: scheduler starts them outside the runner's process tree (srun).
     tag: str | None = None
-    scan_tasks: bool = False
+    #: The measured program: the CPUs each of its ranks may run on are recorded
+    #: (``binding`` in the run record).
+    program: str | None = None
     #: Wait at most this long for a quiet node before the timed region (0: do not wait).
     quiet_wait_s: float = Field(default=0, ge=0)
     #: Run-quality limits (:class:`apptune.quality.Limits`).
@@ -117,9 +122,17 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
     limits = quality.Limits.from_dict(spec.limits)
     rec: dict = {"machine": machine.fingerprint()}
     rec["machine_id"] = machine.machine_id(rec["machine"])
+    # the harness's own processes, the job's and those of its Slurm job are told apart
+    who = {
+        "harness_boot_id": spec.harness_boot_id,
+        "tag": spec.tag,
+        "job_id": os.environ.get("SLURM_JOB_ID"),
+    }
     if spec.quiet_wait_s > 0:
-        rec["quiet_wait"] = quality.wait_for_quiet(spec.quiet_wait_s, limits, spec.harness_pid)
-    mon = quality.Monitor(harness_pid=spec.harness_pid, tag=spec.tag if spec.scan_tasks else None)
+        rec["quiet_wait"] = quality.wait_for_quiet(
+            spec.quiet_wait_s, limits, spec.harness_pid, **who
+        )
+    mon = quality.Monitor(harness_pid=spec.harness_pid, program=spec.program, **who)
     mon.start()
     rec["t_start"] = time.time()
     t0 = time.monotonic()
@@ -174,6 +187,7 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
         Path(cwd, spec.stop_file).parent.mkdir(parents=True, exist_ok=True)
         Path(cwd, spec.stop_file).touch()
     rec["quality"] = mon.stop(limits)
+    rec["binding"] = mon.binding()
     if sig.received is not None:
         status = 128 + sig.received
         message = f"run ended by signal {signal.Signals(sig.received).name}" + (

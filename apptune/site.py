@@ -53,6 +53,18 @@ class ClusterEnvironment(Strict):
     prepare_cmds: list[str] = []
 
 
+class RunQuality(Strict):
+    """Run-quality limits of a partition's runs (apptune/quality.py ``Limits``); unset ones
+    keep their defaults. Each is a fraction: 0.3 is 30 %."""
+
+    #: Largest share of CPU time the hypervisor may steal (default 0.02).
+    max_steal: float | None = Field(default=None, gt=0, lt=1)
+    #: Largest share of the node's CPUs other processes may use (default 0.05).
+    max_outside_cpu: float | None = Field(default=None, gt=0, lt=1)
+    #: Largest (max - min) / max of the CPU frequency during a run (default 0.1).
+    max_freq_spread: float | None = Field(default=None, gt=0, lt=1)
+
+
 class ClusterPartition(Strict):
     descr: str = ""
     #: sbatch options every job of the partition gets, e.g. ``[--partition=cpu, --account=proj]``.
@@ -75,6 +87,21 @@ class ClusterPartition(Strict):
     energy_meters: list[str] = ["slurm"]
     #: Per-node idle/load power for the ``model`` meter, ``{idle_W: .., load_W: ..}``.
     power_model: dict[str, float] | None = None
+    #: Run-quality limits: a node that is never quiet enough (small, shared) gets wider ones.
+    run_quality: RunQuality = RunQuality()
+    #: Seconds each timed run may wait for a quiet node before it starts (0: no wait).
+    quiet_wait_s: float = Field(default=0, ge=0, le=86400)
+
+    #: Not a field: what ReFrame keeps in a partition's ``extras`` is written directly here.
+    extras: None = Field(default=None, exclude=True)
+
+    @field_validator("extras", mode="before")
+    @classmethod
+    def _no_extras(cls, v):
+        raise ValueError(
+            "a cluster file has no 'extras': write run_quality, quiet_wait_s, "
+            "energy_meters and power_model directly under the partition"
+        )
 
     @field_validator("cores_per_node")
     @classmethod
@@ -147,6 +174,11 @@ def cluster_system(name: str, c: Cluster, base_envs: dict[str, dict], file: Path
         }
         if p.power_model is not None:
             extras["power_model"] = dict(p.power_model)
+        limits = p.run_quality.model_dump(exclude_none=True)
+        if limits:
+            extras["run_quality"] = limits
+        if p.quiet_wait_s:
+            extras["quiet_wait_s"] = p.quiet_wait_s
         part = {
             "name": pname,
             "descr": p.descr or f"{name}: {' '.join(p.sbatch) or 'default partition'}",

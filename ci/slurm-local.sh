@@ -143,9 +143,13 @@ SlurmctldPidFile=$dir/run/slurmctld.pid
 SlurmdPidFile=$dir/run/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd-%n.log
-# No cgroups needed (containers, CI runners): Linux process tracking, no task plugin
+# No cgroups needed (containers, CI runners): Linux process tracking. task/affinity binds
+# the tasks of a step that asks for it (srun --cpu-bind=cores, --distribution=block:cyclic:
+# a recipe's placements); TaskPluginParam=None leaves every other step unbound, as without
+# a task plugin. The nodes share this host's CPUs, so only one job at a time should bind.
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/affinity
+TaskPluginParam=None
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core

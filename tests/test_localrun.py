@@ -176,7 +176,9 @@ def test_modules_are_loaded_as_the_job_script_loads_them(tmp_path):
 # --------------------------------------------------------------------------- the launch
 SPREAD = (
     "  executable: toy\n  placements:\n"
-    "    spread: {openmpi: [--map-by, node], srun: [--spread-job]}\n"
+    "    spread:\n"
+    "      distribution: spread\n"
+    "      unsupported: {mpich: Hydra maps this toy's ranks by itself}\n"
 )
 
 
@@ -198,7 +200,12 @@ def _site(toolchain, launcher: str, mpi: str = "openmpi", scheduler="local", num
             ["mpirun", "-np", "4", "--map-by", "slot:PE=2", "--bind-to", "core"],
         ),
         ("mpiexec", "mpich", {"binding": "socket"}, ["mpiexec", "-n", "4", "-bind-to", "socket"]),
-        ("local", "openmpi", {"placement": "spread"}, []),  # it passes no options on
+        (
+            "mpirun",
+            "intelmpi",
+            {"placement": "spread"},
+            ["mpirun", "-np", "4", "-genv", "I_MPI_PIN_ORDER", "scatter"],
+        ),
         (
             "srunalloc",
             "openmpi",
@@ -209,9 +216,14 @@ def _site(toolchain, launcher: str, mpi: str = "openmpi", scheduler="local", num
             "mpirun",
             "openmpi",
             {"placement": "spread", "binding": "none"},
-            ["mpirun", "-np", "4", "--map-by", "node", "--bind-to", "none"],
+            ["mpirun", "-np", "4", "--map-by", "socket", "--bind-to", "none"],
         ),
-        ("srunalloc", "openmpi", {"placement": "spread"}, ["srun", "--ntasks=4", "--spread-job"]),
+        (
+            "srunalloc",
+            "openmpi",
+            {"placement": "spread"},
+            ["srun", "--ntasks=4", "--distribution=block:cyclic"],
+        ),
     ],
 )
 def test_a_trial_is_launched_by_reframes_launcher_with_the_checks_placement(
@@ -234,9 +246,12 @@ def test_a_placement_a_trial_cannot_apply_is_one_line(toy_root, gnu_toolchain):
     with pytest.raises(ApptuneError) as e:
         localrun.launch_line(r, mpich, 2, placement="spread")
     assert str(e.value).endswith(
-        "toy.yaml: run.placements.spread: placement 'spread' has no launcher options for "
-        "MPI 'mpich'"
+        "toy.yaml: run.placements.spread: placement 'spread' does not run under MPI 'mpich': "
+        "Hydra maps this toy's ranks by itself"
     )
+    local = _site(gnu_toolchain, "local")
+    with pytest.raises(ApptuneError, match="placement 'spread': launcher 'local' places no ranks"):
+        localrun.launch_line(r, local, 2, placement="spread")
     with pytest.raises(ApptuneError, match="toy.yaml: run.placements: unknown placement 'near'"):
         localrun.launch_line(r, mpich, 2, placement="near")
     local = _site(gnu_toolchain, "local")

@@ -3,6 +3,7 @@ passed on; run quality (apptune/quality.py) and the machine fingerprint (apptune
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -318,3 +319,158 @@ def test_a_framed_mpi_message_gives_its_first_sentence(tmp_path):
     plain = tmp_path / "err"
     plain.write_text("warming up\nSegmentation fault (core dumped)\n\n")
     assert last_line(plain) == "Segmentation fault (core dumped)"
+
+
+# ------------------------------------------------------------------ accounting on a fake /proc
+class FakeProc:
+    """A /proc (and /sys CPU topology) written by the test: processes with their CPU
+    seconds, parents, environments and command lines, changed between samples."""
+
+    def __init__(self, root: Path, cpus: int = 2):
+        self.proc, self.sysfs = root / "proc", root / "sys"
+        self.proc.mkdir(parents=True)
+        for c in range(cpus):
+            d = self.sysfs / f"devices/system/cpu/cpu{c}/topology"
+            d.mkdir(parents=True)
+            (d / "physical_package_id").write_text("0\n")
+            (d / "core_id").write_text(f"{c}\n")
+        (self.proc / "sys/kernel/random").mkdir(parents=True)
+        (self.proc / "sys/kernel/random/boot_id").write_text("boot-1\n")
+        self.cpus = cpus
+        self.busy(0)
+
+    def busy(self, seconds: float) -> None:
+        """/proc/stat with ``seconds`` of busy CPU time since boot."""
+        t = round(seconds * quality.CLK_TCK)
+        lines = [f"cpu  {t} 0 0 100000 0 0 0 0 0 0"]
+        lines += [f"cpu{c} 0 0 0 0 0 0 0 0 0 0" for c in range(self.cpus)]
+        (self.proc / "stat").write_text("\n".join(lines + ["procs_running 1", ""]))
+
+    def process(self, pid, comm, ppid, own=0.0, kids=0.0, env=(), cmdline=None, **more):
+        exe, cpus = more.get("exe"), more.get("cpus")
+        d = self.proc / str(pid)
+        d.mkdir(exist_ok=True)
+        ticks = [round(x * quality.CLK_TCK) for x in (own, 0, kids, 0)]
+        rest = ["S", ppid, 1, 1, 0, -1, 0, 0, 0, 0, 0, *ticks, 20, 0, 1, 0, 1000 + pid]
+        (d / "stat").write_text(f"{pid} ({comm}) {' '.join(str(x) for x in rest)} 0 0\n")
+        (d / "environ").write_bytes(b"\0".join(e.encode() for e in env) + b"\0")
+        (d / "cmdline").write_bytes((cmdline or comm).encode() + b"\0")
+        if exe and not (d / "exe").is_symlink():
+            (d / "exe").symlink_to(exe)
+        if cpus is not None:
+            (d / "status").write_text(f"Name:\t{comm}\nCpus_allowed_list:\t{cpus}\n")
+
+    def gone(self, pid) -> None:
+        shutil.rmtree(self.proc / str(pid))
+
+
+def _slurm_node(fake: FakeProc, program: str) -> None:
+    """A quiet Slurm node at the start of a run of job 7: its batch step (slurmstepd, the job
+    script, the runner: pid 60), the step of the application's ranks, an energy agent's step,
+    ReFrame (pid 90) polling beside, another job's step and an idle make."""
+    fake.process(1, "init", 0)
+    fake.process(50, "slurmstepd", 1, cmdline="slurmstepd: [7.batch]")
+    fake.process(51, "bash", 50, env=["SLURM_JOB_ID=7"])
+    fake.process(60, "python3", 51, env=["SLURM_JOB_ID=7"])
+    fake.process(70, "slurmstepd", 1, cmdline="slurmstepd: [7.0]")
+    fake.process(81, "slurmstepd", 1, cmdline="slurmstepd: [7.1]")
+    fake.process(80, "python3", 81, env=["SLURM_JOB_ID=7"])
+    fake.process(90, "reframe", 1, own=100.0)
+    fake.process(95, "slurmstepd", 1, cmdline="slurmstepd: [8.0]")
+    fake.process(100, "make", 1)
+
+
+def _monitor(fake: FakeProc, program: str) -> quality.Monitor:
+    mon = quality.Monitor(
+        fake.proc,
+        fake.sysfs,
+        harness_pid=90,
+        harness_boot_id="boot-1",
+        tag="t1",
+        job_id="7",
+        program=program,
+    )
+    mon.me = 60  # the runner of the fake node
+    return mon
+
+
+def test_the_harness_and_its_job_never_count_and_short_lived_processes_are_named(tmp_path):
+    fake = FakeProc(tmp_path)
+    program = str(tmp_path / "mpi-micro")
+    Path(program).write_text("")
+    _slurm_node(fake, program)
+    mon = _monitor(fake, program)
+    mon.start(watch=False)
+    # mid-run: the ranks (tagged, started by the step's slurmstepd), a compiler of make's
+    # seen once, CPU time of the harness, its agent and step daemons and another job's step
+    ranks = ["APPTUNE_RUN_TAG=t1", "SLURM_JOB_ID=7"]
+    for pid, cpu in ((71, "0"), (72, "1")):
+        fake.process(pid, "mpi-micro", 70, own=3.0, env=ranks, exe=program, cpus=cpu)
+    fake.process(101, "cc1", 100, own=0.5)
+    fake.process(70, "slurmstepd", 1, own=0.1, cmdline="slurmstepd: [7.0]")
+    fake.process(80, "python3", 81, own=0.2, env=["SLURM_JOB_ID=7"])
+    fake.process(90, "reframe", 1, own=100.4)
+    fake.process(95, "slurmstepd", 1, own=1.0, cmdline="slurmstepd: [8.0]")
+    mon._sample()
+    # the end: the ranks ended (3.5 s each; slurmstepd reaped them), so did cc1 (0.6 s) and
+    # compilers no sample saw (2.0 s): make reaped them; ReFrame ran squeue (0.3 s)
+    for pid in (71, 72, 101):
+        fake.gone(pid)
+    fake.process(70, "slurmstepd", 1, own=0.2, kids=7.0, cmdline="slurmstepd: [7.0]")
+    fake.process(100, "make", 1, kids=2.6)
+    fake.process(90, "reframe", 1, own=100.5, kids=0.3)
+    # the ranks' last 0.5 s each (after the last sample) are the job's, found in slurmstepd's
+    job, harness, others = 6.0 + 1.0, 0.2 + 0.2 + 0.5 + 0.3, 2.1 + 1.0 + 0.5
+    fake.busy(job + harness + others)
+    q = mon.stop(quality.Limits())
+    assert q["job_cpu_s"] == pytest.approx(job, abs=0.05)
+    assert q["harness_cpu_s"] == pytest.approx(harness, abs=0.01)
+    assert q["others_cpu_s"] == pytest.approx(others, abs=0.01)
+    assert q["outside_cpu_s"] == pytest.approx(others, abs=0.1)  # less the runner's own
+    assert [(o["name"], o["cpu_s"]) for o in q["others"]] == [
+        ("make's children (cc1)", 2.1),
+        ("slurmstepd", 1.0),
+        ("cc1", 0.5),
+    ]
+    assert q["grade"] == "disturbed" and "make's children (cc1) (2.1 s)" in q["reasons"][0]
+    b = mon.binding()
+    assert [(r["pid"], r["cpus"], r["cores"], r["sockets"]) for r in b["ranks"]] == [
+        (71, "0", 1, 1),
+        (72, "1", 1, 1),
+    ]
+    assert b["program"] == "mpi-micro"
+
+
+def test_a_quiet_node_is_clean_whatever_the_harness_used(tmp_path):
+    """ReFrame, the job's step daemons and the energy agent used 1.4 s: none of it is other work."""
+    fake = FakeProc(tmp_path)
+    _slurm_node(fake, "mpi-micro")
+    mon = _monitor(fake, "mpi-micro")
+    mon.start(watch=False)
+    fake.process(50, "slurmstepd", 1, own=0.3, cmdline="slurmstepd: [7.batch]")
+    fake.process(80, "python3", 81, own=0.6, env=["SLURM_JOB_ID=7"])
+    fake.process(90, "reframe", 1, own=100.5)
+    fake.busy(1.4)
+    q = mon.stop(quality.Limits())
+    assert q["grade"] == "clean" and q["outside_cpu_s"] == 0 and q["others"] == [], q
+    assert q["harness_cpu_s"] == pytest.approx(1.4)
+
+
+def test_the_harness_on_another_machine_is_not_this_nodes_process(tmp_path):
+    """A harness pid from another boot (ReFrame on the login node) names no process here."""
+    fake = FakeProc(tmp_path)
+    _slurm_node(fake, "mpi-micro")
+    mon = _monitor(fake, "mpi-micro")
+    mon.harness_boot_id = "login-node"
+    mon.start(watch=False)
+    fake.process(90, "reframe", 1, own=101.0)
+    fake.busy(1.0)
+    q = mon.stop(quality.Limits())
+    assert [o["name"] for o in q["others"]] == ["reframe"] and q["harness_cpu_s"] == 0
+
+
+def test_a_wait_for_quiet_is_measured_like_a_run(tmp_path):
+    fake = FakeProc(tmp_path)
+    _slurm_node(fake, "x")
+    w = quality.wait_for_quiet(0, proc=fake.proc, window_s=0.01, tag="t1", job_id="7")
+    assert w["quiet"] and w["outside_cpu_fraction"] == 0 and w["others"] == []

@@ -1,13 +1,14 @@
 """Unit tests: cluster YAML -> ReFrame config, Slurm job outcomes and their reasons,
 runtime placement. The real Slurm is exercised in tests/test_slurm.py."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from apptune import placement, site, slurm
+from apptune import models, placement, quality, site, slurm
 from apptune.errors import ApptuneError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,6 +90,16 @@ def test_exclusive_partition_and_no_hostnames(tmp_path):
         ("hostnames: ['login[']\npartitions: {p: {}}", "hostnames"),
         ("slurmctld_timeout: 5\npartitions: {p: {}}", "slurmctld_timeout"),
         ("down_node_wait: soon\npartitions: {p: {}}", "down_node_wait"),
+        ("partitions: {p: {run_quality: {max_stael: 0.1}}}", "partitions.p.run_quality.max_stael"),
+        (
+            "partitions: {p: {run_quality: {max_outside_cpu: 30}}}",
+            "partitions.p.run_quality.max_outside_cpu",
+        ),
+        ("partitions: {p: {run_quality: {max_steal: 0}}}", "partitions.p.run_quality.max_steal"),
+        ("partitions: {p: {run_quality: 0.3}}", "partitions.p.run_quality"),
+        ("partitions: {p: {quiet_wait_s: -5}}", "partitions.p.quiet_wait_s"),
+        ("partitions: {p: {quiet_wait_s: a while}}", "partitions.p.quiet_wait_s"),
+        ("partitions: {p: {extras: {run_quality: {}}}}", "partitions.p.extras"),
     ],
 )
 def test_bad_cluster_file_names_file_and_field(tmp_path, text, field):
@@ -96,6 +107,40 @@ def test_bad_cluster_file_names_file_and_field(tmp_path, text, field):
     with pytest.raises(ApptuneError) as e:
         site.load_clusters(tmp_path, BASE_ENVS)
     assert e.value.file == str(f) and e.value.field == field, str(e.value)
+
+
+def test_a_shared_partition_sets_its_run_quality_limits_and_quiet_wait(tmp_path):
+    """Small or shared nodes that are never quiet enough for the defaults get wider limits
+    (and a wait); ReFrame's own loader takes them as the partition's extras, which the
+    runner reads."""
+    cfg = tmp_path / "site-config"
+    shutil.copytree(REPO / "site-config", cfg)
+    write(
+        cfg / "clusters",
+        "shared",
+        "partitions:\n  small:\n    run_quality: {max_outside_cpu: 0.25, max_steal: 0.05}\n"
+        "    quiet_wait_s: 90\n  default: {}\n",
+    )
+    site_cfg = site.load_reframe_config(cfg / "settings.py")
+    parts = {
+        p["name"]: p for s in site_cfg["systems"] if s["name"] == "shared" for p in s["partitions"]
+    }
+    assert parts["small"]["extras"]["run_quality"] == {"max_steal": 0.05, "max_outside_cpu": 0.25}
+    assert parts["small"]["extras"]["quiet_wait_s"] == 90
+    assert "run_quality" not in parts["default"]["extras"]  # the defaults
+    assert "quiet_wait_s" not in parts["default"]["extras"]
+    assert quality.Limits.from_dict(parts["small"]["extras"]["run_quality"]).max_freq_spread == 0.1
+    # the cluster's fields are the runner's limits, one for one
+    assert set(site.RunQuality.model_fields) == set(quality.Limits.__dataclass_fields__)
+    bad = tmp_path / "bad"  # ReFrame loads a config file once per process
+    shutil.copytree(REPO / "site-config", bad)
+    write(bad / "clusters", "shared", "partitions: {small: {run_quality: {max_outside_cpu: 5}}}")
+    with pytest.raises(ApptuneError) as e:
+        site.load_reframe_config(bad / "settings.py")
+    assert str(e.value).endswith(
+        "clusters/shared.yaml: partitions.small.run_quality.max_outside_cpu: "
+        "must be less than 1 (got 5)"
+    )
 
 
 def test_cluster_file_name_is_the_system_name(tmp_path):
@@ -476,6 +521,193 @@ def test_binding_per_launcher_and_mpi():
         placement.binding_options("core", "local", "openmpi")
     assert placement.label("half", 2, "core") == "rpn=half,tpr=2,bind=core"
     assert placement.label(None, 1, None) == ""
+
+
+BOUND = models.Placement(bind="core", distribution="packed")
+UNBOUND = models.Placement(bind="none")
+HYBRID = models.Placement(bind="core", distribution="spread", threads_per_rank=2)
+
+
+@pytest.mark.parametrize(
+    "want, launcher, mpi, options",
+    [
+        (BOUND, "srun", "openmpi", ["--cpu-bind=cores", "--distribution=block:block"]),
+        (BOUND, "srun", "mpich", ["--cpu-bind=cores", "--distribution=block:block"]),
+        (BOUND, "mpirun", "openmpi", ["--map-by", "core", "--bind-to", "core"]),
+        (BOUND, "mpiexec", "mpich", ["-bind-to", "core", "-map-by", "core"]),
+        (
+            BOUND,
+            "mpirun",
+            "intelmpi",
+            ["-genv", "I_MPI_PIN_DOMAIN", "core", "-genv", "I_MPI_PIN_ORDER", "compact"],
+        ),
+        (UNBOUND, "srun", "openmpi", ["--cpu-bind=none"]),
+        (UNBOUND, "mpirun", "openmpi", ["--bind-to", "none"]),
+        (UNBOUND, "mpiexec", "mpich", ["-bind-to", "none"]),
+        (UNBOUND, "mpirun", "intelmpi", ["-genv", "I_MPI_PIN", "0"]),
+        (HYBRID, "srun", "openmpi", ["--cpu-bind=cores", "--distribution=block:cyclic"]),
+        (HYBRID, "mpirun", "openmpi", ["--map-by", "socket:PE=2", "--bind-to", "core"]),
+        (HYBRID, "mpiexec", "mpich", ["-bind-to", "core:2", "-map-by", "socket"]),
+        (
+            HYBRID,
+            "mpirun",
+            "intelmpi",
+            ["-genv", "I_MPI_PIN_DOMAIN", "omp", "-genv", "I_MPI_PIN_ORDER", "scatter"],
+        ),
+    ],
+)
+def test_a_placement_is_spelled_for_each_launcher(want, launcher, mpi, options):
+    assert placement.spell(want, launcher, mpi) == options
+    p = placement.plan(2, launcher=launcher, mpi=mpi, placements={"p": want}, name="p")
+    assert p.options == options and p.binding == want.bind
+    assert p.num_cpus_per_task == (2 if want is HYBRID else None)
+
+
+def test_srun_gets_the_placement_through_reframes_launcher():
+    """ReFrame's srun launcher: the job's cpus per task (--cpus-per-task), then the options."""
+    from reframe.core.backends import getlauncher
+
+    p = placement.plan(4, launcher="srun", mpi="openmpi", placements={"h": HYBRID}, name="h")
+    lau = getlauncher("srun")()
+    lau.use_cpus_per_task = True  # what it does with Slurm >= 22.05
+    lau.options = p.options
+    job = placement.JobSizes(num_tasks=4, num_cpus_per_task=p.num_cpus_per_task)
+    assert placement.launch_argv(lau, job) == [
+        "srun",
+        "--cpus-per-task=2",
+        "--cpu-bind=cores",
+        "--distribution=block:cyclic",
+    ]
+    assert p.env == {"OMP_NUM_THREADS": "2"}
+
+
+#: The launchers a site uses, with the MPI libraries of the shipped environments.
+SHIPPED_LAUNCHES = [
+    ("srun", "openmpi"),
+    ("srun", "mpich"),
+    ("srun", "intelmpi"),
+    ("mpirun", "openmpi"),
+    ("mpirun", "mpich"),
+    ("mpiexec", "mpich"),
+    ("mpirun", "intelmpi"),
+]
+
+
+@pytest.mark.parametrize("launcher, mpi", SHIPPED_LAUNCHES)
+def test_every_shipped_placement_runs_under_every_launcher_or_says_why_not(launcher, mpi):
+    from apptune import recipes
+
+    found = 0
+    for f in sorted((REPO / "build-recipes").glob("*.yaml")):
+        r = recipes.load_recipe(f)
+        for name, want in r.run.placements.items():
+            found += 1
+            why = want.unsupported.get(placement.target(launcher, mpi))
+            if why:
+                with pytest.raises(placement.NoLauncherOptions, match=why):
+                    placement.plan(
+                        2, launcher=launcher, mpi=mpi, placements=r.run.placements, name=name
+                    )
+                continue
+            p = placement.plan(
+                2, launcher=launcher, mpi=mpi, placements=r.run.placements, name=name
+            )
+            assert p.options and p.binding == want.bind, (f.name, name)
+    assert found >= 4  # mpi-micro's and NetPIPE's bound and unbound
+
+
+def test_the_checks_variables_win_and_an_unsupported_placement_says_why():
+    p = placement.plan(
+        2, launcher="srun", mpi="openmpi", placements={"b": BOUND}, name="b", binding="none"
+    )
+    assert p.options == ["--cpu-bind=none", "--distribution=block:block"] and p.binding == "none"
+    p = placement.plan(
+        2, launcher="mpirun", mpi="openmpi", placements={"b": BOUND}, name="b", threads_per_rank=2
+    )
+    assert p.options == ["--map-by", "core:PE=2", "--bind-to", "core"]
+    no = models.Placement(bind="core", unsupported={"srun": "needs Hydra's own pinning"})
+    with pytest.raises(
+        placement.NoLauncherOptions,
+        match="placement 'x' does not run under the srun launcher: needs Hydra's own pinning",
+    ):
+        placement.plan(2, launcher="srun", mpi="mpich", placements={"x": no}, name="x")
+    with pytest.raises(placement.NoLauncherOptions, match="no launcher options for MPI 'cray'"):
+        placement.plan(2, launcher="mpirun", mpi="cray", placements={"x": BOUND}, name="x")
+
+
+@pytest.mark.parametrize(
+    "text, field, message",
+    [
+        (
+            "{bound: {openmpi: [--bind-to, core], srun: [--cpu-bind=cores]}}",
+            "run.placements.bound",
+            "launcher options (openmpi, srun) are not a placement",
+        ),
+        ("{bound: {}}", "run.placements.bound", "give bind, distribution or threads_per_rank"),
+        ("{bound: {bind: cores}}", "run.placements.bound.bind", "one of: core, socket, none"),
+        ("{bound: {distribution: cyclic}}", "run.placements.bound.distribution", "packed, spread"),
+        (
+            "{bound: {threads_per_rank: 0}}",
+            "run.placements.bound.threads_per_rank",
+            "greater than or equal to 1",
+        ),
+        (
+            "{bound: {bind: core, unsupported: {aprun: no}}}",
+            "run.placements.bound.unsupported.aprun",
+            "",
+        ),
+        (
+            "{bound: {bind: core, unsupported: {srun: ' '}}}",
+            "run.placements.bound.unsupported.srun",
+            "say why it cannot run there",
+        ),
+    ],
+)
+def test_a_bad_placement_is_one_line_naming_the_recipe_and_field(toy_root, text, field, message):
+    from apptune import recipes
+
+    f = toy_root / "build-recipes/toy.yaml"
+    f.write_text(
+        f.read_text().replace("  executable: toy\n", f"  executable: toy\n  placements: {text}\n")
+    )
+    with pytest.raises(ApptuneError) as e:
+        recipes.load_recipe("toy")
+    assert e.value.field == field and message in str(e.value), str(e.value)
+    assert e.value.file.endswith("build-recipes/toy.yaml") and "\n" not in str(e.value)
+
+
+RANKS = {
+    "bound": [
+        {"pid": 1, "cpus": "0", "cores": 1, "sockets": 1},
+        {"pid": 2, "cpus": "1", "cores": 1, "sockets": 1},
+    ],
+    "unbound": [{"pid": 1, "cpus": "0-1", "cores": 2, "sockets": 1}] * 2,
+}
+
+
+@pytest.mark.parametrize(
+    "got, binding, threads, problem",
+    [
+        ("bound", "core", 1, None),
+        ("unbound", "none", 1, None),
+        ("unbound", "core", 2, None),  # two cores per rank: all of this node
+        ("bound", None, 1, None),  # nothing asked
+        ("unbound", "socket", 1, None),
+        (
+            "unbound",
+            "core",
+            1,
+            "asked for ranks bound to 1 core(s) each, but 2 of the 2 rank(s) seen on the "
+            "job's first node could run on CPUs 0-1",
+        ),
+        ("bound", "none", 1, "asked for ranks unbound (each on all CPUs the job has there, 0-1)"),
+    ],
+)
+def test_the_binding_the_ranks_got_against_the_one_asked_for(got, binding, threads, problem):
+    observed = {"program": "NPmpi", "node_cpus": "0-1", "ranks": RANKS[got]}
+    found = placement.binding_problem(observed, binding, threads)
+    assert (found is None) == (problem is None) and (problem is None or problem in found), found
+    assert placement.binding_problem({"ranks": []}, "core") is None  # no rank seen: not judged
 
 
 # ------------------------------------------------------------------ what a green ci proves

@@ -213,6 +213,64 @@ exit $rc
     assert steps[-1]["argv"][0] == "srun"
 
 
+def test_mpi_micro_placements_under_srun_get_the_binding_they_ask_for(cluster, tmp_path):
+    """mpi-micro's bound and unbound placements launched by srun on localslurm:batch: srun
+    gets the recipe's placement in its own options, each run verifies, and both the
+    affinity the program reports and the CPUs the runner saw for each rank are the ones
+    the placement asked for (one job at a time: the nodes share this host's CPUs)."""
+    run_dir = tmp_path / "run"
+    rc, out = run(
+        APPTUNE
+        + [
+            "run",
+            "--mode",
+            "dev",
+            "--run-dir",
+            str(run_dir),
+            "-c",
+            "reframe-checks/mpi-micro",
+            "--",
+            "--system",
+            "localslurm:batch",
+            "-S",
+            "valid_prog_environs=gnu",
+            "-n",
+            "MPIMicroCheck%tier=ci.*build.variant=tuned$",
+            "--exec-policy=serial",
+        ],
+        cluster["env"],
+    )
+    assert rc == 0, out[-3000:]
+    got = {r["placement"]: r for r in results(run_dir)}
+    assert set(got) == {"bound", "unbound"}, out[-3000:]
+    cpus = os.cpu_count()
+    asked = {
+        "bound": (["--cpu-bind=cores", "--distribution=block:block"], "core", "1", "1"),
+        "unbound": (["--cpu-bind=none"], "none", "0", str(cpus)),
+    }
+    for name, (options, binding, bound, affinity) in asked.items():
+        r = got[name]
+        assert r["verification"]["ok"], (name, r["verification"]["summary"])
+        assert r["job"]["scheduler"] == "squeue" and r["placement_layout"]["binding"] == binding
+        spec = json.loads((Path(r["dir"]) / ".apptune-run-spec.json").read_text())
+        argv = spec["steps"][-1]["argv"]
+        assert argv[0] == "srun" and argv[1 : 1 + len(options)] == options, argv
+        # what the program saw (sched_getaffinity in every rank)
+        summary = dict(
+            ln.split("=", 1)
+            for ln in (Path(r["dir"]) / "mpi-micro.summary").read_text().splitlines()
+        )
+        assert (summary["bound"], summary["affinity_cpus_max"]) == (bound, affinity), summary
+        # what the runner saw: each rank's CPUs on the job's node
+        ranks = r["binding"]["ranks"]
+        assert len(ranks) == 2, r["binding"]
+        if name == "bound":
+            assert all(x["cores"] == 1 for x in ranks) and len({x["cpus"] for x in ranks}) == 2
+        else:
+            assert all(x["cpus"] == r["binding"]["node_cpus"] for x in ranks), r["binding"]
+        assert r["quality"]["grade"] in ("clean", "disturbed") and "others_cpu_s" in r["quality"]
+
+
 def _tree(
     tmp_path: Path, pauses: dict[str, tuple[str, int]] | None = None, cluster: dict | None = None
 ) -> Path:

@@ -46,7 +46,8 @@ class MPIMicroCheck(AppRun):
     #: :type: str
     tier = parameter(list(RECIPE.tiers), loggable=True)
 
-    #: Rank binding: launcher options per MPI library from the recipe's ``run.placements``.
+    #: Rank binding: a named placement of the recipe's ``run.placements`` (bound, unbound),
+    #: spelled for the partition's launcher.
     #: :type: str
     placement = parameter(placements(RECIPE), loggable=True)
 

@@ -45,7 +45,8 @@ class NetPIPECheck(AppRun):
     #: :type: str
     tier = parameter(list(RECIPE.tiers), loggable=True)
 
-    #: Rank placement: launcher options per MPI library from the recipe's ``run.placements``.
+    #: Rank placement: a named placement of the recipe's ``run.placements`` (bound, unbound),
+    #: spelled for the partition's launcher.
     #: :type: str
     placement = parameter(placements(RECIPE), loggable=True)
 
