@@ -201,6 +201,11 @@ def judge(
         out["why"] = blocked
     elif not finite:
         out["why"] = f"not a finite number ({value!r})"
+    elif fig.discrete and repeats == 1:
+        out["why"] = (
+            "discrete figure (its values lie on a grid): one run's step is no evidence; "
+            "the median of repeats and the history's change points judge it"
+        )
     elif base is None:
         out["why"] = "no baseline for this figure"
     elif base.noise is None or base.runs < MIN_RUNS:
@@ -208,7 +213,8 @@ def judge(
             f"noise unknown: the baseline comes from {base.runs} clean run(s), it needs {MIN_RUNS}"
         )
     else:
-        t, sd, judged = threshold(base.noise, base.runs, repeats)
+        noise = effective_noise(base.noise, base.runs)
+        t, sd, judged = threshold(noise, base.runs, repeats)
         bad = out["change"] < -t if fig.better == "higher" else out["change"] > t
         good = out["change"] > t if fig.better == "higher" else out["change"] < -t
         rule = f"threshold {t:.1%} = max({FLOOR:.0%}, {SIGMAS:g} x noise of the difference)"
@@ -221,11 +227,11 @@ def judge(
             out["threshold"] = round(t, 4)
             out["verdict"] = "regression" if bad else "improvement"
             out["why"] = (
-                f"{rule}; noise {base.noise:.1%} per run: a change inside it would not be judged"
+                f"{rule}; noise {noise:.1%} per run: a change inside it would not be judged"
             )
         else:
             out["why"] = (
-                f"not judged here: noise {base.noise:.1%} per run (a {DETECT:.0%} change "
+                f"not judged here: noise {noise:.1%} per run (a {DETECT:.0%} change "
                 f"would be missed more than 1 time in 10 with {repeats} run(s); only a change "
                 f"beyond {t:.1%} would be)"
             )
@@ -258,6 +264,12 @@ def compare(
     return out
 
 
+def _verified(r: dict) -> bool:
+    """A run record's verification (``verification.ok``), or a report row's (``verified``)."""
+    v = r.get("verification")
+    return bool(v.get("ok")) if isinstance(v, dict) else bool(r.get("verified"))
+
+
 def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -282,7 +294,7 @@ def verdicts(system: str, app: str, runs: list[dict], figures: dict[str, Figure]
     mid = first.get("machine_id")
     entry = lookup(b, mid, env, variant, tier)
     out["found"] = entry is not None
-    verified = [r for r in runs if (r.get("verification") or {}).get("ok")]
+    verified = [r for r in runs if _verified(r)]
     clean = [r for r in verified if (r.get("quality") or {}).get("grade") == "clean"]
     blocked = blocked or not_applicable(b, bfile, mid, system, app)
     if blocked is None and not verified:
@@ -335,6 +347,11 @@ def reframe_reference(judged: dict, figures: dict[str, Figure]) -> dict:
 # --------------------------------------------------------------------------- recording
 #: One-sided normal quantile of the confidence level of the noise's upper bound (80 %).
 NOISE_Z = 0.8416
+#: What a few runs that agree cannot rule out: a figure's noise is pooled with this prior,
+#: the median noise of 14 clean HPCC figures on a 2-core VM (docs/measurements.md,
+#: "Performance verdicts"), weighted as this many runs' worth of evidence.
+PRIOR_NOISE = 0.015
+PRIOR_DF = 4
 
 
 def run_noise(values: list[float]) -> float | None:
@@ -342,7 +359,8 @@ def run_noise(values: list[float]) -> float | None:
     runs): the sample standard deviation over the median, raised to its upper 80 %
     confidence bound (sd x sqrt((n-1) / chi2_0.2(n-1)), Wilson-Hilferty), so that a
     handful of runs that happened to agree does not make a threshold tighter than the
-    machine is. None with fewer runs."""
+    machine is (verdicts also pool it with a prior: :func:`effective_noise`). None with
+    fewer runs."""
     n = len(values)
     if n < MIN_RUNS:
         return None
@@ -352,6 +370,15 @@ def run_noise(values: list[float]) -> float | None:
     k = n - 1
     chi2 = k * (1 - 2 / (9 * k) - NOISE_Z * math.sqrt(2 / (9 * k))) ** 3
     return statistics.stdev(values) / abs(med) * math.sqrt(k / chi2)
+
+
+def effective_noise(noise: float, runs: int) -> float:
+    """The noise a baseline's verdicts use: its recorded noise, and at least that noise
+    pooled with ``PRIOR_NOISE`` (worth ``PRIOR_DF`` runs), so that a handful of runs that
+    happened to agree is not taken for a machine without noise: 3 identical runs give
+    1.2 %, 10 give 0.8 %, and many runs their own noise."""
+    k = max(runs - 1, 1)
+    return max(noise, math.sqrt((PRIOR_DF * PRIOR_NOISE**2 + k * noise**2) / (PRIOR_DF + k)))
 
 
 def usable(r: dict) -> str | None:

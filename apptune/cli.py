@@ -21,6 +21,7 @@ import traceback
 from pathlib import Path
 
 from . import baselines, paths, recipes
+from .constants import REPEATS_ENV, RUN_NOTES_FILE
 from .errors import ApptuneError
 
 
@@ -162,7 +163,6 @@ def cmd_run(a) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
     else:
         run_dir = new_run_dir(runs_dir(), a.mode)
-    from .constants import RUN_NOTES_FILE
     from .yamlio import atomic_write_json
 
     atomic_write_json(run_dir / RUN_NOTES_FILE, {"left_out": found.bad_apps})
@@ -171,6 +171,7 @@ def cmd_run(a) -> int:
     env = dict(os.environ, APPTUNE_ROOT=str(root))
     if a.wait_for_quiet is not None:
         env["APPTUNE_QUIET_WAIT"] = str(a.wait_for_quiet)
+    env[REPEATS_ENV] = str(a.repeats)
     storage = reframe_storage_env(env) if not a.no_history else {}
     env.update(storage)
     print("apptune: " + shlex.join([f"{k}={v}" for k, v in storage.items()] + cmd), flush=True)
@@ -230,6 +231,9 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
             print("apptune: " + report.summary_line(s))
         for line in summary.get("advice", []):
             print("apptune: " + line)
+        # with repeats, ReFrame judged no single repeat: the medians' regression fails the run
+        if any(s.get("verdict") == "regression" for s in summary.get("summary", [])):
+            rc = rc or 1
         print(f"apptune: report {md} and {html}")
         if os.environ.get("GITHUB_STEP_SUMMARY"):
             with open(os.environ["GITHUB_STEP_SUMMARY"], "a") as f:

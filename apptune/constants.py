@@ -12,3 +12,6 @@ XFAIL_FILE = "apptune-xfail.json"
 SLURM_STATE_FILE = "slurm-state.txt"
 #: What ``apptune run`` knew before ReFrame started (applications left out for their data).
 RUN_NOTES_FILE = "apptune-run.json"
+#: Set by ``apptune run --repeats N`` for its checks: the performance verdict is then the
+#: median of the repeats (the run's summary), not each repeat's in ReFrame.
+REPEATS_ENV = "APPTUNE_REPEATS"

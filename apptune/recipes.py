@@ -79,7 +79,16 @@ ENERGY_FIGURES = ("energy_J", "avg_power_W", "peak_power_W", "edp_Js")
 
 def figure_specs(recipe: Recipe) -> dict[str, Figure]:
     """All figures of a run: the recipe's, wall time, energy ones and rates per watt."""
-    out = dict(recipe.run.figures)
+    grid = {
+        n
+        for o in recipe.run.outputs
+        for n, d in o.derived.items()
+        if d.op in ("x_at_fraction_of_max", "count")
+    }
+    out = {
+        n: f.model_copy(update={"discrete": True}) if f.field in grid else f
+        for n, f in recipe.run.figures.items()
+    }
     out.update(COMMON_FIGURES)
     for n in recipe.run.per_watt:
         out[f"{n}_per_W"] = Figure(

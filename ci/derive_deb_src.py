@@ -5,6 +5,7 @@ Reads the deb822 files in /etc/apt/sources.list.d/ and the one-line
 archive, and writes the same entries as ``Types: deb-src``.  No host name is
 written by hand: every URI comes from the machine's own configuration.
 """
+
 import glob
 import os
 import re
@@ -37,9 +38,17 @@ def main(out, etc="/etc/apt"):
             m = re.match(r"^deb\s+(\[[^\]]*\]\s+)?(\S+)\s+(\S+)\s+(.+)$", line.strip())
             if m and "debian" in m.group(2):
                 opts = m.group(1) or ""
-                stanzas.append("\n".join([
-                    "Types: deb-src", f"URIs: {m.group(2)}", f"Suites: {m.group(3)}",
-                    f"Components: {m.group(4)}"] + ([f"# options {opts.strip()}"] if opts else [])))
+                stanzas.append(
+                    "\n".join(
+                        [
+                            "Types: deb-src",
+                            f"URIs: {m.group(2)}",
+                            f"Suites: {m.group(3)}",
+                            f"Components: {m.group(4)}",
+                        ]
+                        + ([f"# options {opts.strip()}"] if opts else [])
+                    )
+                )
     if not stanzas:
         sys.exit(f"derive_deb_src: no Debian 'deb' entry found in {etc}: cannot enable deb-src")
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out))

@@ -13,7 +13,10 @@
 #   APPTUNE_NIGHTLY_REPEATS  runs of each test (default 3); verdicts use their median
 #   APPTUNE_QUIET_WAIT       seconds each timed run may wait for a quiet node (default 120);
 #                            a run that still is not clean is graded disturbed and not judged
-#   APPTUNE_NIGHTLY_ARGS     extra ReFrame options, word-split (e.g. "-n HPCC")
+#   APPTUNE_NIGHTLY_SELECT   apptune run's selection, word-split (e.g. "--app netpipe --env gnu";
+#                            docs/regressions.md): a name that does not exist is refused
+#   APPTUNE_NIGHTLY_ARGS     extra ReFrame options, word-split (e.g. "--system mycluster:compute")
+#   APPTUNE_NIGHTLY_MODE     the ReFrame mode (default nightly; ci for a short night)
 #   APPTUNE_HISTORY          history directory (default ~/.local/share/apptune/history)
 #   APPTUNE_RUNS             where run directories go (default runs/)
 #   APPTUNE                  the apptune command (default .venv/bin/apptune)
@@ -25,14 +28,15 @@ exec </dev/null
 
 apptune=${APPTUNE:-$here/.venv/bin/apptune}
 repeats=${APPTUNE_NIGHTLY_REPEATS:-3}
-run_dir=${APPTUNE_RUNS:-$here/runs}/$(date +%Y%m%dT%H%M%S)-nightly
+mode=${APPTUNE_NIGHTLY_MODE:-nightly}
+run_dir=${APPTUNE_RUNS:-$here/runs}/$(date +%Y%m%dT%H%M%S)-$mode
 
 # 1. the nightly tier, N repeats; `apptune run` stores the run in the history and writes
 #    the report with its trend plots
 run_rc=0
-# shellcheck disable=SC2086  # APPTUNE_NIGHTLY_ARGS is a list of options
-"$apptune" run --mode nightly --repeats "$repeats" --wait-for-quiet "${APPTUNE_QUIET_WAIT:-120}" \
-  --run-dir "$run_dir" -- ${APPTUNE_NIGHTLY_ARGS:-} || run_rc=$?
+# shellcheck disable=SC2086  # APPTUNE_NIGHTLY_SELECT and _ARGS are lists of options
+"$apptune" run --mode "$mode" --repeats "$repeats" --wait-for-quiet "${APPTUNE_QUIET_WAIT:-120}" \
+  --run-dir "$run_dir" ${APPTUNE_NIGHTLY_SELECT:-} -- ${APPTUNE_NIGHTLY_ARGS:-} || run_rc=$?
 if [ ! -f "$run_dir/report.json" ]; then
   echo "nightly: no run report in $run_dir (apptune run exit $run_rc)" >&2
   exit $(( run_rc ? run_rc : 2 ))
@@ -43,7 +47,7 @@ fi
 
 # 3. the verdict over the history of nightly runs
 check_rc=0
-"$apptune" check-regressions --mode nightly --json "$run_dir/regressions.json" || check_rc=$?
+"$apptune" check-regressions --mode "$mode" --json "$run_dir/regressions.json" || check_rc=$?
 
 echo "nightly: run $run_dir: tests exit $run_rc, check-regressions exit $check_rc"
 if [ "$check_rc" -ne 0 ]; then

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from conftest import CLEAN, this_machine
 
-from apptune import baselines, machine
+from apptune import baselines, machine, recipes
 from apptune.errors import ApptuneError
 from apptune.models import BaselineFile, Figure
 
@@ -339,3 +339,31 @@ def test_a_disturbed_run_and_a_bad_baseline_withhold_only_the_verdict(toy_root):
     v = baselines.verdicts("local", "hpcc", [result(10.0, "a")], FIGS)
     assert v["why"].startswith("baseline unusable: ") and "hpcc.yaml" in v["why"], v["why"]
     assert v["figures"]["HPL"]["verdict"] == "no verdict"
+
+
+def test_a_few_agreeing_runs_are_not_taken_for_a_machine_without_noise():
+    """Three runs that agree to 0.06 % (NetPIPE's half-peak size on a quiet night) give the
+    threshold of a 1.2 % noise, not of no noise; many runs keep their own noise."""
+    assert baselines.effective_noise(0.0006, 3) == pytest.approx(0.0122, abs=0.0002)
+    assert baselines.effective_noise(0.0006, 10) == pytest.approx(0.0083, abs=0.0002)
+    assert baselines.effective_noise(0.03, 5) == 0.03  # a noisy figure keeps its noise
+    c = judged(bfile(noise=0.0006, runs=3), {"HPL": 37.8})  # -5.5 %
+    assert c["HPL"]["verdict"] == "within noise" and c["HPL"]["threshold"] > 0.055
+
+
+def test_a_discrete_figure_is_not_judged_on_one_run():
+    """NetPIPE's half-peak size jumps between message sizes (4093 <-> 65539 B) on identical
+    builds: one run's step is no evidence; the median of repeats is judged."""
+    r = recipes.load_recipe("netpipe")
+    specs = recipes.figure_specs(r)
+    assert specs["half_peak_size"].discrete and not specs["latency"].discrete
+    figs = {"half_peak_size": specs["half_peak_size"]}
+    b = bfile(half_peak_size=4093.0)
+    entry = baselines.lookup(b, this_machine()[0], "gnu", "tuned", "ci")
+    one = baselines.compare(b, entry, figs, {"half_peak_size": 65539.0}, energy_trust="measured")
+    assert one["half_peak_size"]["verdict"] == "no verdict"
+    assert one["half_peak_size"]["why"].startswith("discrete figure (its values lie on a grid)")
+    three = baselines.compare(
+        b, entry, figs, {"half_peak_size": 65539.0}, energy_trust="measured", repeats=3
+    )
+    assert three["half_peak_size"]["verdict"] == "regression"

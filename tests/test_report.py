@@ -551,3 +551,30 @@ def test_a_ranking_says_when_its_top_is_a_tie_and_modelled_energy_ranks_nothing(
     )
     (a2,) = report.collect(run2 / "report.json")["apps"]
     assert a2["best"]["HPL"] == "gnu/tuned" and "HPL" not in a2["ties"]
+
+
+@pytest.mark.unit
+def test_repeats_are_judged_on_their_medians_from_the_report_rows(tmp_path, toy_root):
+    """The report re-judges repeated runs from its own rows (``verified``, not a record's
+    ``verification``): no crash, and an unverified repeat is left out of the medians."""
+    rows = [
+        {
+            "app": "toy",
+            "tier": "ci",
+            "environment": "gnu",
+            "variant": "tuned",
+            "repeat": i,
+            "figures": {"rate": v, "wall_time": 9.0},
+            "ok": ok,
+        }
+        for i, (v, ok) in enumerate([(40.0, True), (41.0, True), (5.0, False)])
+    ]
+    run_dir = write_run(tmp_path / "run", "u1", 1.7e9, rows, mode="ci")
+    for rec in run_dir.rglob("apptune-result.json"):
+        data = json.loads(rec.read_text())
+        data["baseline"] = {"file": "reference/baselines/local/toy.yaml", "found": False}
+        rec.write_text(json.dumps(data))
+    (a,) = report.collect(run_dir / "report.json")["apps"]
+    (row,) = a["rows"]
+    assert row["baseline"]["why"].startswith("no baseline file"), row["baseline"]
+    assert row["baseline"]["repeats"] == 2  # the two verified (and clean) repeats

@@ -542,3 +542,41 @@ def test_time_limit_and_node_down_give_clear_verdicts_while_ci_finishes(cluster,
     md = (run_dir / "report.md").read_text()
     assert "job exceeded its time limit" in md and "node DOWN" in md
     print(f"time-limit/node-down session: {elapsed:.0f} s")
+
+
+def test_one_night_of_one_application_under_slurm(cluster, tmp_path):
+    """The main job as a cluster user drives it, short: ci/nightly.sh with NetPIPE (ci
+    inputs, the bound placement under srun) on the private cluster, a fresh history. The
+    first night verifies, judges nothing and says why, exits 0 as documented, and its
+    advice records the baseline of this tier on this system and partition."""
+    env = dict(
+        cluster["env"],
+        APPTUNE_HISTORY=str(tmp_path / "history"),
+        APPTUNE_RUNS=str(tmp_path / "runs"),
+        APPTUNE_NIGHTLY_MODE="ci",
+        APPTUNE_NIGHTLY_REPEATS="1",
+        APPTUNE_QUIET_WAIT="30",
+        APPTUNE_NIGHTLY_SELECT="--app netpipe --env gnu --variant tuned --placement bound",
+        APPTUNE_NIGHTLY_ARGS="--system localslurm:batch",
+    )
+    p = subprocess.run(
+        ["bash", str(REPO / "ci/nightly.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-4000:]
+    assert "nightly: run " in out and "tests exit 0, check-regressions exit 0" in out
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    (r,) = results(run_dir)
+    assert r["verification"]["ok"] and r["system"] == "localslurm" and r["placement"] == "bound"
+    assert r["job"]["scheduler"] in ("slurm", "squeue") and r["job"]["state"], r["job"]
+    assert (
+        "record one with `apptune baseline record -c reframe-checks/netpipe --mode ci "
+        "-- --system localslurm:batch`" in out
+    ), out[-3000:]
+    assert out.count("apptune baseline record") == 1  # said once per run
+    assert "check-regressions: " in out and "REGRESSION" not in out
