@@ -332,13 +332,7 @@ class History:
     ) -> dict[str, int]:
         """How the stored results of a selection stand: ``results`` in all, ``unverified``,
         and of the verified ones ``clean`` and ``disturbed`` (any other grade, or none)."""
-        where, args = ["1 = 1"], []
-        for col, val in (("res.system", system), ("runs.mode", mode), ("res.app", app)):
-            if val:
-                where.append(
-                    f"({col} = ? OR {col} LIKE ?)" if col == "res.system" else f"{col} = ?"
-                )
-                args += [val, f"{val}:%"] if col == "res.system" else [val]
+        where, args = _selection(["1 = 1"], system, mode, app)
         k, kargs = _kind_where(kind)
         row = self.db.execute(
             "SELECT count(*), sum(res.verified = 0), "
@@ -360,16 +354,12 @@ class History:
     ) -> list[sqlite3.Row]:
         """Every verified figure value of a clean run, with its run, in run order (disturbed
         or unmeasured runs are stored, never part of a series)."""
-        where, args = (
+        where, args = _selection(
             ["res.verified = 1", "res.result IN ('pass', 'fail')", "res.quality_grade = 'clean'"],
-            [],
+            system,
+            mode,
+            app,
         )
-        for col, val in (("res.system", system), ("runs.mode", mode), ("res.app", app)):
-            if val:
-                where.append(
-                    f"({col} = ? OR {col} LIKE ?)" if col == "res.system" else f"{col} = ?"
-                )
-                args += [val, f"{val}:%"] if col == "res.system" else [val]
         k, kargs = _kind_where(kind)
         return self.db.execute(
             "SELECT runs.session_uuid, runs.started, runs.started_unix, runs.run_dir, runs.mode, "
@@ -415,6 +405,19 @@ class History:
             ).fetchall()
             out.append(dict(r) | {"figures": {f["figure"]: (f["value"], f["unit"]) for f in figs}})
         return out
+
+
+def _selection(
+    where: list[str], system: str | None, mode: str | None, app: str | None
+) -> tuple[list[str], list]:
+    """``where`` with the conditions of a selection of results (a system matches its
+    partitions too: ``local`` is ``local:default``), and their arguments."""
+    where, args = list(where), []
+    for col, val in (("res.system", system), ("runs.mode", mode), ("res.app", app)):
+        if val:
+            where.append(f"({col} = ? OR {col} LIKE ?)" if col == "res.system" else f"{col} = ?")
+            args += [val, f"{val}:%"] if col == "res.system" else [val]
+    return where, args
 
 
 def _kind_where(kind: str | None) -> tuple[str, list]:

@@ -140,7 +140,7 @@ def load_app(app: str):
     from .models import Recipe, RunSpec
 
     # outside a ReFrame session (None): the site config file's environments
-    site, found = validate.load_site(environments=_session_environments())
+    site, found = validate.load_site_facts(environments=_session_environments())
     found += validate.app_problems(app, site)
     if not found:
         return recipes.load_recipe(app)

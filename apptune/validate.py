@@ -42,7 +42,7 @@ TOOLCHAIN_EXTRAS = ("family", "mpi", "mpi_standard", "blas")
 
 
 @dataclasses.dataclass
-class Site:
+class SiteFacts:
     """What the recipes are checked against."""
 
     #: environment name -> compiler family (None where ``extras.family`` is missing);
@@ -91,7 +91,7 @@ def problems(config: str | Path | None = None) -> list[ApptuneError]:
 
 def check(config: str | Path | None = None) -> Findings:
     """Every problem of the tree's data, by application."""
-    site, site_problems = load_site(config)
+    site, site_problems = load_site_facts(config)
     names = recipes.list_recipes()
     apps = {app: app_problems(app, site) for app in names}
     return Findings(
@@ -100,9 +100,9 @@ def check(config: str | Path | None = None) -> Findings:
 
 
 # --------------------------------------------------------------------------- site
-def load_site(
+def load_site_facts(
     config: str | Path | None = None, environments: list[dict] | None = None
-) -> tuple[Site, list[ApptuneError]]:
+) -> tuple[SiteFacts, list[ApptuneError]]:
     """The flag ladders, libraries and environments' compiler families, and their problems.
 
     The environments are ``environments`` (ReFrame's configuration, inside a ReFrame
@@ -151,7 +151,7 @@ def load_site(
                         f"'{name}' (families: {', '.join(sorted(ladders.families))})",
                     )
                 )
-    return Site(families, ladders, libraries, str(cfg)), found
+    return SiteFacts(families, ladders, libraries, str(cfg)), found
 
 
 def _config_environments(cfg: Path, found: list) -> list[dict] | None:
@@ -172,7 +172,7 @@ def _collect(found: list, fn, *args, **kw):
 
 
 # --------------------------------------------------------------------------- one application
-def app_problems(app: str, site: Site) -> list[ApptuneError]:
+def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
     """Every problem of one application's recipe, inputs and references: each keeps the
     application from being built or verified (its baselines: :func:`baseline_problems`)."""
     found: list[ApptuneError] = []
@@ -413,7 +413,7 @@ def output_fields(recipe: Recipe) -> set[str] | None:
     return names
 
 
-def _check_variants(r: Recipe, rfile: Path, site: Site, found: list) -> set[str]:
+def _check_variants(r: Recipe, rfile: Path, site: SiteFacts, found: list) -> set[str]:
     """Variant names, environments and flag ladders of every tier; the compiler
     families the recipe is built with."""
     all_ladders = set().union(*map(set, site.ladders.families.values())) if site.ladders else None
@@ -466,7 +466,9 @@ def _check_variants(r: Recipe, rfile: Path, site: Site, found: list) -> set[str]
     return used
 
 
-def _check_recipe_refs(r: Recipe, rfile: Path, site: Site, families: set[str], found: list) -> None:
+def _check_recipe_refs(
+    r: Recipe, rfile: Path, site: SiteFacts, families: set[str], found: list
+) -> None:
     """Names the recipe takes from the site config: per-file ladders, libraries, environments."""
     if site.ladders is not None:
         fams = sorted(families & set(site.ladders.families)) or sorted(site.ladders.families)

@@ -168,7 +168,7 @@ def test_generated_files_validate_once_the_run_command_and_figures_are_filled(
         "run.figures:",
     ):
         assert step in out
-    site, _ = validate.load_site(environments=GNU)
+    site, _ = validate.load_site_facts(environments=GNU)
     # as generated: exactly the values a person must write, each one line naming its field
     got = [str(p) for p in validate.app_problems("demo", site)]
     assert [re.sub(r": not filled in yet: .*", "", g) for g in got] == [
@@ -382,7 +382,7 @@ def test_a_placeholder_in_any_data_file_names_its_field(tree):
     f.write_text(
         f.read_text().replace("parameters: {n: 1000000}", 'parameters: {n: "FILL IN: the size"}')
     )
-    site, _ = validate.load_site(environments=GNU)
+    site, _ = validate.load_site_facts(environments=GNU)
     assert [str(p) for p in validate.app_problems("toy", site)] == [
         "inputs/toy/ci/input.yaml: parameters.n: not filled in yet: the size"
     ]
