@@ -382,6 +382,13 @@ class Monitor:
             self.current = {pid: (pid, st.start) for pid, st in procs.items()}
             if idx == 0:
                 self.harness = self._harness_pids(procs)
+            # a slurmstepd names its job only once it has set its title ("slurmstepd:
+            # [JOB.STEP]"): one seen before that is looked at again at the next sample
+            new += [
+                k
+                for k in self.current.values()
+                if k not in new and self.seen[k].comm == "slurmstepd" and self.seen[k].kind == OTHER
+            ]
             kinds: dict = {}
             pending = set(new)
             for key in new:

@@ -34,7 +34,9 @@ mkdir -p "$work/tree"
 (cd "$repo" && git ls-files -z | xargs -0 tar -cf - | tar -xf - -C "$work/tree")
 tree="$work/tree"
 export APPTUNE_ROOT="$tree" APPTUNE_HISTORY="$work/history" APPTUNE_RUNS="$work/runs" APPTUNE="$apptune"
-bash "$repo/ci/slurm-local.sh" start "$work/slurm" 2 > "$work/slurm-start.log" 2>&1 || {
+# one node: the private cluster's nodes share this host's CPUs, so two jobs on two "nodes"
+# at once disturb each other (and their runs are then not judged)
+bash "$repo/ci/slurm-local.sh" start "$work/slurm" 1 > "$work/slurm-start.log" 2>&1 || {
   cat "$work/slurm-start.log"; exit 1; }
 trap 'bash "$repo/ci/slurm-local.sh" stop "$work/slurm" > /dev/null 2>&1' EXIT
 export SLURM_CONF="$work/slurm/slurm.conf"

@@ -1,6 +1,7 @@
 """`apptune baseline record`: the sessions, the merge of clean verified runs, the diff, and
 the file written only when confirmed (a small timed C application, tests/timeapp.py)."""
 
+import argparse
 import os
 import subprocess
 import sys
@@ -9,13 +10,18 @@ from pathlib import Path
 import pytest
 import timeapp
 import yaml
+from conftest import write_run
+
+from apptune import cli
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.integration
 
-
-def record(root, *extra):
+@pytest.mark.integration
+def test_record_runs_the_sessions_shows_the_diff_and_writes_with_yes(tmp_path):
+    root = tmp_path / "tree"
+    timeapp.write_tree(root, REPO, n=20_000_000)
+    f = root / "reference/baselines/local/timeapp.yaml"
     env = dict(os.environ, APPTUNE_ROOT=str(root), APPTUNE_RUNS=str(root / "runs"))
     p = subprocess.run(
         [
@@ -31,7 +37,7 @@ def record(root, *extra):
             "--wait-for-quiet",
             "60",
             "--no-history",
-            *extra,
+            "--yes",
         ],
         capture_output=True,
         text=True,
@@ -40,23 +46,60 @@ def record(root, *extra):
         timeout=900,
         stdin=subprocess.DEVNULL,
     )
-    return p.returncode, p.stdout + p.stderr
-
-
-def test_record_shows_the_diff_and_writes_only_when_confirmed(tmp_path):
-    root = tmp_path / "tree"
-    timeapp.write_tree(root, REPO, n=20_000_000)
-    f = root / "reference/baselines/local/timeapp.yaml"
-    rc, out = record(root)
-    assert rc == 1 and not f.exists(), out[-3000:]
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-3000:]
     assert out.count("apptune: baseline record: session ") == 3
-    assert "+++ " + str(f) + " (after)" in out and "kernel_time:" in out
-    assert "1 file(s) not written (no tty to confirm: --yes writes them" in out
-    rc, out = record(root, "--yes")
-    assert rc == 0, out[-3000:]
-    assert f"apptune: baseline record: wrote {f}" in out
-    b = yaml.safe_load(f.read_text())
-    (entry,) = b["entries"]
+    assert "+++ " + str(f) + " (after)" in out and f"apptune: baseline record: wrote {f}" in out
+    (entry,) = yaml.safe_load(f.read_text())["entries"]
     assert (entry["environment"], entry["variant"], entry["tier"]) == ("gnu", "tuned", "ci")
     assert entry["figures"]["kernel_time"]["runs"] == 3, "every session of a quiet node is clean"
     assert entry["figures"]["kernel_time"]["noise"] is not None
+
+
+@pytest.mark.unit
+def test_without_a_tty_or_yes_nothing_is_written(toy_root, tmp_path, monkeypatch, capsys):
+    """From cron or a job without --yes: the diff is shown, the file is not written, exit 1."""
+    monkeypatch.setenv("APPTUNE_RUNS", str(tmp_path / "runs"))
+    sessions = []
+
+    def fake_run(a):
+        sessions.append(a.run_dir)
+        write_run(
+            Path(a.run_dir),
+            f"u{len(sessions)}",
+            1.7e9 + len(sessions),
+            [
+                {
+                    "app": "toy",
+                    "tier": "ci",
+                    "environment": "gnu",
+                    "variant": "tuned",
+                    "figures": {"rate": 10.0 + 0.1 * len(sessions)},
+                }
+            ],
+            mode="ci",
+        )
+        return 0
+
+    monkeypatch.setattr(cli, "cmd_run", fake_run)
+    monkeypatch.setattr(sys, "stdin", open(os.devnull))
+    a = argparse.Namespace(
+        sessions=3,
+        mode="ci",
+        checks=["reframe-checks/toy"],
+        config="site-config/settings.py",
+        wait_for_quiet=60,
+        no_history=True,
+        reframe_args=[],
+        system=None,
+        yes=False,
+    )
+    assert cli.cmd_baseline_record(a) == 1
+    out = capsys.readouterr()
+    f = toy_root / "reference/baselines/local/toy.yaml"
+    assert len(sessions) == 3 and not f.exists()
+    assert "+++ " + str(f) + " (after)" in out.out
+    assert "1 file(s) not written (no tty to confirm: --yes writes them" in out.err
+    a.sessions = 0
+    with pytest.raises(Exception, match="--sessions: 0: give at least 1"):
+        cli.cmd_baseline_record(a)

@@ -456,6 +456,22 @@ def test_a_quiet_node_is_clean_whatever_the_harness_used(tmp_path):
     assert q["harness_cpu_s"] == pytest.approx(1.4)
 
 
+def test_a_step_daemon_seen_before_it_names_its_job_is_still_the_jobs(tmp_path):
+    """srun's new step: its slurmstepd is sampled before it sets its title (then its command
+    line is the bare program); it and the tasks it reaps are the job's, not other work (on
+    short runs under srun they graded half of a night's runs disturbed)."""
+    fake = FakeProc(tmp_path)
+    _slurm_node(fake, "mpi-micro")
+    mon = _monitor(fake, "mpi-micro")
+    mon.start(watch=False)
+    fake.process(75, "slurmstepd", 1, own=0.05, cmdline="/usr/sbin/slurmstepd")
+    mon._sample()
+    fake.process(75, "slurmstepd", 1, own=0.1, kids=0.15, cmdline="slurmstepd: [7.2]")
+    fake.busy(0.25)
+    q = mon.stop(quality.Limits())
+    assert q["others"] == [] and q["grade"] == "clean", q
+
+
 def test_the_harness_on_another_machine_is_not_this_nodes_process(tmp_path):
     """A harness pid from another boot (ReFrame on the login node) names no process here."""
     fake = FakeProc(tmp_path)
