@@ -383,11 +383,11 @@ class Monitor:
             if idx == 0:
                 self.harness = self._harness_pids(procs)
             # a slurmstepd names its job only once it has set its title ("slurmstepd:
-            # [JOB.STEP]"): one seen before that is looked at again at the next sample
+            # [JOB.STEP]"): every one is looked at again at each sample
             new += [
                 k
                 for k in self.current.values()
-                if k not in new and self.seen[k].comm == "slurmstepd" and self.seen[k].kind == OTHER
+                if k not in new and self.seen[k].comm == "slurmstepd"
             ]
             kinds: dict = {}
             pending = set(new)
@@ -434,7 +434,13 @@ class Monitor:
             elif (
                 self.job_id
                 and s.comm == "slurmstepd"
-                and _cmdline(self.proc, pid).startswith(f"slurmstepd: [{self.job_id}.")
+                and (
+                    _cmdline(self.proc, pid).startswith(f"slurmstepd: [{self.job_id}.")
+                    # not titled yet: a step being started, most likely this job's own
+                    # (the harness starts its energy agents' steps while the job runs); a
+                    # step of another job names it once titled, at the next sample
+                    or not _cmdline(self.proc, pid).startswith("slurmstepd: [")
+                )
             ):
                 kind = OWN_JOB
             elif not env and pk in (JOB, OWN_JOB):  # gone before its environment was read

@@ -465,11 +465,20 @@ def test_a_step_daemon_seen_before_it_names_its_job_is_still_the_jobs(tmp_path):
     mon = _monitor(fake, "mpi-micro")
     mon.start(watch=False)
     fake.process(75, "slurmstepd", 1, own=0.05, cmdline="/usr/sbin/slurmstepd")
+    fake.process(76, "slurmstepd", 1, own=0.02, cmdline="/usr/sbin/slurmstepd")
     mon._sample()
+    # 75 is this job's step; 76 was another job's (it names it once titled); an energy
+    # agent's step (77) lived between two samples, untitled when seen
     fake.process(75, "slurmstepd", 1, own=0.1, kids=0.15, cmdline="slurmstepd: [7.2]")
-    fake.busy(0.25)
+    fake.process(76, "slurmstepd", 1, own=0.3, cmdline="slurmstepd: [8.1]")
+    fake.process(77, "slurmstepd", 1, own=0.04, cmdline="/usr/sbin/slurmstepd")
+    mon._sample()
+    fake.gone(77)
+    fake.process(1, "init", 0, kids=0.04)
+    fake.busy(0.25 + 0.3 + 0.04)
     q = mon.stop(quality.Limits())
-    assert q["others"] == [] and q["grade"] == "clean", q
+    assert [o["name"] for o in q["others"]] == ["slurmstepd"] and q["others"][0]["pid"] == 76, q
+    assert q["others_cpu_s"] == pytest.approx(0.3, abs=0.01)
 
 
 def test_the_harness_on_another_machine_is_not_this_nodes_process(tmp_path):
