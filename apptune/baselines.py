@@ -201,10 +201,10 @@ def judge(
         out["why"] = blocked
     elif not finite:
         out["why"] = f"not a finite number ({value!r})"
-    elif fig.discrete and repeats == 1:
+    elif fig.discrete:
         out["why"] = (
-            "discrete figure (its values lie on a grid): one run's step is no evidence; "
-            "the median of repeats and the history's change points judge it"
+            "discrete figure (its values lie on a grid): a step between grid points is no "
+            "evidence, even as the median of repeats; the history's change points judge it"
         )
     elif base is None:
         out["why"] = "no baseline for this figure"

@@ -376,6 +376,18 @@ def _baseline_value(
     return base.value if base else None
 
 
+def _discrete(app: str, figure: str, cache: dict) -> bool:
+    from . import recipes
+
+    if ("specs", app) not in cache:
+        try:
+            cache[("specs", app)] = recipes.figure_specs(recipes.load_recipe(app))
+        except ApptuneError:
+            cache[("specs", app)] = {}
+    spec = cache[("specs", app)].get(figure)
+    return bool(spec and spec.discrete)
+
+
 def check(
     history,
     system: str | None = None,
@@ -401,8 +413,14 @@ def check(
             ser["points"],
             machine_id=mid,
         )
-        base = _baseline_value(
-            baseline_system or sysname, mid, app_, env, variant, tier, figure, cache
+        # a discrete figure (values on a grid) flips between grid points on unchanged
+        # nights: only its change points judge it, never its distance from the baseline
+        base = (
+            None
+            if _discrete(app_, figure, cache)
+            else _baseline_value(
+                baseline_system or sysname, mid, app_, env, variant, tier, figure, cache
+            )
         )
         out.append(analyse(v, base, **kw))
     return out

@@ -353,7 +353,8 @@ def test_a_few_agreeing_runs_are_not_taken_for_a_machine_without_noise():
 
 def test_a_discrete_figure_is_not_judged_on_one_run():
     """NetPIPE's half-peak size jumps between message sizes (4093 <-> 65539 B) on identical
-    builds: one run's step is no evidence; the median of repeats is judged."""
+    builds, and the median of 3 repeats jumped as well on unchanged nights: never judged
+    against the baseline (the history's change points judge it)."""
     r = recipes.load_recipe("netpipe")
     specs = recipes.figure_specs(r)
     assert specs["half_peak_size"].discrete and not specs["latency"].discrete
@@ -366,4 +367,4 @@ def test_a_discrete_figure_is_not_judged_on_one_run():
     three = baselines.compare(
         b, entry, figs, {"half_peak_size": 65539.0}, energy_trust="measured", repeats=3
     )
-    assert three["half_peak_size"]["verdict"] == "regression"
+    assert three["half_peak_size"]["verdict"] == "no verdict"
