@@ -52,8 +52,11 @@ def test_record_runs_the_sessions_shows_the_diff_and_writes_with_yes(tmp_path):
     assert "+++ " + str(f) + " (after)" in out and f"apptune: baseline record: wrote {f}" in out
     (entry,) = yaml.safe_load(f.read_text())["entries"]
     assert (entry["environment"], entry["variant"], entry["tier"]) == ("gnu", "tuned", "ci")
-    assert entry["figures"]["kernel_time"]["runs"] == 3, "every session of a quiet node is clean"
-    assert entry["figures"]["kernel_time"]["noise"] is not None
+    # every clean session is in it, a disturbed one is named and left out
+    left_out = out.count("left out: run quality disturbed")
+    kt = entry["figures"]["kernel_time"]
+    assert kt["runs"] == 3 - left_out >= 1, out[-2000:]
+    assert (kt["noise"] is not None) == (kt["runs"] >= 3)
 
 
 @pytest.mark.unit
