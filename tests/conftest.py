@@ -289,6 +289,18 @@ def write_run(
     return run_dir
 
 
+def hpcc_ci_run(run_dir: Path, **row) -> Path:
+    """A ci run of one verified HPCC variant (gnu/tuned); ``row`` overrides its fields."""
+    base = {
+        "app": "hpcc",
+        "tier": "ci",
+        "environment": "gnu",
+        "variant": "tuned",
+        "figures": {"HPL": 40.0, "wall_time": 9.0},
+    }
+    return write_run(run_dir, "u1", 1.7e9, [{**base, **row}], mode="ci")
+
+
 @pytest.fixture
 def fake_trials(monkeypatch, gnu_toolchain):
     """``tune`` and ``bisect`` of the toy without compilers or processes: the site is the

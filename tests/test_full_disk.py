@@ -7,7 +7,7 @@ import os
 import subprocess
 
 import pytest
-from conftest import write_run
+from conftest import hpcc_ci_run
 
 from apptune import cli, paths
 
@@ -52,21 +52,7 @@ def test_a_run_refuses_to_start_without_room_for_its_stage(tiny_fs, capsys, monk
 
 
 def test_a_full_history_says_no_space_and_exits_3(tiny_fs, tmp_path, capsys, monkeypatch):
-    run_dir = write_run(
-        tmp_path / "run",
-        "u1",
-        1.7e9,
-        [
-            {
-                "app": "hpcc",
-                "tier": "ci",
-                "environment": "gnu",
-                "variant": "tuned",
-                "figures": {"HPL": 40.0, "wall_time": 9.0},
-            }
-        ],
-        mode="ci",
-    )
+    run_dir = hpcc_ci_run(tmp_path / "run")
     hdir = tiny_fs / "history"
     hdir.mkdir()
     _fill(tiny_fs)
@@ -88,21 +74,7 @@ def test_a_full_run_directory_keeps_the_report_error_to_one_line(tmp_path, capsy
 
     from apptune import report
 
-    run_dir = write_run(
-        tmp_path / "run",
-        "u1",
-        1.7e9,
-        [
-            {
-                "app": "hpcc",
-                "tier": "ci",
-                "environment": "gnu",
-                "variant": "tuned",
-                "figures": {"HPL": 40.0, "wall_time": 9.0},
-            }
-        ],
-        mode="ci",
-    )
+    run_dir = hpcc_ci_run(tmp_path / "run")
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -4,7 +4,7 @@ import json
 import re
 
 import pytest
-from conftest import write_run
+from conftest import hpcc_ci_run, write_run
 
 from apptune import records, report
 
@@ -458,21 +458,7 @@ def test_tests_whose_dependency_failed_skipped_or_xfailed_are_skipped_not_failed
 @pytest.mark.unit
 def test_an_application_whose_source_failed_has_its_summary_line(tmp_path):
     """Nothing of it reached a result: the run's last lines still name it, with the cause."""
-    run_dir = write_run(
-        tmp_path / "run",
-        "u1",
-        1.7e9,
-        [
-            {
-                "app": "hpcc",
-                "tier": "ci",
-                "environment": "gnu",
-                "variant": "tuned",
-                "figures": {"HPL": 40.0, "wall_time": 9.0},
-            }
-        ],
-        mode="ci",
-    )
+    run_dir = hpcc_ci_run(tmp_path / "run")
     rep = json.loads((run_dir / "report.json").read_text())
     rep["runs"][0]["testcases"] += [
         {
