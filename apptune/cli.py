@@ -393,8 +393,6 @@ def cmd_baseline_record(a) -> int:
     """Record baselines: ``--sessions`` runs (each a session of ``apptune run`` with a quiet
     wait), then the clean verified results merged per (system, app) into their baseline
     files; each file's diff is shown and written only with ``--yes`` or a "y" at a tty."""
-    import difflib
-
     from . import records
 
     if a.sessions < 1:
@@ -426,14 +424,16 @@ def cmd_baseline_record(a) -> int:
             )
             return rc
         dirs.append(run_dir)
-    by: dict[tuple[str, str], list[dict]] = {}
-    for d in dirs:
-        if not (d / "report.json").exists():
-            continue
-        for c in records.cases(d):
-            if c.record and c.verified:
-                r = c.record
-                by.setdefault((a.system or r["system"], r["app"]), []).append(r)
+    by = _by_baseline_file(
+        [
+            c.record
+            for d in dirs
+            if (d / "report.json").exists()
+            for c in records.cases(d)
+            if c.record and c.verified
+        ],
+        a.system,
+    )
     if not by:
         print(
             "apptune: baseline record: no verified result in any session: nothing to record",
@@ -441,7 +441,7 @@ def cmd_baseline_record(a) -> int:
         )
         return 1
     changed, recordable = [], False
-    for (system, app), rs in sorted(by.items()):
+    for (system, app), rs in by.items():
         f, text, notes = baselines.merge(system, app, rs)
         for n in notes:
             print(f"apptune: baseline {app}: {n}", file=sys.stderr)
@@ -451,10 +451,7 @@ def cmd_baseline_record(a) -> int:
             why = " (no clean, verified result)" if not text else ""
             print(f"apptune: baseline {app}: {f}: unchanged{why}")
             continue
-        diff = difflib.unified_diff(
-            old.splitlines(True), text.splitlines(True), f"{f} (before)", f"{f} (after)"
-        )
-        print("".join(diff), end="")
+        print(_file_diff(f, old, text), end="")
         changed.append((f, text))
     if not changed:
         return 0 if recordable else 1
@@ -473,7 +470,6 @@ def cmd_baseline_record(a) -> int:
     from .yamlio import atomic_write_text
 
     for f, text in changed:
-        f.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(f, text)
         print(f"apptune: baseline record: wrote {f}")
     return 0
@@ -492,27 +488,32 @@ def cmd_baseline_update(a) -> int:
                 run_dir, None, f"no verified result in this run ({len(cs)} test case(s))"
             )
         results += got
-    by = {}
-    for r in results:
-        by.setdefault((a.system or r["system"], r["app"]), []).append(r)
-    import difflib
-
-    for (system, app), rs in by.items():
+    for (system, app), rs in _by_baseline_file(results, a.system).items():
         before = paths.baselines_file(system, app)
         old = before.read_text() if before.exists() else ""
         f, notes = baselines.update(system, app, rs)
         for n in notes:
             print(f"apptune: baseline {app}: {n}", file=sys.stderr)
-        diff = "".join(
-            difflib.unified_diff(
-                old.splitlines(True),
-                f.read_text().splitlines(True),
-                str(f) + " (before)",
-                str(f) + " (after)",
-            )
-        )
-        print(diff or f"{f}: unchanged")
+        print(_file_diff(f, old, f.read_text()) or f"{f}: unchanged")
     return 0
+
+
+def _by_baseline_file(results: list[dict], system: str | None) -> dict:
+    """Run records by the baseline file they go into: (system, app) -> records."""
+    by: dict[tuple[str, str], list[dict]] = {}
+    for r in results:
+        by.setdefault((system or r["system"], r["app"]), []).append(r)
+    return dict(sorted(by.items()))
+
+
+def _file_diff(f: Path, old: str, new: str) -> str:
+    import difflib
+
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(True), new.splitlines(True), f"{f} (before)", f"{f} (after)"
+        )
+    )
 
 
 def cmd_history(a) -> int:
