@@ -27,6 +27,15 @@ most ``CAP``, 7.6 %). A noisier figure is "not judged here: noise N %" unless it
 change is beyond ``t`` anyway: a change beyond 4 sd is a regression (or an
 improvement) whatever the noise, while a change inside it could hide 10 %. Baselines
 need at least ``MIN_RUNS`` (3) clean runs to have a noise at all.
+
+**Sessions.** Repeats within one session do not average out the level a session (a
+night) happens to run at: on a VM an intra-node latency can sit 30 % higher for a whole
+night. A baseline recorded from at least 3 sessions also holds the noise *between*
+them, ``b`` (the spread of the sessions' medians), and then
+``sd = sqrt(b^2 * (1 + 1/S) + s^2 * (f(r) + f(n)))`` for ``S`` sessions: repeats shrink
+the run-to-run part only. Back-to-back sessions show little of the night-to-night
+level; a baseline recorded from stored nights (``apptune baseline record
+--from-history``) holds it.
 """
 
 from __future__ import annotations
@@ -152,9 +161,18 @@ def _f(k: int) -> float:
     return 1.0 if k <= 1 else 0.5 if k == 2 else math.pi / (2 * k)
 
 
-def threshold(noise: float, base_runs: int, repeats: int = 1) -> tuple[float, float, bool]:
+def threshold(
+    noise: float,
+    base_runs: int,
+    repeats: int = 1,
+    between: float | None = None,
+    sessions: int | None = None,
+) -> tuple[float, float, bool]:
     """(threshold, noise of the difference, judged) for a figure (module docstring)."""
-    sd = noise * math.sqrt(_f(repeats) + _f(base_runs))
+    var = noise**2 * (_f(repeats) + _f(base_runs))
+    if between is not None and sessions:
+        var += between**2 * (1 + 1 / sessions)
+    sd = math.sqrt(var)
     t = max(FLOOR, SIGMAS * sd)
     return t, sd, t + POWER_Z * sd <= DETECT + 1e-12
 
@@ -214,7 +232,7 @@ def judge(
         )
     else:
         noise = effective_noise(base.noise, base.runs)
-        t, sd, judged = threshold(noise, base.runs, repeats)
+        t, sd, judged = threshold(noise, base.runs, repeats, base.between, base.sessions)
         bad = out["change"] < -t if fig.better == "higher" else out["change"] > t
         good = out["change"] > t if fig.better == "higher" else out["change"] < -t
         rule = f"threshold {t:.1%} = max({FLOOR:.0%}, {SIGMAS:g} x noise of the difference)"
@@ -227,15 +245,22 @@ def judge(
             out["threshold"] = round(t, 4)
             out["verdict"] = "regression" if bad else "improvement"
             out["why"] = (
-                f"{rule}; noise {noise:.1%} per run: a change inside it would not be judged"
+                f"{rule}; noise {_noise_words(noise, base)}: a change inside it would not be judged"
             )
         else:
             out["why"] = (
-                f"not judged here: noise {noise:.1%} per run (a {DETECT:.0%} change "
+                f"not judged here: noise {_noise_words(noise, base)} (a {DETECT:.0%} change "
                 f"would be missed more than 1 time in 10 with {repeats} run(s); only a change "
                 f"beyond {t:.1%} would be)"
             )
     return out
+
+
+def _noise_words(noise: float, base) -> str:
+    """The noise a threshold came from, in words."""
+    if base.between is None:
+        return f"{noise:.1%} per run"
+    return f"{noise:.1%} per run, {base.between:.1%} between sessions"
 
 
 def compare(
@@ -471,7 +496,7 @@ def merge(
                 "value": round(statistics.median(vals), 6),
                 "noise": round(noise, 4) if noise is not None else None,
                 "runs": len(vals),
-            }
+            } | _sessions(rs, n)
         if not figs:
             continue
         runs = sorted({str(r.get("run_id", "?")) for r in rs})
@@ -493,6 +518,19 @@ def merge(
     text = edit_yaml_text(f.read_text(), lambda doc: _merge_into(doc, data, recorded))
     BaselineFile.model_validate(yaml.safe_load(text))
     return f, text, notes
+
+
+def _sessions(rs: list[dict], name: str) -> dict:
+    """``sessions`` and ``between`` of a figure from runs of several sessions (run ids)."""
+    by: dict[str, list[float]] = {}
+    for r in rs:
+        v = r["figures"].get(name)
+        if _finite(v) and v > 0:
+            by.setdefault(str(r.get("session") or r.get("run_id", "?")), []).append(v)
+    if len(by) < 2:
+        return {}
+    between = run_noise([statistics.median(v) for v in by.values()])
+    return {"sessions": len(by)} | ({"between": round(between, 4)} if between is not None else {})
 
 
 def _entry_order(e) -> tuple:

@@ -644,13 +644,19 @@ class BaselineFigure(Strict):
     noise: float | None = Field(default=None, ge=0)
     #: Clean runs the value is the median of.
     runs: int = Field(ge=1)
+    #: Sessions (ReFrame runs, e.g. nights) the runs came from.
+    sessions: int | None = Field(default=None, ge=1)
+    #: Relative noise between sessions: the standard deviation of the sessions' medians
+    #: over their median, at its upper 80 % confidence bound; absent with fewer than 3
+    #: sessions. It holds what one run's noise cannot: the level moving from night to night.
+    between: float | None = Field(default=None, ge=0)
 
     @field_validator("value")
     @classmethod
     def _value(cls, v):
         return _positive_finite(v, "value")
 
-    @field_validator("noise")
+    @field_validator("noise", "between")
     @classmethod
     def _noise(cls, v):
         if v is not None and not math.isfinite(v):

@@ -110,7 +110,7 @@ def cases(run_dir: Path, report_file: Path | None = None) -> list[Case]:
     for tc in testcases(read_report(run_dir, report_file)):
         rec = None if tc.get("fixture") else result_of(tc)
         if rec is not None:
-            rec = dict(rec, run_id=run_dir.name)
+            rec = dict(rec, run_id=run_dir.name, session=str(run_dir.resolve()))
         out.append(
             Case(
                 test=tc.get("display_name") or tc.get("unique_name", "?"),

@@ -368,3 +368,48 @@ def test_a_discrete_figure_is_not_judged_on_one_run():
         b, entry, figs, {"half_peak_size": 65539.0}, energy_trust="measured", repeats=3
     )
     assert three["half_peak_size"]["verdict"] == "no verdict"
+
+
+# mpi-micro's pingpong_latency (us), gnu/tuned@bound at ci size on a private one-node Slurm
+# (benchmarks/nightly_slurm.sh, 2026-11-24, m-4d23c915ae): 3 repeats a night. The level of a
+# night moved by up to +45 % with every repeat of that night clean.
+NIGHTS = [
+    [0.1652, 0.1666, 0.1633],
+    [0.2276, 0.2364, 0.1625],
+    [0.1628, 0.1627, 0.1655],
+    [0.3098, 0.2401, 0.2459],
+    [0.2101, 0.1614, 0.2158],
+    [0.2042, 0.2311, 0.2476],
+]
+
+
+def test_a_baseline_of_several_sessions_holds_the_noise_between_them(toy_root):
+    rs = [result(40.0, f"night-{i}", lat=v) for i, night in enumerate(NIGHTS[:5]) for v in night]
+    f, text, notes = baselines.merge("local", "hpcc", rs)
+    (e,) = BaselineFile.model_validate(__import__("yaml").safe_load(text)).entries
+    lat = e.figures["lat"]
+    medians = [statistics.median(n) for n in NIGHTS[:5]]
+    assert lat.sessions == 5 and lat.runs == 15
+    assert lat.between == pytest.approx(baselines.run_noise(medians), abs=1e-4)
+    # one session (or runs without a session) has no noise between sessions
+    _, text1, _ = baselines.merge("local", "hpcc", [result(40.0, "s", lat=v) for v in NIGHTS[0]])
+    (e1,) = BaselineFile.model_validate(__import__("yaml").safe_load(text1)).entries
+    assert e1.figures["lat"].sessions is None and e1.figures["lat"].between is None
+
+
+def test_repeats_do_not_shrink_the_noise_between_nights(toy_root):
+    """Judged against a baseline of five stored nights, the sixth unchanged night (+24 %,
+    every repeat high) raises no alarm, where a baseline of three back-to-back sessions
+    that happened to agree calls it a regression; -O0 (x3) is still a regression."""
+    rs = [result(40.0, f"night-{i}", lat=v) for i, night in enumerate(NIGHTS[:5]) for v in night]
+    _, text, _ = baselines.merge("local", "hpcc", rs)
+    nights = BaselineFile.model_validate(__import__("yaml").safe_load(text))
+    sixth = statistics.median(NIGHTS[5])
+    c = judged(nights, {"lat": sixth}, repeats=3)
+    assert c["lat"]["verdict"] != "regression", c["lat"]
+    assert "between sessions" in c["lat"]["why"]
+    assert judged(nights, {"lat": 3 * sixth}, repeats=3)["lat"]["verdict"] == "regression"
+    back_to_back = [result(40.0, f"s{i}", lat=v) for i, v in enumerate([0.1695, 0.1606, 0.1646])]
+    _, text, _ = baselines.merge("local", "hpcc", back_to_back)
+    tight = BaselineFile.model_validate(__import__("yaml").safe_load(text))
+    assert judged(tight, {"lat": sixth}, repeats=3)["lat"]["verdict"] == "regression"
