@@ -113,9 +113,11 @@ stop_all() {
 }
 
 write_conf() {
-  local nodes=$1 host cpus ports i
+  local nodes=$1 host cpus ports i task_plugin
   host=$(hostname -s)
   cpus=$(nproc)
+  task_plugin=task/none
+  [ "$nodes" -eq 1 ] && task_plugin=task/affinity
   # free TCP ports for slurmctld and each slurmd (several slurmd share this host)
   mapfile -t ports < <(python3 - "$((nodes + 1))" <<'EOF'
 import socket, sys
@@ -143,12 +145,14 @@ SlurmctldPidFile=$dir/run/slurmctld.pid
 SlurmdPidFile=$dir/run/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd-%n.log
-# No cgroups needed (containers, CI runners): Linux process tracking. task/affinity binds
-# the tasks of a step that asks for it (srun --cpu-bind=cores, --distribution=block:cyclic:
-# a recipe's placements); TaskPluginParam=None leaves every other step unbound, as without
-# a task plugin. The nodes share this host's CPUs, so only one job at a time should bind.
+# No cgroups needed (containers, CI runners): Linux process tracking. On one node,
+# task/affinity binds the tasks of a step that asks for it (srun --cpu-bind=cores,
+# --distribution=block:cyclic: a recipe's placements); TaskPluginParam=None leaves every
+# other step unbound. With several nodes there is no task plugin: the nodes share this
+# host's CPUs, and task/affinity confines each node's tasks to the CPUs Slurm gave that
+# node (even with --cpu-bind=none), so one rank on each of two nodes would both run on CPU 0.
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/affinity
+TaskPlugin=$task_plugin
 TaskPluginParam=None
 SchedulerType=sched/backfill
 SelectType=select/cons_tres

@@ -1,9 +1,10 @@
 """Integration: the HPCC ci tier through a real Slurm (sbatch, srun, squeue polling).
 
 A private cluster of three nodes (one slurmd each, all on this host, with this
-host's CPUs) is started by ``ci/slurm-local.sh`` for the module and torn down
-afterwards, also when a test fails. No slurmdbd: ReFrame polls with squeue and
-apptune reads final job states from slurmctld (docs/slurm.md).
+host's CPUs, no binding) and one of one node (binding on) are started by
+``ci/slurm-local.sh`` for the module and torn down afterwards, also when a test fails.
+No slurmdbd: ReFrame polls with squeue and apptune reads final job states from
+slurmctld (docs/slurm.md).
 
 The failures are real: slurmctld is stopped before a submission and in the middle
 of a job, a job runs past its Slurm time limit, a node is set DOWN under a running
@@ -48,8 +49,7 @@ def _unavailable() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, request):
+def _start(tmp_path_factory, request, nodes: int) -> dict:
     why = _unavailable()
     if why:
         if os.environ.get(
@@ -60,7 +60,7 @@ def cluster(tmp_path_factory, request):
     d = tmp_path_factory.mktemp("slurm")
     request.addfinalizer(lambda: subprocess.run(["bash", str(SCRIPT), "stop", str(d)], timeout=120))
     p = subprocess.run(
-        ["bash", str(SCRIPT), "start", str(d), str(NODES)],
+        ["bash", str(SCRIPT), "start", str(d), str(nodes)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -68,6 +68,18 @@ def cluster(tmp_path_factory, request):
     assert p.returncode == 0, p.stdout + p.stderr
     env = dict(os.environ, SLURM_CONF=str(d / "slurm.conf"))
     return {"dir": d, "env": env}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, request):
+    """Three nodes sharing this host's CPUs, no task plugin (no binding)."""
+    return _start(tmp_path_factory, request, NODES)
+
+
+@pytest.fixture(scope="module")
+def one_node(tmp_path_factory, request):
+    """One node with task/affinity: steps that ask for a binding get it."""
+    return _start(tmp_path_factory, request, 1)
 
 
 def run(cmd, env, cwd=REPO, timeout=600):
@@ -213,7 +225,7 @@ exit $rc
     assert steps[-1]["argv"][0] == "srun"
 
 
-def test_mpi_micro_placements_under_srun_get_the_binding_they_ask_for(cluster, tmp_path):
+def test_mpi_micro_placements_under_srun_get_the_binding_they_ask_for(one_node, tmp_path):
     """mpi-micro's bound and unbound placements launched by srun on localslurm:batch: srun
     gets the recipe's placement in its own options, each run verifies, and both the
     affinity the program reports and the CPUs the runner saw for each rank are the ones
@@ -238,7 +250,7 @@ def test_mpi_micro_placements_under_srun_get_the_binding_they_ask_for(cluster, t
             "MPIMicroCheck%tier=ci.*build.variant=tuned$",
             "--exec-policy=serial",
         ],
-        cluster["env"],
+        one_node["env"],
     )
     assert rc == 0, out[-3000:]
     got = {r["placement"]: r for r in results(run_dir)}
@@ -544,13 +556,13 @@ def test_time_limit_and_node_down_give_clear_verdicts_while_ci_finishes(cluster,
     print(f"time-limit/node-down session: {elapsed:.0f} s")
 
 
-def test_one_night_of_one_application_under_slurm(cluster, tmp_path):
+def test_one_night_of_one_application_under_slurm(one_node, tmp_path):
     """The main job as a cluster user drives it, short: ci/nightly.sh with NetPIPE (ci
     inputs, the bound placement under srun) on the private cluster, a fresh history. The
     first night verifies, judges nothing and says why, exits 0 as documented, and its
     advice records the baseline of this tier on this system and partition."""
     env = dict(
-        cluster["env"],
+        one_node["env"],
         APPTUNE_HISTORY=str(tmp_path / "history"),
         APPTUNE_RUNS=str(tmp_path / "runs"),
         APPTUNE_NIGHTLY_MODE="ci",
@@ -580,3 +592,23 @@ def test_one_night_of_one_application_under_slurm(cluster, tmp_path):
     ), out[-3000:]
     assert out.count("apptune baseline record") == 1  # said once per run
     assert "check-regressions: " in out and "REGRESSION" not in out
+    # the documented query of ReFrame's own results database lists this night's figures
+    doc = (REPO / "docs/regressions.md").read_text()
+    (query,) = re.findall(r"--performance-compare='([^']+)'", doc)
+    p = subprocess.run(
+        [str(Path(sys.executable).parent / "reframe"), "-C", "site-config/settings.py"]
+        + ["-c", "reframe-checks/netpipe", "--mode", "ci", "--system", "localslurm:batch"]
+        + [f"--performance-compare={query}"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=dict(
+            env,
+            RFM_ENABLE_RESULTS_STORAGE="1",
+            RFM_SQLITE_DB_FILE=str(tmp_path / "history" / "reframe-results.db"),
+        ),
+        timeout=120,
+    )
+    assert p.returncode == 0 and "NetPIPECheck" in p.stdout and "latency" in p.stdout, (
+        p.stdout[-2000:] + p.stderr[-2000:]
+    )
