@@ -47,7 +47,7 @@ from pathlib import Path
 
 import yaml
 
-from . import machine, paths, quality
+from . import changes, machine, paths, quality
 from .errors import ApptuneError
 from .models import BaselineFile, Figure
 from .yamlio import (
@@ -344,6 +344,8 @@ def verdicts(system: str, app: str, runs: list[dict], figures: dict[str, Figure]
     if not out["found"] and not (blocked or "").startswith("baseline unusable"):
         # the one piece of advice of a run without a baseline here (said once per run)
         out["advice"] = record_command(app, tier, system, first.get("partition"))
+    if entry is not None:
+        out["changed"] = what_changed(entry, first)
     out["repeats"] = max(1, len(clean))
     out["figures"] = compare(
         b,
@@ -355,6 +357,27 @@ def verdicts(system: str, app: str, runs: list[dict], figures: dict[str, Figure]
         repeats=out["repeats"],
     )
     return out
+
+
+def run_facts(r: dict) -> dict[str, str]:
+    """The facts of a run a baseline keeps: all but the machine's (a baseline applies
+    only on the machine it names)."""
+    return {k: v for k, v in changes.facts(r).items() if not k.startswith("machine ")}
+
+
+def what_changed(entry, run: dict) -> list[str] | None:
+    """What differs between the runs of a baseline ``entry`` and ``run`` (an empty list:
+    nothing recorded); None when the baseline did not keep its runs' provenance."""
+    if entry.provenance is None:
+        return None
+    return changes.describe(entry.provenance, run_facts(run))
+
+
+#: Said (once) when a baseline entry has no provenance to compare with.
+NO_PROVENANCE = (
+    "the baseline was recorded without its runs' provenance (before baselines kept it): "
+    "record it again to see what changed"
+)
 
 
 def reframe_reference(judged: dict, figures: dict[str, Figure]) -> dict:
@@ -507,6 +530,7 @@ def merge(
             "tier": key[3],
             "recorded": f"{today}, median of {len(rs)} clean run(s): {', '.join(runs)}",
             "figures": figs,
+            "provenance": changes.common([run_facts(r) for r in rs]),
         }
     if not groups:  # nothing to record: the file stays as it is
         return f, f.read_text() if f.exists() else "", notes
@@ -553,6 +577,7 @@ def _merge_into(doc, data: dict, recorded: dict) -> None:
         if at is not None:
             seq[at]["recorded"] = e["recorded"]
             seq[at]["figures"] = e["figures"]
+            seq[at]["provenance"] = e["provenance"]
         else:
             pos = next((i for i, x in enumerate(seq) if _entry_order(x) > _entry_order(e)), None)
             seq.insert(len(seq) if pos is None else pos, e)

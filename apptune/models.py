@@ -672,6 +672,10 @@ class BaselineEntry(Strict):
     tier: str
     recorded: str
     figures: dict[str, BaselineFigure] = Field(min_length=1)
+    #: What the runs were: compilers, flags, libraries, patches, input, launcher and site
+    #: environment (apptune/changes.py ``facts``), so that a verdict says what changed
+    #: since. Absent in a baseline recorded before baselines kept it.
+    provenance: dict[str, str] | None = None
 
 
 class BaselineFile(Strict):
@@ -870,6 +874,9 @@ class RunRecord(BaseModel):
     ranks: int | None = None
     input: dict = {}
     placement_layout: dict | None = None
+    #: How the program was launched: ``launcher`` (the timed step's arguments before the
+    #: program), ``env_vars`` and ``modules`` the site's environment and the runner set.
+    launch: dict | None = None
     #: The job: scheduler, job id, final state (and nodes on a cluster); a trial's job is
     #: its runner, started on this node: scheduler ``local``, the runner's process id.
     job: dict | None = None

@@ -22,15 +22,14 @@ import json
 import statistics
 from dataclasses import dataclass, field
 
-from . import baselines, changepoint
+from . import baselines, changepoint, changes
 from .errors import ApptuneError
 
 #: Noise multiple for the baseline comparison without a change point.
 BASELINE_SIGMAS = 3.0
+
+
 #: Provenance keys that change with every build without meaning a different build.
-_VOLATILE = ("build_seconds", "cache", "compile_lines", "plan_sha256", "products")
-
-
 @dataclass
 class Point:
     run: str  # ReFrame session uuid
@@ -172,36 +171,13 @@ def series(samples) -> dict[tuple, dict]:
     return out
 
 
-def _flatten(d, prefix="") -> dict[str, str]:
-    out = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            if not prefix and k in _VOLATILE:
-                continue
-            out.update(_flatten(v, f"{prefix}{k}."))
-    elif isinstance(d, list) and all(isinstance(x, (str, int, float)) for x in d):
-        out[prefix[:-1]] = " ".join(str(x) for x in d)
-    elif isinstance(d, list):
-        for i, x in enumerate(d):
-            if isinstance(x, dict) and "file" in x and "sha256" in x:  # patches: file -> sha256
-                out[f"{prefix}{x['file']}"] = str(x["sha256"])[:12]
-            else:
-                out.update(_flatten(x, f"{prefix}{i}."))
-    else:
-        out[prefix[:-1]] = str(d)
-    return out
-
-
 def provenance_diff(before: dict | None, after: dict | None) -> list[str]:
-    """What changed between two runs' provenance, one ``key: old → new`` line per change."""
+    """What changed between two runs' build provenance (:func:`apptune.changes.describe`)."""
     if before is None or after is None:
         return []
-    a, b = _flatten(before), _flatten(after)
-    out = []
-    for k in sorted(set(a) | set(b)):
-        if a.get(k) != b.get(k):
-            out.append(f"{k}: {a.get(k, '(none)')} → {b.get(k, '(none)')}")
-    return out
+    return changes.describe(
+        changes.facts({"provenance": before}), changes.facts({"provenance": after})
+    )
 
 
 def _bad(change: float, better: str) -> bool:

@@ -649,7 +649,16 @@ class AppRun(rfm.RunOnlyRegressionTest):
             "placement_layout": dict(
                 self.placement_layout.to_dict(), binding=self.placement_binding
             ),
+            "launch": self._site_environment(),
         }
+
+    def _site_environment(self) -> dict:
+        """The modules and environment variables the site's partition and environment set."""
+        out: dict = {"modules": [], "env_vars": {}}
+        for scope in (self.current_partition.local_env, self.current_environ):
+            out["modules"] += [str(m) for m in scope.modules]
+            out["env_vars"].update({k: str(v) for k, v in scope.env_vars.items()})
+        return out
 
     @run_after("run")
     def record_run(self):

@@ -116,6 +116,25 @@ def failed(result: dict, message: str) -> dict:
     return result
 
 
+def launch_facts(run_dir: Path, site: dict | None) -> dict:
+    """How the program was launched: the launcher and its options (the timed step's
+    arguments before the program), the environment the runner set, and the modules and
+    environment variables of the site's environment (``site``: ``{modules, env_vars}``)."""
+    out = dict(site or {})
+    try:
+        spec = json.loads((run_dir / runner.SPEC_FILE).read_text())
+    except (OSError, ValueError):
+        return out
+    steps = [s for s in spec.get("steps") or [] if s.get("label") == "run"]
+    argv = steps[-1].get("argv") or [] if steps else []
+    program = spec.get("program")
+    if program in argv:
+        out["launcher"] = argv[: argv.index(program)]
+    if spec.get("env"):
+        out["env_vars"] = dict(spec["env"], **out.get("env_vars", {}))
+    return out
+
+
 def evaluate(
     recipe: Recipe,
     tier: str,
@@ -142,6 +161,7 @@ def evaluate(
     crash; ``no_record``: why a run may have left no runner record."""
     run_dir = Path(run_dir)
     result = dict(identity)
+    result["launch"] = launch_facts(run_dir, identity.get("launch"))
     prov = Path(build_dir, "provenance.json")
     # a build of apptune's own (python -m apptune.build) has one; bisect's mixed trees not
     result["provenance"] = (

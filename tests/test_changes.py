@@ -1,0 +1,73 @@
+"""What changed between a baseline's runs and this run, in the words a user reads."""
+
+import pytest
+
+from apptune import baselines, changes
+
+pytestmark = pytest.mark.unit
+
+
+def record(cflags=("-O3", "-march=native"), fflags=("-O3",), gcc="12.2.0", blas="0.3.21", **kw):
+    return {
+        "provenance": {
+            "compilers": {"cc": {"version": f"gcc {gcc}", "mpi": "Open MPI 4.1.4"}},
+            "flags": {"cflags": list(cflags), "fflags": list(fflags), "per_file": []},
+            "libraries": {"openblas": {"version": blas}},
+            "patches": [{"file": "0001-x.patch", "sha256": "a" * 64}],
+            "source": {"file": "hpcc.tar.gz", "sha256": "1" * 64},
+            "build_seconds": 12.0,
+            "products": [{"file": "hpcc", "sha256": "f" * 64}],
+            "cache": {"hit": True},
+        },
+        "input": {"n": 1000},
+        "placement_layout": {"binding": "core", "ranks": 2},
+        "launch": {"launcher": ["srun", "--cpu-bind=cores"], "env_vars": {"A": "1"}},
+        "machine": {"kernel": "6.1"},
+        **kw,
+    }
+
+
+def test_a_flag_ladder_slip_is_one_line_for_both_languages():
+    before = changes.facts(record())
+    after = changes.facts(record(cflags=("-O0", "-march=native"), fflags=("-O0",)))
+    assert changes.describe(before, after) == ["flags -O3 → -O0"]
+    assert changes.short(changes.describe(before, after)) == "flags -O3 → -O0"
+
+
+def test_what_a_build_produces_is_no_cause_and_each_cause_is_named():
+    a, b = record(), record(gcc="13.1.0", blas="0.3.26", input={"n": 2000})
+    b["provenance"]["products"] = [{"file": "hpcc", "sha256": "e" * 64}]
+    b["provenance"]["build_seconds"] = 99
+    b["launch"] = {"launcher": ["mpirun", "-np", "2"], "env_vars": {"A": "1", "B": "tcp"}}
+    d = changes.describe(changes.facts(a), changes.facts(b))
+    assert d == [
+        "compiler cc: gcc 12.2.0 / Open MPI 4.1.4 → gcc 13.1.0 / Open MPI 4.1.4",
+        "env B: (none) → tcp",
+        "input n: 1000 → 2000",
+        "launcher: srun --cpu-bind=cores → mpirun -np 2",
+        "library openblas: version=0.3.21 → version=0.3.26",
+    ]
+    assert changes.short(d) == "; ".join(d[:3]) + " (+2 more)"
+    assert changes.describe(changes.facts(a), changes.facts(record())) == []
+    assert changes.short([]) == changes.NOTHING
+
+
+def test_a_fact_the_baseline_runs_disagree_on_is_never_blamed():
+    base = changes.common([changes.facts(record()), changes.facts(record(input={"n": 5}))])
+    assert base["input n"] == changes.VARIED
+    assert changes.describe(base, changes.facts(record(input={"n": 7}))) == []
+
+
+def test_a_baseline_keeps_its_runs_facts_but_not_the_machine(toy_root):
+    from test_baselines import result
+
+    rs = [dict(record(), **result(40.0, r), provenance=record()["provenance"]) for r in "abc"]
+    f, text, notes = baselines.merge("local", "hpcc", rs)
+    b = baselines.BaselineFile.model_validate(__import__("yaml").safe_load(text))
+    (e,) = b.entries
+    assert e.provenance["flags cflags"] == "-O3 -march=native"
+    assert not any(k.startswith("machine ") for k in e.provenance)
+    slip = dict(rs[0], provenance=record(cflags=("-O0",), fflags=("-O0",))["provenance"])
+    assert baselines.what_changed(e, slip) == ["cflags -O3 -march=native → -O0", "fflags -O3 → -O0"]
+    old = e.model_copy(update={"provenance": None})
+    assert baselines.what_changed(old, slip) is None
