@@ -1143,6 +1143,9 @@ def main(argv=None) -> int:
         p_.add_argument(
             "--no-history", action="store_true", help="do not store the trials in the history"
         )
+    from . import plan_cli
+
+    plan_cli.register(sub)
     a = ap.parse_args(argv)
     a.argv = list(sys.argv[1:] if argv is None else argv)
     try:

@@ -120,6 +120,15 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX runs_kind ON runs(kind)",
         ],
     ),
+    (
+        4,
+        [
+            # where the ranks ran (the record's placement_layout: ranks, ranks per node,
+            # threads, nodes, binding) and the CPU frequency the run asked for, if any:
+            # what `apptune plan` reproduces (JSON; NULL for results stored before)
+            "ALTER TABLE results ADD COLUMN layout TEXT",
+        ],
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -263,7 +272,7 @@ class History:
                     "variant, "
                     "result, fail_phase, reason, verified, provenance_id, energy, quality_grade, "
                     "quality, "
-                    "machine_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "machine_id, layout) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         run_id,
                         r.test,
@@ -282,6 +291,7 @@ class History:
                         (r.quality or {}).get("grade"),
                         json.dumps(r.quality, sort_keys=True) if r.quality else None,
                         r.machine_id,
+                        json.dumps(r.layout, sort_keys=True) if r.layout else None,
                     ),
                 )
                 db.executemany(
@@ -372,6 +382,28 @@ class History:
             args + kargs,
         ).fetchall()
 
+    def verified_runs(
+        self, tier: str, system: str | None = None, machine_id: str | None = None
+    ) -> list[sqlite3.Row]:
+        """Every verified result of a check of ``tier`` on ``system`` (a system matches its
+        partitions) or the machine ``machine_id``, with its wall time and energy figures,
+        the energy's grade (``trust``), its layout and the run's mode, in run order."""
+        where, args = _selection(["res.verified = 1", "res.tier = ?"], system, None, None)
+        args = [tier, *args]
+        if machine_id:
+            where.append("res.machine_id = ?")
+            args.append(machine_id)
+        fig = "(SELECT value FROM figures WHERE result_id = res.id AND figure = '{}')"
+        return self.db.execute(
+            "SELECT res.app, res.tier, res.environment, res.variant, res.system, res.layout, "
+            "res.quality_grade, json_extract(res.energy, '$.trust') AS trust, runs.mode, "
+            f"runs.started_unix, {fig.format('wall_time')} AS wall_time, "
+            f"{fig.format('energy_J')} AS energy_J FROM results res JOIN runs ON "
+            f"res.run_id = runs.id WHERE runs.kind = 'check' AND {' AND '.join(where)} "
+            "ORDER BY runs.started_unix, runs.id, res.repeat",
+            args,
+        ).fetchall()
+
     def session(self, prefix: str, kind: str | None = "trial") -> sqlite3.Row:
         """The one stored run whose session uuid starts with ``prefix``."""
         where, args = _kind_where(kind)
@@ -420,6 +452,11 @@ def _selection(
     return where, args
 
 
+def json_field(text: str | None):
+    """A JSON column's value (None for NULL)."""
+    return json.loads(text) if text else None
+
+
 def _kind_where(kind: str | None) -> tuple[str, list]:
     """The condition on ``runs.kind`` (None: every kind), to append to a WHERE clause."""
     return ("", []) if kind is None else (" AND runs.kind = ?", [kind])
@@ -454,6 +491,8 @@ class ResultRec:
     figures: list[FigureRec] = field(default_factory=list)
     quality: dict | None = None
     machine_id: str | None = None
+    #: The placement layout and the CPU frequency asked for (:func:`_layout`).
+    layout: dict | None = None
 
 
 @dataclass
@@ -655,7 +694,20 @@ def _record_result(
         figures=figs,
         quality=r.get("quality"),
         machine_id=r.get("machine_id"),
+        layout=_layout(r),
     )
+
+
+def _layout(r: dict) -> dict | None:
+    """Where a run's ranks ran (its ``placement_layout``, with the nodes of its job where the
+    layout does not say) and the CPU frequency it asked for (``cpu_freq``), or None."""
+    lay = dict(r.get("placement_layout") or {})
+    nodes = (r.get("job") or {}).get("nodes")
+    if not lay.get("nodes") and isinstance(nodes, int):
+        lay["nodes"] = nodes
+    if r.get("cpu_freq") is not None:
+        lay["cpu_freq"] = str(r["cpu_freq"])
+    return lay or None
 
 
 # --------------------------------------------------------------------- a trial session

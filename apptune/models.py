@@ -840,6 +840,22 @@ class TuningSpace(Strict):
         }
 
 
+# ------------------------------------------------------------------------- plan values
+class PlanValues(Strict):
+    """The value file of ``apptune plan``: what finishing each application's job is worth
+    (an application it does not name is not planned; without a file every job is worth 1)."""
+
+    values: dict[str, float] = Field(min_length=1)
+
+    @field_validator("values")
+    @classmethod
+    def _positive(cls, v):
+        bad = [k for k, x in v.items() if not x > 0 or x != x or x == float("inf")]
+        if bad:
+            raise ValueError(f"{bad[0]}: a value must be a number more than 0")
+        return v
+
+
 # ------------------------------------------------------------------------- run records
 class RunVerification(BaseModel):
     """The verification part of a run record: always a verdict and one sentence; the
@@ -877,6 +893,10 @@ class RunRecord(BaseModel):
     #: How the program was launched: ``launcher`` (the timed step's arguments before the
     #: program), ``env_vars`` and ``modules`` the site's environment and the runner set.
     launch: dict | None = None
+    #: The CPU frequency the run asked for, as Slurm's ``--cpu-freq`` takes it (kHz, or
+    #: ``low``, ``high``, ...); None: the node's own. Runs of one variant at several
+    #: frequencies are what ``apptune plan`` weighs time against energy with.
+    cpu_freq: str | int | None = None
     #: The job: scheduler, job id, final state (and nodes on a cluster); a trial's job is
     #: its runner, started on this node: scheduler ``local``, the runner's process id.
     job: dict | None = None
