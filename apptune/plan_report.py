@@ -212,6 +212,13 @@ def slurm_script(plan: Plan, out_dir: Path, overhead_s: float, python: str = sys
             f"--time={limit_min}",
             f"--output={out_dir / 'jobs' / name}.out",
         ]
+        lay = o.layout
+        if lay.get("ranks"):  # the ranks the recorded run had (mpirun inside counts them)
+            sb.append(f"--ntasks={lay['ranks']}")
+        if lay.get("ranks_per_node"):
+            sb.append(f"--ntasks-per-node={lay['ranks_per_node']}")
+        if (lay.get("threads_per_rank") or 1) > 1:
+            sb.append(f"--cpus-per-task={lay['threads_per_rank']}")
         if o.freq is not None:
             sb.append(f"--cpu-freq={o.freq}")
         wrap = shlex.join(launch(o, out_dir / "jobs" / name, python))
