@@ -707,6 +707,9 @@ def _layout(r: dict) -> dict | None:
         lay["nodes"] = nodes
     if r.get("cpu_freq") is not None:
         lay["cpu_freq"] = str(r["cpu_freq"])
+    launcher = (r.get("launch") or {}).get("launcher")
+    if launcher:
+        lay["launcher"] = list(launcher)
     return lay or None
 
 

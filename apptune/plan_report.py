@@ -225,6 +225,7 @@ def slurm_script(plan: Plan, out_dir: Path, overhead_s: float, python: str = sys
         lines += [
             f"# job {i}: {j.app} {o.label}, {o.nodes} node(s), frequency {_freq(o)}, "
             f"expected {fmt_time(o.plan_time_s)}, {energy}, value {j.value:g}",
+            f"#   recorded launch: {shlex.join(o.layout.get('launcher') or ['(not recorded)'])}",
             f"prev=$({shlex.join(sb)} ${{prev:+--dependency=afterany:$prev}} "
             f"--wrap={shlex.quote(wrap)})",
             f'echo "job {i} ({j.app}): Slurm job $prev"',
