@@ -129,6 +129,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE results ADD COLUMN layout TEXT",
         ],
     ),
+    (
+        5,
+        [
+            # the fingerprint behind each machine id (apptune/machine.py), so a page or a
+            # comparison names a machine by its CPU, cores and memory, not only by its id
+            """CREATE TABLE machines (
+             machine_id TEXT PRIMARY KEY,
+             json TEXT NOT NULL                  -- the fingerprint's fields (JSON)
+           )""",
+        ],
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -302,6 +313,11 @@ class History:
                         for f in r.figures
                     ],
                 )
+                if r.machine_id and r.machine:
+                    db.execute(
+                        "INSERT OR IGNORE INTO machines (machine_id, json) VALUES (?, ?)",
+                        (r.machine_id, json.dumps(r.machine, sort_keys=True)),
+                    )
         return run.uuid, len(run.results), True
 
     @staticmethod
@@ -404,6 +420,14 @@ class History:
             args,
         ).fetchall()
 
+    def machines(self) -> dict[str, dict]:
+        """The fingerprint of each machine id stored (runs stored before the fingerprints
+        were kept have an id only, and are not here)."""
+        return {
+            r["machine_id"]: json.loads(r["json"])
+            for r in self.db.execute("SELECT machine_id, json FROM machines ORDER BY machine_id")
+        }
+
     def session(self, prefix: str, kind: str | None = "trial") -> sqlite3.Row:
         """The one stored run whose session uuid starts with ``prefix``."""
         where, args = _kind_where(kind)
@@ -493,6 +517,7 @@ class ResultRec:
     machine_id: str | None = None
     #: The placement layout and the CPU frequency asked for (:func:`_layout`).
     layout: dict | None = None
+    machine: dict | None = None  # the fingerprint (apptune/machine.py)
 
 
 @dataclass
@@ -695,6 +720,7 @@ def _record_result(
         quality=r.get("quality"),
         machine_id=r.get("machine_id"),
         layout=_layout(r),
+        machine=r.get("machine") if isinstance(r.get("machine"), dict) else None,
     )
 
 

@@ -231,6 +231,8 @@ def analyse(
             "direction": (
                 "regression" if c.change is not None and _bad(c.change, v.better) else "improvement"
             ),
+            # what the provenance says changed there (empty: the same build)
+            "cause": _nearby_diff(v.points, c.index),
         }
         for c in cps
     ]

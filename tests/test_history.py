@@ -385,11 +385,12 @@ def test_a_version_2_database_is_migrated_and_keeps_its_runs(toy_root, tmp_path,
         assert "kind" not in {c[1] for c in h.db.execute("PRAGMA table_info(runs)")}
     monkeypatch.undo()
     with history.History(hdir) as h:
-        assert h.version() == history.SCHEMA_VERSION == 4
+        assert h.version() == history.SCHEMA_VERSION == 5
         assert [(r["session_uuid"], r["kind"]) for r in h.runs()] == [("old-1", "check")]
         # version 4: the layout of a result stored before is not known
         assert [r["layout"] for r in h.verified_runs("ci")] == [None]
         assert [(r["figure"], r["value"]) for r in h.samples()] == [("HPL", 9.5)]
+        assert h.machines() == {}  # the old run has no fingerprint stored
         assert h.ingest(_run(tmp_path, 2))[2] is True
         with pytest.raises(sqlite3.IntegrityError):
             h.db.execute("UPDATE runs SET kind = 'other'")
