@@ -957,6 +957,10 @@ def main(argv=None) -> int:
             help="history directory (default $APPTUNE_HISTORY or ~/.local/share/apptune/history)",
         )
     hp.set_defaults(func=cmd_history)
+    from . import compare, historysite
+
+    historysite.register(hs)
+    compare.register(sub)
     cr = sub.add_parser(
         "check-regressions",
         help="verdict per figure over the history; exit 1 on a confirmed regression",
