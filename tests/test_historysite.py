@@ -1,0 +1,154 @@
+"""The history site's data and pages, and apptune compare's ratios."""
+
+import json
+import math
+import re
+
+import pytest
+from site_data import NIGHTS, STEP_AT, nightly_history, two_machine_history
+
+from apptune import cli, compare, historysite, regressions
+from apptune.history import History
+
+
+def _group(hdir, app="hpcc", tier="nightly"):
+    with History(hdir, create=False) as h:
+        verdicts = regressions.check(h)
+        runs, order, hrefs = historysite._runs(h, None, hdir)
+    (g,) = [g for g in historysite.groups_of(verdicts) if (g.app, g.tier) == (app, tier)]
+    return g, runs, order, hrefs
+
+
+def test_the_injected_step_is_found_at_its_run_with_its_cause(tmp_path):
+    hdir, dirs = nightly_history(tmp_path)
+    g, runs, order, hrefs = _group(hdir)
+    styles = {"gnu/baseline": {"color": "#111111"}, "gnu/tuned": {"color": "#222222"}}
+    page = historysite.series_page(g, styles, order, hrefs, runs)
+    cps = page["change_points"]
+    # HPL and wall time of gnu/tuned changed at the -O1 build, nothing of gnu/baseline
+    assert {(c["verdict"].variant, c["verdict"].figure) for c in cps} == {
+        ("tuned", "HPL"),
+        ("tuned", "wall_time"),
+    }
+    for c in cps:
+        assert c["cp"]["run"] == f"5173{STEP_AT:04d}-0000-4000-8000-000000000000"
+        assert c["cause"] == ["cflags -O2 → -O1"]
+        assert c["cp"]["direction"] == "regression"
+    hpl = next(c for c in cps if c["verdict"].figure == "HPL")
+    assert hpl["cp"]["change"] == pytest.approx(-0.10, abs=0.01)
+    # one panel per figure, each point of the trend a link to its run's report (none here)
+    assert [p["figure"] for p in page["panels"]] == ["HPL", "wall_time"]
+    assert "<svg" in page["panels"][0]["svg"] and "<a " not in page["panels"][0]["svg"]
+
+
+def test_since_the_last_nightly(tmp_path):
+    hdir, dirs = nightly_history(tmp_path)
+    g, runs, order, hrefs = _group(hdir)
+    with History(hdir, create=False) as h:
+        (m,) = historysite.since_last(h, [g], runs, hrefs)
+    assert m["last"]["uuid"].startswith(f"5173{NIGHTS - 1:04d}")
+    assert m["prev"]["uuid"].startswith(f"5173{NIGHTS - 2:04d}")
+    # gnu/baseline failed its verification in the last run
+    assert [(s["key"][4], s["before"], s["after"]) for s in m["states"]] == [
+        ("baseline", True, False)
+    ]
+    # the step needs 3 runs after it: the last run is the one that confirmed it
+    assert {(c["verdict"].figure, tuple(c["cause"])) for c in m["new_change_points"]} == {
+        ("HPL", ("cflags -O2 → -O1",)),
+        ("wall_time", ("cflags -O2 → -O1",)),
+    }
+    assert not m["builds"]  # the same builds in the last two runs
+
+
+def test_the_site_shows_the_step_with_its_cause_and_links_each_point(tmp_path):
+    from apptune import report
+
+    hdir, dirs = nightly_history(tmp_path, last_fails=False)
+    report.write(dirs[STEP_AT])  # one run with a report: its points link to it
+    out = tmp_path / "site"
+    assert cli.main(["history", "site", str(out), "--history", str(hdir)]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names[:1] == ["index.html"] and "since.html" in names
+    (series,) = [n for n in names if n.startswith("series-")]
+    html = (out / series).read_text()
+    assert html.count('class="change-point"') == 2
+    assert "<code>cflags -O2 → -O1</code>" in html
+    link = f"../night-{STEP_AT:02d}/report.html"
+    assert html.count(f'xlink:href="{link}"') == 4  # 2 figures x 2 variants at that run
+    assert f'<a href="{link}">' in html  # the change points' run
+    index = (out / "index.html").read_text()
+    assert f'href="./{series}"' in index
+    assert re.search(r"gnu/tuned HPL -(9|10)\.\d%; gnu/tuned wall_time \+(9|10)\.\d%", index)
+
+
+def test_pages_are_named_safely(tmp_path):
+    assert historysite.slug("m-1", "a/../b", "<x>") != historysite.slug("m-1", "a_.._b", "_x_")
+    assert "/" not in historysite.slug("../../etc", "x")
+    f = tmp_path / "javascript:alert(1)" / "report.html"
+    f.parent.mkdir()
+    f.write_text("x")
+    assert historysite.link(f, tmp_path) == "./javascript%3Aalert%281%29/report.html"
+    assert historysite.link(tmp_path / "missing.html", tmp_path) is None
+
+
+def _side(v, noise=0.01, runs=5):
+    return compare.Side(v, noise, runs)
+
+
+def test_ratios_speed_ups_and_noise():
+    hpl = compare.Row(
+        "hpcc", "ci", "gnu", "tuned", "HPL", "Gflop/s", "higher", _side(10), _side(20)
+    )
+    wall = compare.Row("x", "ci", "gnu", "tuned", "wall_time", "s", "lower", _side(10), _side(5))
+    assert hpl.ratio == 2 and hpl.speedup == 2 and hpl.verdict == "B faster"
+    assert wall.ratio == 0.5 and wall.speedup == 2 and wall.verdict == "B faster"
+    assert wall.uncertainty == pytest.approx(math.sqrt(2 * 0.01**2 / 5))
+    close = compare.Row("x", "ci", "g", "v", "t", "s", "lower", _side(10), _side(10.05))
+    assert close.verdict == "within noise"
+    unknown = compare.Row("x", "ci", "g", "v", "t", "s", "lower", _side(10, None, 1), _side(9))
+    assert unknown.uncertainty is None and unknown.verdict == "noise unknown"
+
+
+def test_compare_two_recorded_machines(tmp_path, capsys):
+    """The recorded HPCC ci runs of an AMD EPYC and an Intel Xeon VM (2 cores each)."""
+    hdir = two_machine_history(tmp_path)
+    with History(hdir, create=False) as h:
+        c = compare.compare(h, "m-4d23c915ae", "m-ca27fe65b3")
+        assert compare.machines_in(h) == ["m-4d23c915ae", "m-ca27fe65b3"]
+    assert "AMD EPYC" in c.a.label and "Intel(R) Xeon(R) Processor (6/207/2, avx512f)" in c.b.label
+    # gnu/tuned is the variant measured on both; its figures split into application figures
+    # and micro-benchmarks, the other variants of the AMD machine are on one side only
+    assert {(r.environment, r.variant) for r in c.rows + c.micro} == {("gnu", "tuned")}
+    assert {r.figure for r in c.rows} == {
+        "HPL",
+        "MPIFFT",
+        "MPIRandomAccess",
+        "PTRANS",
+        "StarFFT",
+        "wall_time",
+    }
+    assert set(c.kinds) == {"STREAM", "DGEMM", "latency", "bandwidth"}
+    assert c.only == {"a": 5 * 14, "b": 0}
+    for r in c.rows + c.micro:
+        assert r.a.runs == 2 and r.b.runs == 9
+        assert r.ratio == pytest.approx(r.b.value / r.a.value)
+        assert r.nearest in c.kinds or r.kind
+    # the ratios as recorded: the Intel VM's HPL at less than half the AMD's
+    hpl = next(r for r in c.rows if r.figure == "HPL")
+    assert 0.3 < hpl.ratio < 0.6 and hpl.verdict == "A faster"
+    # the command: the history's two machines without naming them, a JSON copy
+    out = tmp_path / "c.json"
+    assert cli.main(["compare", "--history", str(hdir), "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "micro-benchmarks" in text and "HPL" in text and "m-ca27fe65b3" in text
+    assert json.loads(out.read_text())["kinds"].keys() == c.kinds.keys()
+
+
+def test_compare_refuses_what_it_cannot_compare(tmp_path, capsys):
+    hdir = two_machine_history(tmp_path)
+    assert cli.main(["compare", "m-4d23c915ae", "--history", str(hdir)]) == 2
+    assert cli.main(["compare", "m-4d23", "m-4d23c915ae", "--history", str(hdir)]) == 2
+    assert "the same machine" in capsys.readouterr().err
+    assert cli.main(["compare", "m-4d23", "m-0000", "--history", str(hdir)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"no clean verified results of 'm-0000'.*m-ca27fe65b3", err), err
