@@ -8,8 +8,8 @@ ReFrame's own output passes through unchanged; beside it, apptune follows the ru
   count of the last build of the same application in the build cache, the elapsed
   time and an estimate of what is left.
 
-On a terminal this is one status line under ReFrame's output (tqdm, already installed
-with optuna); in a log (not a TTY, or ``CI=true``) it is at most one line a minute.
+On a terminal this is one status line under ReFrame's output (tqdm, a declared
+dependency); in a log (not a TTY, or ``CI=true``) it is at most one line a minute.
 """
 
 from __future__ import annotations
