@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Nightly regression run: the nightly tier with repeats, stored in the history,
-# the report (with trends), then the regression verdict over the history.
+# the report (with trends), then the regression verdict over the history, and the
+# history site when APPTUNE_NIGHTLY_SITE asks for it.
 #
 #   ci/nightly.sh                     # from cron, scrontab or by hand; reads no stdin
 #
 # Exit status: 1 when check-regressions confirmed a regression (it printed the
 # figure, the first bad run and what changed in provenance); otherwise the
-# status of the run itself (non-zero when a test failed); 0 only when every test
-# passed and no regression was confirmed.
+# status of the run itself (non-zero when a test failed); then the status of
+# writing the site; 0 only when every test passed, no regression was confirmed
+# and the site, if asked for, was written.
 #
 # Settings (environment):
 #   APPTUNE_NIGHTLY_REPEATS  runs of each test (default 3); verdicts use their median
@@ -17,6 +19,9 @@
 #                            docs/regressions.md): a name that does not exist is refused
 #   APPTUNE_NIGHTLY_ARGS     extra ReFrame options, word-split (e.g. "--system mycluster:compute")
 #   APPTUNE_NIGHTLY_MODE     the ReFrame mode (default nightly; ci for a short night)
+#   APPTUNE_NIGHTLY_SITE     a directory: also write the history site there (apptune history site:
+#                            trends, change points and causes, since the last nightly, machines
+#                            compared); unset: no site
 #   APPTUNE_HISTORY          history directory (default ~/.local/share/apptune/history)
 #   APPTUNE_RUNS             where run directories go (default runs/)
 #   APPTUNE                  the apptune command (default .venv/bin/apptune)
@@ -49,8 +54,20 @@ fi
 check_rc=0
 "$apptune" check-regressions --mode "$mode" --json "$run_dir/regressions.json" || check_rc=$?
 
+# 4. the history as a static site, when asked for (a failure to write it fails the night)
+site_rc=0
+if [ -n "${APPTUNE_NIGHTLY_SITE:-}" ]; then
+  "$apptune" history site "$APPTUNE_NIGHTLY_SITE" --mode "$mode" || site_rc=$?
+fi
+
 echo "nightly: run $run_dir: tests exit $run_rc, check-regressions exit $check_rc"
+if [ "$site_rc" -ne 0 ]; then
+  echo "nightly: the history site was not written to $APPTUNE_NIGHTLY_SITE (exit $site_rc)" >&2
+fi
 if [ "$check_rc" -ne 0 ]; then
   exit "$check_rc"
+fi
+if [ "$run_rc" -eq 0 ] && [ "$site_rc" -ne 0 ]; then
+  exit "$site_rc"
 fi
 exit "$run_rc"

@@ -14,15 +14,13 @@ case "$1" in
   run) d=$(echo "$*" | sed -E 's/.*--run-dir ([^ ]+).*/\\1/'); mkdir -p "$d"
        [ "$STUB_NO_REPORT" = 1 ] || echo '{}' > "$d/report.json"; exit "$STUB_RUN_RC" ;;
   check-regressions) exit "$STUB_CHECK_RC" ;;
+  history) if [ "$2" = site ]; then exit "${STUB_SITE_RC:-0}"; fi ;;
 esac
 """
 
 
-@pytest.mark.parametrize(
-    "run_rc,check_rc,no_report,want",
-    [(0, 0, 0, 0), (0, 1, 0, 1), (1, 0, 0, 1), (1, 1, 0, 1), (0, 0, 1, 2)],
-)
-def test_steps_and_exit_status(tmp_path, run_rc, check_rc, no_report, want):
+def night(tmp_path, **env) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """ci/nightly.sh with the stand-in apptune and ``env``; its result and the calls made."""
     stub = tmp_path / "apptune"
     stub.write_text(STUB)
     stub.chmod(0o755)
@@ -31,12 +29,8 @@ def test_steps_and_exit_status(tmp_path, run_rc, check_rc, no_report, want):
         os.environ,
         APPTUNE=str(stub),
         STUB_LOG=str(log),
-        STUB_RUN_RC=str(run_rc),
-        STUB_CHECK_RC=str(check_rc),
-        STUB_NO_REPORT=str(no_report),
         APPTUNE_RUNS=str(tmp_path / "runs"),
-        APPTUNE_NIGHTLY_REPEATS="5",
-        APPTUNE_NIGHTLY_ARGS="-n HPCC",
+        **{k: str(v) for k, v in env.items()},
     )
     p = subprocess.run(
         ["bash", str(REPO / "ci/nightly.sh")],
@@ -46,8 +40,23 @@ def test_steps_and_exit_status(tmp_path, run_rc, check_rc, no_report, want):
         stdin=subprocess.DEVNULL,
         timeout=60,
     )
+    return p, log.read_text().splitlines()
+
+
+@pytest.mark.parametrize(
+    "run_rc,check_rc,no_report,want",
+    [(0, 0, 0, 0), (0, 1, 0, 1), (1, 0, 0, 1), (1, 1, 0, 1), (0, 0, 1, 2)],
+)
+def test_steps_and_exit_status(tmp_path, run_rc, check_rc, no_report, want):
+    p, calls = night(
+        tmp_path,
+        STUB_RUN_RC=run_rc,
+        STUB_CHECK_RC=check_rc,
+        STUB_NO_REPORT=no_report,
+        APPTUNE_NIGHTLY_REPEATS="5",
+        APPTUNE_NIGHTLY_ARGS="-n HPCC",
+    )
     assert p.returncode == want, p.stdout + p.stderr
-    calls = log.read_text().splitlines()
     assert calls[0].startswith("run --mode nightly --repeats 5 --wait-for-quiet 120 --run-dir ")
     assert calls[0].endswith("-- -n HPCC")
     run_dir = calls[0].split("--run-dir ")[1].split()[0]
@@ -58,3 +67,22 @@ def test_steps_and_exit_status(tmp_path, run_rc, check_rc, no_report, want):
         f"history ingest {run_dir}",
         f"check-regressions --mode nightly --json {run_dir}/regressions.json",
     ]
+
+
+@pytest.mark.parametrize("run_rc,check_rc,site_rc,want", [(0, 0, 0, 0), (0, 0, 2, 2), (1, 0, 2, 1)])
+def test_the_history_site_when_asked_for(tmp_path, run_rc, check_rc, site_rc, want):
+    """APPTUNE_NIGHTLY_SITE: the site of the night's mode is written after the verdict; a
+    site that could not be written fails a night that was otherwise green."""
+    p, calls = night(
+        tmp_path,
+        STUB_RUN_RC=run_rc,
+        STUB_CHECK_RC=check_rc,
+        STUB_SITE_RC=site_rc,
+        STUB_NO_REPORT=0,
+        APPTUNE_NIGHTLY_MODE="ci",
+        APPTUNE_NIGHTLY_SITE=tmp_path / "site",
+    )
+    assert p.returncode == want, p.stdout + p.stderr
+    assert calls[-1] == f"history site {tmp_path / 'site'} --mode ci"
+    assert calls[-2].startswith("check-regressions --mode ci")
+    assert ("the history site was not written" in p.stderr) == bool(site_rc)
