@@ -86,7 +86,8 @@ VERDICTS = ("regression", "improvement", "within noise", "no verdict")
 
 def record_command(apps, tier: str, system: str = "local", partition: str | None = None) -> str:
     """The one command that records the baselines of ``apps`` (a name or several) for the
-    tier, system and partition a run was on (:func:`apptune.cli.cmd_baseline_record`)."""
+    tier, system and partition a run was on
+    (:func:`apptune.commands.baseline.cmd_baseline_record`)."""
     apps = [apps] if isinstance(apps, str) else sorted(set(apps))
     checks = " ".join(f"-c reframe-checks/{a}" for a in apps)
     mode = tier if tier in ("ci", "nightly") else "ci"

@@ -12,7 +12,7 @@ import timeapp
 import yaml
 from conftest import write_run
 
-from apptune import cli
+from apptune.commands import baseline as baseline_command
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -84,7 +84,7 @@ def test_without_a_tty_or_yes_nothing_is_written(toy_root, tmp_path, monkeypatch
         )
         return 0
 
-    monkeypatch.setattr(cli, "cmd_run", fake_run)
+    monkeypatch.setattr(baseline_command, "cmd_run", fake_run)
     monkeypatch.setattr(sys, "stdin", open(os.devnull))
     a = argparse.Namespace(
         sessions=3,
@@ -97,7 +97,7 @@ def test_without_a_tty_or_yes_nothing_is_written(toy_root, tmp_path, monkeypatch
         system=None,
         yes=False,
     )
-    assert cli.cmd_baseline_record(a) == 1
+    assert baseline_command.cmd_baseline_record(a) == 1
     out = capsys.readouterr()
     f = toy_root / "reference/baselines/local/toy.yaml"
     assert len(sessions) == 3 and not f.exists()
@@ -105,4 +105,4 @@ def test_without_a_tty_or_yes_nothing_is_written(toy_root, tmp_path, monkeypatch
     assert "1 file(s) not written (no tty to confirm: --yes writes them" in out.err
     a.sessions = 0
     with pytest.raises(Exception, match="--sessions: 0: give at least 1"):
-        cli.cmd_baseline_record(a)
+        baseline_command.cmd_baseline_record(a)

@@ -3,7 +3,7 @@
 import shutil
 from pathlib import Path
 
-from apptune import cli
+from apptune import cli, workflow
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -45,7 +45,9 @@ def test_validate_missing_reference_and_reference_tree(tmp_path, monkeypatch, ca
 
 
 def test_run_command_is_plain_reframe(tmp_path):
-    cmd = cli.reframe_command(REPO, "ci", [], tmp_path, "site-config/settings.py", ["-p", "gnu"])
+    cmd = workflow.reframe_command(
+        REPO, "ci", [], tmp_path, "site-config/settings.py", ["-p", "gnu"]
+    )
     assert Path(cmd[0]).name == "reframe"
     assert cmd[1:3] == ["-C", str(REPO / "site-config/settings.py")]
     assert ["--mode", "ci"] == cmd[cmd.index("--mode") : cmd.index("--mode") + 2]

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from conftest import hpcc_ci_run
 
-from apptune import cli, paths
+from apptune import cli, paths, workflow
 
 pytestmark = pytest.mark.unit
 
@@ -58,7 +58,7 @@ def test_a_full_history_says_no_space_and_exits_3(tiny_fs, tmp_path, capsys, mon
     _fill(tiny_fs)
     monkeypatch.setenv("APPTUNE_HISTORY", str(hdir))
     a = argparse.Namespace(no_history=False)
-    rc = cli.store_run(a, run_dir, 0)
+    rc = workflow.store_run(a, run_dir, 0)
     err = [ln for ln in capsys.readouterr().err.splitlines() if "history" in ln]
     assert rc == 3, err
     assert err == [
@@ -80,7 +80,7 @@ def test_a_full_run_directory_keeps_the_report_error_to_one_line(tmp_path, capsy
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(report, "write", full)
-    rc = cli.store_run(argparse.Namespace(no_history=True), run_dir, 0)
+    rc = workflow.store_run(argparse.Namespace(no_history=True), run_dir, 0)
     err = capsys.readouterr().err.splitlines()
     assert rc == 3 and err[-1].startswith(
         f"apptune: error: report not written: no space left on the file system of {run_dir} ("

@@ -8,7 +8,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 from conftest import write_run
 
-from apptune import cli, history
+from apptune import cli, history, workflow
 from apptune.errors import ApptuneError
 
 PROV = {
@@ -256,13 +256,13 @@ def test_default_directory_follows_the_environment(monkeypatch, tmp_path):
 
 def test_run_sets_reframe_results_storage_next_to_the_history(monkeypatch, tmp_path):
     monkeypatch.setenv("APPTUNE_HISTORY", str(tmp_path / "h"))
-    env = cli.reframe_storage_env({})
+    env = workflow.reframe_storage_env({})
     assert env == {
         "RFM_ENABLE_RESULTS_STORAGE": "1",
         "RFM_SQLITE_DB_FILE": str(tmp_path / "h" / "reframe-results.db"),
     }
     # a caller's own setting wins
-    assert cli.reframe_storage_env({"RFM_ENABLE_RESULTS_STORAGE": "0"}) == {}
+    assert workflow.reframe_storage_env({"RFM_ENABLE_RESULTS_STORAGE": "0"}) == {}
 
 
 # ------------------------------------------------------------------ tune and bisect trials

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TOY_ACC, TOY_MAIN, TOY_MAKEFILE, make_tarball, write_run
 
-from apptune import cli, history, records, report, supervise
+from apptune import cli, history, records, report, supervise, workflow
+from apptune.commands import run as run_command
 from apptune.constants import RESULT_FILE, SKIP_FILE
 
 REFRAME = str(Path(sys.executable).with_name("reframe"))
@@ -45,7 +46,7 @@ def test_a_run_directory_taken_in_the_same_second_gets_a_suffix(tmp_path):
     now = time.time()
     for k in range(60):  # the plain names of this minute are taken
         (tmp_path / f"{_stamp(now + k)}-ci").mkdir()
-    first, second = cli.new_run_dir(tmp_path, "ci"), cli.new_run_dir(tmp_path, "ci")
+    first, second = workflow.new_run_dir(tmp_path, "ci"), workflow.new_run_dir(tmp_path, "ci")
     assert first.is_dir() and first.name.endswith("-ci-2"), first
     assert second.is_dir() and second != first and second.name.rsplit("-", 1)[1] in ("2", "3"), (
         second
@@ -53,7 +54,7 @@ def test_a_run_directory_taken_in_the_same_second_gets_a_suffix(tmp_path):
 
 
 def _new(base):
-    return str(cli.new_run_dir(Path(base), "ci"))
+    return str(workflow.new_run_dir(Path(base), "ci"))
 
 
 @pytest.mark.slow
@@ -69,7 +70,7 @@ def _flip_latest(args):
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         for _ in range(n):
-            cli.point_latest(Path(target))
+            workflow.point_latest(Path(target))
     return err.getvalue()
 
 
@@ -198,7 +199,7 @@ def test_run_that_skipped_every_case_of_an_application_fails_with_one_line(
     fake.write_text(FAKE_REFRAME)
     monkeypatch.setenv("APPTUNE_RUNS", str(tmp_path / "runs"))
     monkeypatch.setattr(
-        cli,
+        run_command,
         "reframe_command",
         lambda root, mode, checks, run_dir, config, extra: [
             sys.executable,

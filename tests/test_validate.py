@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from apptune import cli, inputs, validate
+from apptune import cli, inputs, validate, workflow
+from apptune.commands import list as list_command
 from apptune.errors import ApptuneError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -584,18 +585,16 @@ def test_checks_without_bad_applications(tmp_path):
         (tmp_path / "reframe-checks" / app).mkdir(parents=True)
     (tmp_path / "reframe-checks/b/b.py").write_text("")
     d = tmp_path / "reframe-checks"
-    assert cli.checks_without(tmp_path, [], []) == ["reframe-checks"]
-    assert cli.checks_without(tmp_path, [], ["b"]) == [str(d / "a"), str(d / "c")]
-    assert cli.checks_without(tmp_path, ["reframe-checks/b/b.py", "reframe-checks/a"], ["b"]) == [
-        "reframe-checks/a"
-    ]
-    assert cli.checks_without(tmp_path, ["reframe-checks/b"], ["b"]) == []
+    assert workflow.checks_without(tmp_path, [], []) == ["reframe-checks"]
+    assert workflow.checks_without(tmp_path, [], ["b"]) == [str(d / "a"), str(d / "c")]
+    assert workflow.checks_without(
+        tmp_path, ["reframe-checks/b/b.py", "reframe-checks/a"], ["b"]
+    ) == ["reframe-checks/a"]
+    assert workflow.checks_without(tmp_path, ["reframe-checks/b"], ["b"]) == []
 
 
 def test_a_refused_run_leaves_no_run_directory(tree, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(
-        cli.subprocess, "run", lambda *a, **k: pytest.fail("ReFrame must not start")
-    )
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("ReFrame must not start"))
     (tree / "reframe-checks/toy").mkdir(parents=True)
     run_dir = tmp_path / "run"
     # a problem of the site config: nothing runs
@@ -695,7 +694,7 @@ def test_expected_failures_are_one_line_and_the_traceback_needs_verbose(
     def boom(a):
         raise exc
 
-    monkeypatch.setattr(cli, "cmd_list", boom)
+    monkeypatch.setattr(list_command, "cmd_list", boom)
     assert cli.main(["list"]) == rc
     assert capsys.readouterr().err.splitlines() == [line]
     assert cli.main(["-v", "list"]) == rc
@@ -715,7 +714,7 @@ def test_yaml_and_pydantic_errors_escaping_a_command_are_one_line(monkeypatch, c
         TierSpec.model_validate({"variants": {}, "ranks": 0})
 
     for fn in (bad_yaml, bad_model):
-        monkeypatch.setattr(cli, "cmd_list", fn)
+        monkeypatch.setattr(list_command, "cmd_list", fn)
         assert cli.main(["list"]) == 2
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 1 and err[0].startswith("apptune: error: "), err
@@ -725,7 +724,7 @@ def test_yaml_and_pydantic_errors_escaping_a_command_are_one_line(monkeypatch, c
 
 
 def test_a_bug_still_shows_its_traceback(monkeypatch):
-    monkeypatch.setattr(cli, "cmd_list", lambda a: {}["missing"])
+    monkeypatch.setattr(list_command, "cmd_list", lambda a: {}["missing"])
     with pytest.raises(KeyError):
         cli.main(["list"])
 

@@ -1,0 +1,185 @@
+"""``apptune baseline record`` and ``apptune baseline update``: baselines from runs."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+
+from .. import baselines, paths
+from ..errors import ApptuneError
+from ..workflow import runs_dir
+from .run import cmd_run
+
+
+def cmd_baseline_record(a) -> int:
+    """Record baselines: ``--sessions`` runs (each a session of ``apptune run`` with a quiet
+    wait), then the clean verified results merged per (system, app) into their baseline
+    files; each file's diff is shown and written only with ``--yes`` or a "y" at a tty."""
+    from .. import records
+
+    if a.sessions < 1:
+        raise ApptuneError(None, "--sessions", f"{a.sessions}: give at least 1 (3 give a noise)")
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    base = runs_dir() / f"baseline-{stamp}"
+    dirs = []
+    for i in range(1, a.sessions + 1):
+        run_dir = base / f"session-{i}"
+        print(f"apptune: baseline record: session {i} of {a.sessions} in {run_dir}", flush=True)
+        ra = argparse.Namespace(
+            mode=a.mode,
+            checks=a.checks,
+            app=[],
+            env=[],
+            variant=[],
+            placement=[],
+            config=a.config,
+            run_dir=str(run_dir),
+            repeats=1,
+            wait_for_quiet=a.wait_for_quiet,
+            no_history=a.no_history,
+            reframe_args=a.reframe_args,
+        )
+        rc = cmd_run(ra)
+        if rc >= 128 or rc in (2, paths.NO_SPACE_STATUS) and not (run_dir / "report.json").exists():
+            print(
+                f"apptune: baseline record: stopped after session {i} (exit {rc})", file=sys.stderr
+            )
+            return rc
+        dirs.append(run_dir)
+    by = _by_baseline_file(
+        [
+            c.record
+            for d in dirs
+            if (d / "report.json").exists()
+            for c in records.cases(d)
+            if c.record and c.verified
+        ],
+        a.system,
+    )
+    if not by:
+        print(
+            "apptune: baseline record: no verified result in any session: nothing to record",
+            file=sys.stderr,
+        )
+        return 1
+    changed, recordable = [], False
+    for (system, app), rs in by.items():
+        f, text, notes = baselines.merge(system, app, rs)
+        for n in notes:
+            print(f"apptune: baseline {app}: {n}", file=sys.stderr)
+        recordable = recordable or bool(text)
+        old = f.read_text() if f.exists() else ""
+        if not text or text == old:
+            why = " (no clean, verified result)" if not text else ""
+            print(f"apptune: baseline {app}: {f}: unchanged{why}")
+            continue
+        print(_file_diff(f, old, text), end="")
+        changed.append((f, text))
+    if not changed:
+        return 0 if recordable else 1
+    if not a.yes:
+        if not sys.stdin.isatty():
+            print(
+                f"apptune: baseline record: {len(changed)} file(s) not written (no tty to "
+                f"confirm: --yes writes them; the runs are in {base})",
+                file=sys.stderr,
+            )
+            return 1
+        answer = input(f"write {len(changed)} baseline file(s)? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            print(f"apptune: baseline record: not written (the runs are in {base})")
+            return 1
+    from ..yamlio import atomic_write_text
+
+    for f, text in changed:
+        atomic_write_text(f, text)
+        print(f"apptune: baseline record: wrote {f}")
+    return 0
+
+
+def cmd_baseline_update(a) -> int:
+    from .. import records
+
+    results = []
+    for d in a.run_dirs:
+        run_dir = Path(d).resolve()
+        cs = records.cases(run_dir)
+        got = [c.record for c in cs if c.record and c.verified]
+        if not got:
+            raise ApptuneError(
+                run_dir, None, f"no verified result in this run ({len(cs)} test case(s))"
+            )
+        results += got
+    for (system, app), rs in _by_baseline_file(results, a.system).items():
+        before = paths.baselines_file(system, app)
+        old = before.read_text() if before.exists() else ""
+        f, notes = baselines.update(system, app, rs)
+        for n in notes:
+            print(f"apptune: baseline {app}: {n}", file=sys.stderr)
+        print(_file_diff(f, old, f.read_text()) or f"{f}: unchanged")
+    return 0
+
+
+def _by_baseline_file(results: list[dict], system: str | None) -> dict:
+    """Run records by the baseline file they go into: (system, app) -> records."""
+    by: dict[tuple[str, str], list[dict]] = {}
+    for r in results:
+        by.setdefault((system or r["system"], r["app"]), []).append(r)
+    return dict(sorted(by.items()))
+
+
+def _file_diff(f: Path, old: str, new: str) -> str:
+    import difflib
+
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(True), new.splitlines(True), f"{f} (before)", f"{f} (after)"
+        )
+    )
+
+
+def register(subparsers) -> None:
+    """Add ``apptune baseline`` and its subcommands."""
+    b = subparsers.add_parser("baseline", help="baselines")
+    bs = b.add_subparsers(dest="bcmd", required=True)
+    bu = bs.add_parser(
+        "update",
+        help="merge verified, clean runs (median and noise of their repeats) "
+        "into reference/baselines/, bound to their machine's fingerprint",
+    )
+    bu.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    bu.add_argument("--system", help="baseline system name (default: the ReFrame system)")
+    bu.set_defaults(func=cmd_baseline_update)
+    br = bs.add_parser(
+        "record",
+        help="run --sessions sessions of the checks, merge their clean verified results into "
+        "reference/baselines/ and show the diff; written with --yes or a y at a tty",
+    )
+    br.add_argument("-c", "--checks", action="append", default=[], help="check file or directory")
+    br.add_argument("--mode", default="ci", help="ReFrame execution mode (default ci)")
+    br.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
+    br.add_argument(
+        "--sessions",
+        type=int,
+        default=5,
+        metavar="N",
+        help="sessions to run (default 5; at least 3 give a noise, docs/regressions.md)",
+    )
+    br.add_argument(
+        "--wait-for-quiet",
+        type=float,
+        default=120,
+        metavar="SECONDS",
+        help="before each timed run, wait at most SECONDS for a quiet node (default 120)",
+    )
+    br.add_argument("--system", help="baseline system name (default: the ReFrame system)")
+    br.add_argument("--yes", action="store_true", help="write the baseline files without asking")
+    br.add_argument(
+        "--no-history", action="store_true", help="do not store the sessions in the history"
+    )
+    br.add_argument(
+        "reframe_args", nargs="*", help="extra ReFrame options after --, e.g. -- --system c:p"
+    )
+    br.set_defaults(func=cmd_baseline_record)

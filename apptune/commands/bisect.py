@@ -1,0 +1,97 @@
+"""``apptune bisect``: the source files that must keep the good variant's flags."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .. import paths, recipes
+from ..workflow import history_status, trials_in_history
+from .options import trial_history_options
+
+
+def cmd_bisect(a) -> int:
+    from .. import bisect, localrun
+
+    site = localrun.load_site(
+        a.environment, a.config, languages=recipes.load_recipe(a.app).build.languages
+    )
+    with trials_in_history(a, "bisect") as on_trial:
+        res = bisect.bisect(
+            a.app,
+            a.good,
+            a.bad,
+            site,
+            tier=a.tier,
+            work=a.work_dir,
+            ignore_per_file=a.ignore_per_file,
+            repeats=a.repeats,
+            max_cycles=a.max_cycles,
+            ranks=a.ranks,
+            functions=a.functions,
+            on_trial=on_trial,
+        )
+    print(bisect.report_md(res))
+    if not res.verified:
+        print(
+            f"apptune: bisect: no verified per-file override after {res.n_cycles} cycles",
+            file=sys.stderr,
+        )
+        return 1
+    if res.entries and a.write:
+        f = recipes.recipe_path(a.app)
+        from ..yamlio import atomic_write_text
+
+        atomic_write_text(f, bisect.add_per_file(f.read_text(), res.entries, str(f)))
+        print(f"apptune: bisect: wrote the per_file rule into {f}")
+    elif res.entries:
+        print("apptune: bisect: recipe not changed (--write applies the diff above)")
+    return history_status(a, 0)
+
+
+def register(subparsers) -> None:
+    """Add ``apptune bisect``."""
+    bi = subparsers.add_parser(
+        "bisect",
+        help="find the source files that must keep the good variant's "
+        "flags for the bad variant to pass verification (docs/tuning.md)",
+    )
+    bi.add_argument("app")
+    bi.add_argument(
+        "--good", required=True, metavar="VARIANT", help="a variant that passes, e.g. tuned"
+    )
+    bi.add_argument(
+        "--bad", required=True, metavar="VARIANT", help="a variant that fails, e.g. aggressive"
+    )
+    bi.add_argument("-e", "--environment", default="gnu", help="ReFrame environment (default gnu)")
+    bi.add_argument("--tier", default="ci", help="input tier whose reference verifies (default ci)")
+    bi.add_argument("--ranks", type=int, help="MPI ranks (default: the tier's)")
+    bi.add_argument(
+        "--ignore-per-file",
+        action="store_true",
+        help="build the bad variant with its ladder for every file, also those the "
+        "recipe's per_file rules exempt (to find out whether a rule is needed)",
+    )
+    bi.add_argument(
+        "--work-dir",
+        type=Path,
+        help="builds, mixed builds and runs "
+        "(default runs/bisect/APP-ENV-GOOD-vs-BAD); the ends are reused when unchanged",
+    )
+    bi.add_argument(
+        "--repeats", type=int, default=3, help="timing runs of good, bad and mixed (default 3)"
+    )
+    bi.add_argument(
+        "--max-cycles", type=int, default=40, help="budget of build+run cycles (default 40)"
+    )
+    bi.add_argument(
+        "--no-functions",
+        dest="functions",
+        action="store_false",
+        help="stop at files: skip the search for the global functions of each culprit "
+        "file that must keep the good flags",
+    )
+    bi.add_argument("--write", action="store_true", help="write the per_file rule into the recipe")
+    bi.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
+    bi.set_defaults(func=cmd_bisect)
+    trial_history_options(bi)

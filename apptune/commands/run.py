@@ -1,0 +1,153 @@
+"""``apptune run``: validate the data, run the checks through ReFrame, store and report."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from .. import paths
+from ..constants import REPEATS_ENV, RUN_NOTES_FILE
+from ..errors import ApptuneError
+from ..workflow import (
+    checks_without,
+    new_run_dir,
+    reframe_command,
+    reframe_storage_env,
+    runs_dir,
+    store_run,
+)
+
+
+def cmd_run(a) -> int:
+    from .. import validate
+
+    root = paths.root()
+    # every data file is checked before ReFrame starts; an application with a problem is
+    # left out (its check directory), the others run, and the run's exit status says so
+    found = validate.check(root / a.config)
+    for p in found.all():
+        print(f"apptune: error: {p}", file=sys.stderr)
+    if found.site:
+        print(
+            "apptune: run refused: the site config has problems (apptune validate)", file=sys.stderr
+        )
+        return 2
+    from .. import selection
+
+    sel = selection.Selection(a.app, a.env, a.variant, a.placement)
+    sel_opts: list[str] = []
+    if sel:
+        if a.checks and sel.apps:
+            raise ApptuneError(None, "--app", "give the checks with -c or with --app, not both")
+        envs = validate.load_site_facts(root / a.config)[0].environments
+        sel_checks, sel_opts = selection.reframe_options(sel, list(envs) if envs else None)
+        a.checks = a.checks or sel_checks
+    withheld = [app for app, ps in found.baselines.items() if ps and app not in found.bad_apps]
+    if withheld:
+        print(
+            f"apptune: baseline problems (above) withhold the performance verdict of "
+            f"{', '.join(withheld)}: built, run and verified all the same",
+            file=sys.stderr,
+        )
+    checks = checks_without(root, a.checks, found.bad_apps)
+    if found.bad_apps:
+        print(
+            f"apptune: left out of the run: {', '.join(found.bad_apps)} (problems above)",
+            file=sys.stderr,
+        )
+        if not checks:
+            print("apptune: run refused: no check left to run", file=sys.stderr)
+            return 2
+    refused = 2 if found.all() else 0
+    where = Path(a.run_dir).resolve() if a.run_dir else runs_dir()
+    free = paths.free_mib(where)
+    if free is not None and free < paths.MIN_FREE_MIB:
+        print(
+            f"apptune: error: {where}: {free:.0f} MiB free on its file system; a run needs "
+            f"{paths.MIN_FREE_MIB} MiB for its stage and output directories (free some, or "
+            "choose another --run-dir)",
+            file=sys.stderr,
+        )
+        return paths.NO_SPACE_STATUS
+    if a.run_dir:
+        run_dir = Path(a.run_dir).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        run_dir = new_run_dir(runs_dir(), a.mode)
+    from ..yamlio import atomic_write_json
+
+    atomic_write_json(run_dir / RUN_NOTES_FILE, {"left_out": found.bad_apps})
+    extra = (["--repeat", str(a.repeats)] if a.repeats > 1 else []) + sel_opts + a.reframe_args
+    cmd = reframe_command(root, a.mode, checks, run_dir, a.config, extra)
+    env = dict(os.environ, APPTUNE_ROOT=str(root))
+    if a.wait_for_quiet is not None:
+        env["APPTUNE_QUIET_WAIT"] = str(a.wait_for_quiet)
+    env[REPEATS_ENV] = str(a.repeats)
+    storage = reframe_storage_env(env) if not a.no_history else {}
+    env.update(storage)
+    print("apptune: " + shlex.join([f"{k}={v}" for k, v in storage.items()] + cmd), flush=True)
+    from .. import progress, supervise
+
+    # SIGTERM/SIGINT/SIGHUP go to ReFrame, which aborts and writes its report; what
+    # completed is then stored and reported, and the exit status is 128 + the signal
+    with supervise.Supervisor() as sup:
+        rc = sup.run(cmd, cwd=run_dir, env=env, follow=lambda p: progress.relay(p, run_dir))
+        if sup.leftovers:
+            print(
+                f"apptune: note: stopped what the run left running: {', '.join(sup.leftovers)}",
+                file=sys.stderr,
+            )
+        rc = store_run(a, run_dir, rc, stopped_by=sup.signum)
+    return 128 + sup.signum if sup.signum else (rc or refused)
+
+
+def register(subparsers) -> None:
+    """Add ``apptune run``."""
+    r = subparsers.add_parser("run", help="run checks through ReFrame and write the report")
+    r.add_argument(
+        "--mode", default="ci", help="ReFrame execution mode: ci, nightly, dev (default ci)"
+    )
+    r.add_argument("-c", "--checks", action="append", default=[], help="check file or directory")
+    r.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
+    r.add_argument(
+        "--run-dir", help="where to put stage, output, report (default runs/<time>-<mode>)"
+    )
+    r.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each test N times (ReFrame --repeat); verdicts use the median",
+    )
+    r.add_argument(
+        "--wait-for-quiet",
+        type=float,
+        metavar="SECONDS",
+        help="before each timed run, wait at most SECONDS for the node to be quiet "
+        "(apptune/quality.py; default: the partition's extras.quiet_wait_s, else 0)",
+    )
+    r.add_argument(
+        "--no-history",
+        action="store_true",
+        help="do not store the run in the history (nor in ReFrame's results database)",
+    )
+    for opt, what in (
+        ("--app", "an application (its check directory)"),
+        ("--env", "an environment of the site config"),
+        ("--variant", "a build variant, e.g. tuned or tuned+fft=fftw3"),
+        ("--placement", "a placement, e.g. bound"),
+    ):
+        r.add_argument(
+            opt,
+            action="append",
+            default=[],
+            metavar=opt[2:].upper(),
+            help=f"run only {what}; repeat for several; different options must all hold "
+            "(a name that does not exist is refused, listing those that do)",
+        )
+    r.add_argument(
+        "reframe_args", nargs="*", help="extra ReFrame options after --, e.g. -- -n HPCC -p gnu"
+    )
+    r.set_defaults(func=cmd_run)
