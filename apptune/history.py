@@ -342,6 +342,13 @@ class History:
             )
         ]
 
+    def mode_of(self, session_uuid: str | None) -> str | None:
+        """The ReFrame mode of the stored run of a session (None: not stored, or no mode)."""
+        row = self.db.execute(
+            "SELECT mode FROM runs WHERE session_uuid = ?", (session_uuid,)
+        ).fetchone()
+        return row["mode"] if row else None
+
     def runs(self, mode: str | None = None, kind: str | None = "check") -> list[sqlite3.Row]:
         where, args = _kind_where(kind)
         if mode:

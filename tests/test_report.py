@@ -7,6 +7,8 @@ import pytest
 from conftest import hpcc_ci_run, write_run
 
 from apptune import records, report
+from apptune.report import files as report_files
+from apptune.report import plots as report_plots
 
 
 def _tc(
@@ -239,7 +241,7 @@ def test_a_variant_has_one_colour_in_every_panel_and_plot(tmp_path, monkeypatch)
     p.write_text(json.dumps(r))
 
     colours = []  # (plot file, panel title, {variant: colour}) for every line drawn
-    save = report._save_figure
+    save = report_plots._save_figure
 
     def record(fig, out):
         for ax in fig.axes:
@@ -262,7 +264,7 @@ def test_a_variant_has_one_colour_in_every_panel_and_plot(tmp_path, monkeypatch)
                         )
         return save(fig, out)
 
-    monkeypatch.setattr(report, "_save_figure", record)
+    monkeypatch.setattr(report_plots, "_save_figure", record)
     report.write(run_dir, history_dir=hdir)
     plots = {f for f, _, _ in colours}
     assert plots == {
@@ -356,13 +358,13 @@ def test_committed_baseline_and_history_verdicts_are_kept_apart(tmp_path):
 
 
 def test_verdict_cells_list_each_verdict_with_its_figures():
-    assert report._verdicts({}) == "–"
+    assert report_files._verdicts({}) == "–"
     assert (
-        report._verdicts({"HPL": "within threshold", "wall_time": "within threshold"})
+        report_files._verdicts({"HPL": "within threshold", "wall_time": "within threshold"})
         == "within threshold"
     )
     assert (
-        report._verdicts(
+        report_files._verdicts(
             {
                 "HPL": "regression",
                 "a": "within threshold",
@@ -373,7 +375,7 @@ def test_verdict_cells_list_each_verdict_with_its_figures():
         == "regression: HPL; within threshold: a, b; no verdict (node shared): c"
     )
     many = {"HPL": "regression", **{f"f{i}": "within threshold" for i in range(7)}}
-    assert report._verdicts(many) == "regression: HPL; within threshold: the other 7"
+    assert report_files._verdicts(many) == "regression: HPL; within threshold: the other 7"
 
 
 # ---------------------------------------------------------------- skipped because of a dependency

@@ -1,24 +1,18 @@
-"""Run summary from ReFrame's run report plus apptune's per-test result files.
-
-Writes ``summary.json`` (machine-readable), ``report.md`` (fits a GitHub job
-summary) and ``report.html`` into the run directory.  Failures come first,
-with the one-line reason; then a variant matrix per application with the
-correctness mark, the figures, the change against baseline and the best
-correct variant per figure.
+"""What a run's report says, collected from ReFrame's run report plus apptune's per-test
+result files: the failures with their one-line reason, a variant matrix per application
+with the correctness mark, the figures, the change against the baseline and the best
+correct variant per figure, a summary per application, and the history's verdicts.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from pathlib import Path
 
-from . import machine, quality, recipes, records, templating
-from .constants import RUN_NOTES_FILE, SKIP_FILE, XFAIL_FILE
-from .errors import ApptuneError
-from .figures import fmt_figure
-from .yamlio import atomic_write_json, atomic_write_text
+from .. import machine, recipes, records
+from ..constants import RUN_NOTES_FILE, SKIP_FILE, XFAIL_FILE
+from ..errors import ApptuneError
 
 #: ReFrame's results of a test that did not run: ``skip`` (it skipped itself, or a test it
 #: depends on was skipped or an expected failure) and ``fail_deps`` (a test it depends on
@@ -276,7 +270,7 @@ def outcome(report_file: Path, failures: list[dict]) -> dict:
 def baseline_advice(rows: list[dict]) -> list[str]:
     """How to record the baselines this run lacked: one line per tier and system, naming
     its applications and the one command (said once per run, not per figure)."""
-    from .baselines import record_command
+    from ..baselines import record_command
 
     groups: dict[tuple[str, str], set[str]] = {}
     for r in rows:
@@ -316,25 +310,6 @@ def _untested_summaries(cases: list[dict], apps: list[dict], failures: list[dict
         }
         for app, v in sorted(out.items())
     ]
-
-
-def summary_line(s: dict) -> str:
-    """One line per application for a terminal or a job summary."""
-    if s.get("nothing_verified"):
-        return f"{s['app']}: nothing verified: {s['nothing_verified']}"
-    head = f"{s['app']}/{s['tier']}: {s['verified']} of {s['variants']} variant(s) verified"
-    if s["not_verified"]:
-        head += f" (NOT verified: {', '.join(s['not_verified'])})"
-    if s["fastest"]:
-        head += f"; fastest correct by {s['primary']}: {s['fastest']}"
-        if s.get("tied"):
-            head += f" (a tie, within noise, with {', '.join(s['tied'])})"
-        if s["speedup"] and s["fastest"] != s["reference"]:
-            head += f" (x{s['speedup']:.2f} over {s['reference']})"
-        if s["disturbed"]:
-            head += f" [ranked with disturbed run(s): {', '.join(s['disturbed'])}]"
-    head += "; greenest: " + (s["greenest"] or s["greenest_why"])
-    return f"{head}; performance: {s['verdict_text']}"
 
 
 def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
@@ -412,7 +387,7 @@ def _judge_repeats(
     app: str, tier: str, env: str, variant: str, system: str, rs: list[dict]
 ) -> dict:
     """The baseline verdicts of repeated runs (:func:`apptune.baselines.verdicts`)."""
-    from . import baselines
+    from .. import baselines
 
     out = dict(rs[0]["baseline"])
     try:
@@ -540,226 +515,15 @@ def _pct(v) -> str:
     return "–" if v is None else f"{v:+.1%}"
 
 
-def _verdicts(by_figure: dict) -> str:
-    """``{figure: verdict}`` as one line: each verdict with its figures; the commonest one,
-    when it has more than 3, last as a count
-    (``regression: HPL; within noise: the other 7``)."""
-    groups: dict[str, list[str]] = {}
-    for n, v in by_figure.items():
-        groups.setdefault(str(v), []).append(n)
-    if len(groups) <= 1:
-        return next(iter(groups), "–")
-    common = max(groups, key=lambda v: len(groups[v]))
-    if len(groups[common]) <= 3:
-        return "; ".join(f"{v}: {', '.join(ns)}" for v, ns in groups.items())
-    return "; ".join(
-        [f"{v}: {', '.join(ns)}" for v, ns in groups.items() if v != common]
-        + [f"{common}: the other {len(groups[common])}"]
-    )
-
-
-def variant_styles(keys) -> dict[str, dict]:
-    """Line colour and style per environment/variant for every plot of one application and
-    tier (power, curves, trends): tab10 (tab20 beyond 10 variants) in sorted order of the
-    keys, so a variant has the same colour in each panel and plot whichever others are drawn.
-    Beyond 20 variants the colours repeat with another line style."""
-    import matplotlib
-
-    keys = sorted(set(keys))
-    cmap = matplotlib.colormaps["tab10" if len(keys) <= 10 else "tab20"]
-    dashes = ("-", "--", ":", "-.")
-    return {
-        k: {
-            "color": matplotlib.colors.to_hex(cmap(i % cmap.N)),
-            "linestyle": dashes[i // cmap.N % 4],
-        }
-        for i, k in enumerate(keys)
-    }
-
-
-def _styles(a: dict) -> dict[str, dict]:
-    """The application's styles (set by render from its rows and history series), or ones
-    from its rows for a summary that has none."""
-    if not a.get("variant_styles"):
-        a["variant_styles"] = variant_styles(_key(r) for r in a["rows"])
-    return a["variant_styles"]
-
-
-#: Figures of the report being rendered, written by :func:`write_figures`.
-_PENDING: list[tuple] = []
-
-
-def _save_figure(fig, out: Path) -> Path:
-    """Queue a matplotlib figure to be written to ``out`` (:func:`write_figures`)."""
-    import matplotlib
-
-    # the queued figures stay open until they are written: that is intended
-    matplotlib.rcParams["figure.max_open_warning"] = 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _PENDING.append((fig, out))
-    return out
-
-
-def _write_part(part: list[tuple]) -> None:
-    for fig, out in part:
-        # atomically: a reader never sees half a PNG
-        fig.tight_layout()
-        tmp = out.with_suffix(".tmp.png")
-        fig.savefig(tmp)
-        tmp.replace(out)
-
-
-def write_figures() -> None:
-    """Write the queued figures, on every core: drawing and PNG encoding are most of a
-    report's time. Forked workers share the figures without copying them; a part whose
-    worker failed is written here instead."""
-    import multiprocessing
-    import os
-
-    import matplotlib.pyplot as plt
-
-    jobs = list(_PENDING)
-    _PENDING.clear()
-    try:
-        n = min(len(jobs), os.cpu_count() or 1)
-        parts = [jobs[i::n] for i in range(n)] if n else []
-        if n > 1 and "fork" in multiprocessing.get_all_start_methods():
-            ctx = multiprocessing.get_context("fork")
-            procs = [ctx.Process(target=_write_part, args=(part,)) for part in parts[1:]]
-            for proc in procs:
-                proc.start()
-            try:
-                _write_part(parts[0])
-            finally:
-                for proc in procs:
-                    proc.join()
-            for proc, part in zip(procs, parts[1:], strict=True):
-                if proc.exitcode != 0:
-                    _write_part(part)
-        else:
-            for part in parts:
-                _write_part(part)
-    finally:
-        for fig, _ in jobs:
-            plt.close(fig)
-
-
-def power_plots(summary: dict, run_dir: Path) -> None:
-    """One power-over-time plot per application and tier, a line per variant."""
-    from .energy import TRACE_FILE, read_trace
-
-    for a in summary["apps"]:
-        traces = []
-        for r in a["rows"]:
-            f = Path(r["outputdir"] or "") / TRACE_FILE
-            if r.get("outputdir") and f.is_file():
-                try:
-                    traces.append((_key(r), r["energy"].get("trust", "?"), read_trace(f)))
-                except (OSError, ValueError, KeyError):
-                    continue
-        a["power_plot"] = None
-        if not traces:
-            continue
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(8, 3.2), dpi=100)
-        styles = _styles(a)
-        for label, trust, pts in traces:
-            ax.plot(
-                [t for t, _ in pts],
-                [p for _, p in pts],
-                label=f"{label} ({trust})",
-                linewidth=1.2,
-                **styles[label],
-            )
-        grades = sorted({t for _, t, _ in traces})
-        ax.set_title(f"{a['app']} — tier {a['tier']}: power over time ({', '.join(grades)})")
-        ax.set_xlabel("time since job start (s)")
-        ax.set_ylabel("power (W)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
-        out = _save_figure(fig, run_dir / "plots" / f"power-{a['app']}-{a['tier']}.png")
-        a["power_plot"] = str(out.relative_to(run_dir))
-
-
-def _read_curve(f: Path) -> dict[str, list[float]]:
-    lines = f.read_text().splitlines()
-    cols = lines[0].split(",")
-    rows = [[float(x) for x in ln.split(",")] for ln in lines[1:] if ln.strip()]
-    return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
-
-
-def curve_plots(summary: dict, run_dir: Path) -> None:
-    """Curves (NetPIPE, micro-benchmarks): one plot per curve and y column, a line per variant."""
-    for a in summary["apps"]:
-        a["curve_plots"] = []
-        found: dict[tuple[str, str], list] = {}
-        for r in a["rows"]:
-            for name, c in (r.get("curves") or {}).items():
-                plot = c.get("plot")
-                f = Path(r.get("outputdir") or "") / c["file"]
-                if not plot or not r.get("outputdir") or not f.is_file():
-                    continue
-                try:
-                    data = _read_curve(f)
-                except (OSError, ValueError, IndexError):
-                    continue
-                for y in plot["y"]:
-                    # a column with no finite value (a placement class this system lacks)
-                    # would be empty axes
-                    if any(math.isfinite(v) for v in data.get(y, [])):
-                        found.setdefault((name, y), []).append((_key(r), r["verified"], plot, data))
-        if not found:
-            continue
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        styles = _styles(a)
-        for (name, y), lines in found.items():
-            plot = lines[0][2]
-            fig, ax = plt.subplots(figsize=(8, 3.2), dpi=100)
-            for label, ok, _, data in lines:
-                ax.plot(
-                    data[plot["x"]],
-                    data[y],
-                    label=label + ("" if ok else " (NOT verified)"),
-                    linewidth=1.2,
-                    marker=".",
-                    markersize=3,
-                    **styles[label],
-                )
-            if plot.get("xlog"):
-                ax.set_xscale("log", base=2)
-            if plot.get("ylog"):
-                ax.set_yscale("log")
-            ax.set_title(f"{a['app']} — tier {a['tier']}: {name} {y} vs {plot['x']}")
-            ax.set_xlabel(plot["x"])
-            ax.set_ylabel(y)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
-            out = _save_figure(
-                fig, run_dir / "plots" / f"curve-{a['app']}-{a['tier']}-{name}-{y}.png"
-            )
-            a["curve_plots"].append(
-                {"name": name, "y": y, "x": plot["x"], "file": str(out.relative_to(run_dir))}
-            )
-
-
 def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
     """The history's verdicts (change points over the runs of this run's mode) for this run's
     applications, into ``summary["history_verdicts"]`` and each row's ``history_verdicts``;
     returns the verdicts and each stored run's position in the history."""
-    from . import history, regressions
+    from .. import history, regressions
 
     with history.History(history_dir) as h:
         uuid = summary["session"].get("uuid")
-        row = h.db.execute("SELECT mode FROM runs WHERE session_uuid = ?", (uuid,)).fetchone()
-        mode = row["mode"] if row else None
+        mode = h.mode_of(uuid)
         order = {r["session_uuid"]: i for i, r in enumerate(h.runs(mode=mode))}
         verdicts = []
         for system, app in sorted({(r["system"], r["app"]) for r in summary["results"]}):
@@ -785,142 +549,6 @@ def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
                 if (v.environment, v.variant) == (r["environment"], r["variant"])
             }
     return verdicts, order
-
-
-def trend_plots(summary: dict, run_dir: Path, verdicts: list, order: dict) -> None:
-    """Per application and tier, one trend plot of the history's verdicts: a panel per
-    figure, a line per variant (one colour each across panels), change points marked."""
-    for a in summary["apps"]:
-        a["trend_plot"] = None
-        vs = [
-            v for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"]) and len(v.points) >= 2
-        ]
-        names = [n for n in a["figures"] if any(v.figure == n for v in vs)]
-        if not names:
-            continue
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.lines import Line2D
-        from matplotlib.ticker import MaxNLocator
-
-        styles = _styles(a)
-        cols = min(3, len(names))
-        rows = -(-len(names) // cols)
-        fig, axes = plt.subplots(
-            rows, cols, figsize=(4.2 * cols, 2.4 * rows), dpi=80, squeeze=False
-        )
-        for ax in axes.flat[len(names) :]:
-            ax.set_visible(False)
-        drawn = set()
-        for ax, n in zip(axes.flat, names, strict=False):  # spare axes are hidden above
-            for v in (v for v in vs if v.figure == n):
-                xs = [order.get(p.run, i) for i, p in enumerate(v.points)]
-                label = f"{v.environment}/{v.variant}"
-                drawn.add(label)
-                ax.plot(
-                    xs,
-                    [p.value for p in v.points],
-                    marker=".",
-                    markersize=3,
-                    linewidth=1,
-                    label=label,
-                    **styles[label],
-                )
-                for c in v.change_points:
-                    bad = c["direction"] == "regression"
-                    ax.axvline(
-                        order.get(c["run"], c["index"]) - 0.5,
-                        color="#b00020" if bad else "#1b7a1b",
-                        linestyle="--",
-                        linewidth=1,
-                    )
-                    if c["change"] is not None:
-                        ax.annotate(
-                            f"{c['change']:+.1%}",
-                            (order.get(c["run"], c["index"]) - 0.5, c["after"]),
-                            fontsize=6,
-                            color="#b00020" if bad else "#1b7a1b",
-                        )
-            ax.set_title(
-                f"{n} ({a['units'].get(n, '')}, {a['better'].get(n, 'higher')} is better)",
-                fontsize=8,
-            )
-            ax.tick_params(labelsize=6)
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.grid(alpha=0.3)
-        # one legend for every panel: each variant drawn anywhere, in its one colour
-        axes.flat[0].legend(
-            handles=[
-                Line2D([], [], marker=".", markersize=3, linewidth=1, label=k, **styles[k])
-                for k in sorted(drawn)
-            ],
-            fontsize=6,
-        )
-        out = _save_figure(fig, run_dir / "plots" / f"trend-{a['app']}-{a['tier']}.png")
-        a["trend_plot"] = str(out.relative_to(run_dir))
-
-
-def render(
-    summary: dict, run_dir: Path, history_dir: Path | None = None
-) -> tuple[Path, Path, Path]:
-    env = templating.environment(keep_trailing_newline=False)
-    env.filters.update(
-        quality=quality.summary,
-        summary_line=summary_line,
-        fmt=functools.partial(fmt_figure, missing="–"),
-        pct=_pct,
-        key=_key,
-        verdicts=_verdicts,
-    )
-    env.globals["relpath"] = lambda p: _rel(p, run_dir)
-    summary["history_verdicts"] = None
-    verdicts, order = (
-        history_verdicts(summary, Path(history_dir)) if history_dir is not None else ([], {})
-    )
-    for a in summary["apps"]:  # one style per variant, for this run's variants and the history's
-        a["variant_styles"] = variant_styles(
-            [_key(r) for r in a["rows"]]
-            + [
-                f"{v.environment}/{v.variant}"
-                for v in verdicts
-                if (v.app, v.tier) == (a["app"], a["tier"])
-            ]
-        )
-    try:
-        power_plots(summary, run_dir)
-        curve_plots(summary, run_dir)
-        if history_dir is not None:
-            trend_plots(summary, run_dir, verdicts, order)
-    finally:
-        write_figures()
-    md = env.get_template("report.md.j2").render(**summary)
-    html = env.get_template("report.html.j2").render(**summary)
-    paths = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")
-    atomic_write_json(paths[0], summary)
-    atomic_write_text(paths[1], md)
-    atomic_write_text(paths[2], html)
-    return paths
-
-
-def _rel(p, base: Path) -> str:
-    import os
-
-    if not p:
-        return ""
-    try:
-        return os.path.relpath(p, base)
-    except ValueError:
-        return str(p)
-
-
-def write(
-    run_dir: Path, report_file: Path | None = None, history_dir: Path | None = None
-) -> tuple[Path, Path, Path]:
-    run_dir = Path(run_dir)
-    summary = collect(report_file or run_dir / "report.json")
-    return render(summary, run_dir, history_dir)
 
 
 def untested_apps(report_file: Path) -> dict[str, list[str]]:

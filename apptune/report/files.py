@@ -1,0 +1,113 @@
+"""The report's files, rendered: ``summary.json`` (machine-readable), ``report.md`` (fits a GitHub
+job summary) and ``report.html`` in the run directory, from :func:`~apptune.report.collect.collect`
+and the plots.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from .. import quality, templating
+from ..figures import fmt_figure
+from ..yamlio import atomic_write_json, atomic_write_text
+from .collect import _key, _pct, collect, history_verdicts
+from .plots import curve_plots, power_plots, trend_plots, variant_styles, write_figures
+
+
+def summary_line(s: dict) -> str:
+    """One line per application for a terminal or a job summary."""
+    if s.get("nothing_verified"):
+        return f"{s['app']}: nothing verified: {s['nothing_verified']}"
+    head = f"{s['app']}/{s['tier']}: {s['verified']} of {s['variants']} variant(s) verified"
+    if s["not_verified"]:
+        head += f" (NOT verified: {', '.join(s['not_verified'])})"
+    if s["fastest"]:
+        head += f"; fastest correct by {s['primary']}: {s['fastest']}"
+        if s.get("tied"):
+            head += f" (a tie, within noise, with {', '.join(s['tied'])})"
+        if s["speedup"] and s["fastest"] != s["reference"]:
+            head += f" (x{s['speedup']:.2f} over {s['reference']})"
+        if s["disturbed"]:
+            head += f" [ranked with disturbed run(s): {', '.join(s['disturbed'])}]"
+    head += "; greenest: " + (s["greenest"] or s["greenest_why"])
+    return f"{head}; performance: {s['verdict_text']}"
+
+
+def _verdicts(by_figure: dict) -> str:
+    """``{figure: verdict}`` as one line: each verdict with its figures; the commonest one,
+    when it has more than 3, last as a count
+    (``regression: HPL; within noise: the other 7``)."""
+    groups: dict[str, list[str]] = {}
+    for n, v in by_figure.items():
+        groups.setdefault(str(v), []).append(n)
+    if len(groups) <= 1:
+        return next(iter(groups), "–")
+    common = max(groups, key=lambda v: len(groups[v]))
+    if len(groups[common]) <= 3:
+        return "; ".join(f"{v}: {', '.join(ns)}" for v, ns in groups.items())
+    return "; ".join(
+        [f"{v}: {', '.join(ns)}" for v, ns in groups.items() if v != common]
+        + [f"{common}: the other {len(groups[common])}"]
+    )
+
+
+def render(
+    summary: dict, run_dir: Path, history_dir: Path | None = None
+) -> tuple[Path, Path, Path]:
+    env = templating.environment(keep_trailing_newline=False)
+    env.filters.update(
+        quality=quality.summary,
+        summary_line=summary_line,
+        fmt=functools.partial(fmt_figure, missing="–"),
+        pct=_pct,
+        key=_key,
+        verdicts=_verdicts,
+    )
+    env.globals["relpath"] = lambda p: _rel(p, run_dir)
+    summary["history_verdicts"] = None
+    verdicts, order = (
+        history_verdicts(summary, Path(history_dir)) if history_dir is not None else ([], {})
+    )
+    for a in summary["apps"]:  # one style per variant, for this run's variants and the history's
+        a["variant_styles"] = variant_styles(
+            [_key(r) for r in a["rows"]]
+            + [
+                f"{v.environment}/{v.variant}"
+                for v in verdicts
+                if (v.app, v.tier) == (a["app"], a["tier"])
+            ]
+        )
+    try:
+        power_plots(summary, run_dir)
+        curve_plots(summary, run_dir)
+        if history_dir is not None:
+            trend_plots(summary, run_dir, verdicts, order)
+    finally:
+        write_figures()
+    md = env.get_template("report.md.j2").render(**summary)
+    html = env.get_template("report.html.j2").render(**summary)
+    paths = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")
+    atomic_write_json(paths[0], summary)
+    atomic_write_text(paths[1], md)
+    atomic_write_text(paths[2], html)
+    return paths
+
+
+def _rel(p, base: Path) -> str:
+    import os
+
+    if not p:
+        return ""
+    try:
+        return os.path.relpath(p, base)
+    except ValueError:
+        return str(p)
+
+
+def write(
+    run_dir: Path, report_file: Path | None = None, history_dir: Path | None = None
+) -> tuple[Path, Path, Path]:
+    run_dir = Path(run_dir)
+    summary = collect(report_file or run_dir / "report.json")
+    return render(summary, run_dir, history_dir)
