@@ -636,7 +636,7 @@ def tuning_problems(apps: dict[str, list] | None = None) -> list[ApptuneError]:
     spaces = sorted((paths.root() / "tuning").glob("*.yaml"))
     if not spaces:
         return found
-    from . import tune
+    from .spaces import load_space
 
     known = recipes.list_recipes()
     for f in spaces:
@@ -647,7 +647,7 @@ def tuning_problems(apps: dict[str, list] | None = None) -> list[ApptuneError]:
                 )
             )
         elif not (apps or {}).get(f.stem):
-            _collect(found, tune.load_space, f.stem, f)
+            _collect(found, load_space, f.stem, f)
     return found
 
 

@@ -1,8 +1,9 @@
 """The Markdown reports of apptune bisect and apptune tune (jinja2 templates in
 apptune/templates/), on results with every part filled in and on bare ones."""
 
-from apptune import bisect, tune
+from apptune import bisect
 from apptune.bisect import BisectResult, Cycle
+from apptune.tools import tune
 
 
 def _bisect_result(**kw) -> BisectResult:

@@ -9,8 +9,10 @@ import pytest
 import synth_app
 import yaml
 
-from apptune import cli, localrun, recipes, tune
+from apptune import cli, localrun, recipes
 from apptune.errors import ApptuneError
+from apptune.tools import tune
+from apptune.tools.tune import trials as tune_trials
 
 SPACE = """\
 app: synth
@@ -198,7 +200,7 @@ def test_runtime_layouts_and_conditional_knobs():
         "threads": 2,
         "binding": "",
     }
-    assert tune.Config(**tune._cfg_args(c.to_dict())) == c
+    assert tune.Config(**tune_trials._cfg_args(c.to_dict())) == c
     t = optuna.trial.FixedTrial(
         base | {"axis.blas": "mkl-threaded", "runtime.layout": "2x1", "input.grid": "P=2 Q=1"}
     )
@@ -210,7 +212,7 @@ def test_runtime_layouts_and_conditional_knobs():
     assert (c.ranks, c.threads) == (2, 1)
     # a trial from before runtime knobs existed still reads back
     old = {"environment": "gnu", "variant": "tuned", "extra_flags": [], "env": {}, "inputs": {}}
-    assert tune.Config(**tune._cfg_args(old)) == tune.Config("gnu", "tuned")
+    assert tune.Config(**tune_trials._cfg_args(old)) == tune.Config("gnu", "tuned")
 
 
 def test_recommended_diff_adds_the_app_and_keeps_others(toy_root):
@@ -389,32 +391,32 @@ def test_a_stalled_sampler_steps_to_unmeasured_neighbours_of_the_best_trial():
 
     t = types.SimpleNamespace(builds={key("tuned"): {"ok": True}, key("aggressive"): {"ok": True}})
     # run knobs of the best verified trial first (tuned/a -> X=c), never one asked before
-    assert tune._unseen_neighbour(study, t, fresh_builds_left=False) == {
+    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=False) == {
         "ladder": "tuned",
         "env.X": "c",
     }
     study.enqueue_trial({"ladder": "tuned", "env.X": "c"})
     # then the other trials' neighbours: aggressive is built, so aggressive/b needs no build
-    assert tune._unseen_neighbour(study, t, fresh_builds_left=False) == {
+    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=False) == {
         "ladder": "aggressive",
         "env.X": "b",
     }
     study.enqueue_trial({"ladder": "aggressive", "env.X": "b"})
     study.enqueue_trial({"ladder": "aggressive", "env.X": "c"})
-    assert tune._unseen_neighbour(study, t, fresh_builds_left=False) is None
+    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=False) is None
     # a step to a build not yet made is offered only while the build budget lasts
     del t.builds[key("aggressive")]
     study2 = optuna.create_study(direction="maximize")
     study2.add_trial(study.trials[0])
     study = study2
-    assert tune._unseen_neighbour(study, t, fresh_builds_left=False) == {
+    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=False) == {
         "ladder": "tuned",
         "env.X": "b",
     }
     study.enqueue_trial({"ladder": "tuned", "env.X": "b"})
     study.enqueue_trial({"ladder": "tuned", "env.X": "c"})
-    assert tune._unseen_neighbour(study, t, fresh_builds_left=False) is None
-    assert tune._unseen_neighbour(study, t, fresh_builds_left=True) == {
+    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=False) is None
+    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=True) == {
         "ladder": "aggressive",
         "env.X": "a",
     }
@@ -450,7 +452,7 @@ def test_polish_steps_from_the_best_trial_only_and_to_adjacent_input_values():
     t = SimpleNamespace(builds=built)
     steps = []
     while (
-        step := tune._unseen_neighbour(study, t, fresh_builds_left=False, best_only=True)
+        step := tune_trials._unseen_neighbour(study, t, fresh_builds_left=False, best_only=True)
     ) is not None:
         steps.append(step)
         study.enqueue_trial(step)
@@ -460,7 +462,7 @@ def test_polish_steps_from_the_best_trial_only_and_to_adjacent_input_values():
         {"ladder": "aggressive", "input.N": "4", "input.grid": "2x1"},
     ]
     # without best_only the same study also offers far values and other trials' neighbours
-    assert tune._unseen_neighbour(study, t, fresh_builds_left=False) == {
+    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=False) == {
         "ladder": "tuned",
         "input.N": "1",
         "input.grid": "2x1",

@@ -11,7 +11,7 @@ from .options import trial_history_options
 
 
 def cmd_tune(a) -> int:
-    from .. import tune
+    from ..tools import tune
 
     try:
         with trials_in_history(a, "tune") as on_trial:
