@@ -9,8 +9,9 @@ import synth_app
 import yaml
 from conftest import REPO
 
-from apptune import bisect, cli, localrun, recipes
+from apptune import cli, localrun, recipes
 from apptune.errors import ApptuneError
+from apptune.tools import bisect
 
 
 # ----------------------------------------------------------------------- archives

@@ -1,9 +1,8 @@
 """The Markdown reports of apptune bisect and apptune tune (jinja2 templates in
 apptune/templates/), on results with every part filled in and on bare ones."""
 
-from apptune import bisect
-from apptune.bisect import BisectResult, Cycle
-from apptune.tools import tune
+from apptune.tools import bisect, tune
+from apptune.tools.bisect import BisectResult, Cycle
 
 
 def _bisect_result(**kw) -> BisectResult:

@@ -11,7 +11,8 @@ from .options import trial_history_options
 
 
 def cmd_bisect(a) -> int:
-    from .. import bisect, localrun
+    from .. import localrun
+    from ..tools import bisect
 
     site = localrun.load_site(
         a.environment, a.config, languages=recipes.load_recipe(a.app).build.languages
