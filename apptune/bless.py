@@ -65,12 +65,12 @@ def refusals(cs: list[records.Case]) -> list[str]:
 
 def plan_drift(r: dict) -> list[str]:
     """What differs between a result's build and what its recipe resolves to now."""
-    from . import localrun
+    from .site import load_site
 
     prov = r.get("provenance") or {}
     try:
         recipe = recipes.load_recipe(r["app"])
-        site = localrun.load_site(r["environment"], languages=recipe.build.languages)
+        site = load_site(r["environment"], languages=recipe.build.languages)
         plan = recipes.resolve(
             recipe, r.get("build_variant") or r["variant"], site.toolchain
         ).to_dict()
@@ -398,7 +398,8 @@ def plan_new(
                 res = compare_field(k, FieldTolerance(**tol), c.record["values"].get(k))
                 if not res.ok:
                     notes.append(f"warning: {c.name}: {res.message}: this reference would fail it")
-        from .scaffold import environment, yaml_word
+        from .templating import environment
+        from .yamlio import yaml_word
 
         new = (
             environment()

@@ -10,9 +10,10 @@ core (:func:`apptune.run.steps`, :func:`apptune.run.evaluate` and
 and verified as a check would do it, and leaves the same run record
 (``apptune-result.json``, flagged ``trial``, its ``test`` named :data:`TRIAL_TEST`).
 
-The site comes from the ReFrame configuration the checks use, read by ReFrame's own
-loader (the file is validated as ``reframe -C`` validates it), on the partition a check
-of the environment would get (``SYSTEM`` or ``SYSTEM:PARTITION``):
+The site (:func:`apptune.site.load_site`) comes from the ReFrame configuration the
+checks use, read by ReFrame's own loader (the file is validated as ``reframe -C``
+validates it), on the partition a check of the environment would get (``SYSTEM`` or
+``SYSTEM:PARTITION``):
 
 * the environment's and the partition's variables and modules are loaded as the
   check's job script loads them (their ``prepare_cmds``, the modules system's load
@@ -35,17 +36,17 @@ import shutil
 import subprocess
 import sys
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import energy, inputs, paths, quality, recipes, runner, sources
+from . import energy, inputs, quality, recipes, runner, sources
 from . import placement as pl
 from . import run as runcore
 from .constants import XFAIL_FILE
 from .errors import ApptuneError, last_error_line
 from .models import Recipe
 from .recipes import time_limit_seconds
-from .site import job_environment
+from .site import Site
 from .yamlio import atomic_write_json
 
 #: The job's standard output and error in a run directory (``file: stdout`` outputs).
@@ -53,172 +54,6 @@ STDOUT = "run.out"
 STDERR = "run.err"
 #: The ``test`` of a trial's run record (a check's is its ReFrame test's unique name).
 TRIAL_TEST = "trial"
-#: Schedulers whose jobs run on this node (ReFrame's names).
-LOCAL_SCHEDULERS = ("local",)
-#: Slurm's schedulers: inside an allocation (``SLURM_JOB_ID`` set) a trial starts its
-#: ranks in it, with these launchers; ``srun`` is given the trial's sizes (``srunalloc``).
-SLURM_SCHEDULERS = ("slurm", "squeue")
-SLURM_LAUNCHERS = {"srun": "srunalloc", "srunalloc": "srunalloc", "mpirun": "mpirun"}
-SLURM_LAUNCHERS |= {"mpiexec": "mpiexec"}
-
-
-@dataclass
-class Site:
-    """One ReFrame environment on one partition of the site config, as a check sees it."""
-
-    environment: str
-    toolchain: recipes.Toolchain
-    #: The variables the job's environment sets or changes (the partition's, then the
-    #: environment's: modules loaded, ``env_vars``).
-    env: dict[str, str]
-    #: ReFrame's registered name of the launcher that starts the ranks.
-    launcher: str
-    #: The partition's name and its system's (a check's ``partition`` and ``system``).
-    partition: str
-    extras: dict = field(default_factory=dict)
-    system: str = "local"
-    scheduler: str = "local"
-    #: The partition's ``processor.num_cpus`` (None: not configured).
-    num_cpus: int | None = None
-    #: The partition's ``access`` options (read by the ssh, pdsh and clush launchers).
-    access: list[str] = field(default_factory=list)
-    #: Variables the job's environment unsets (a module unloaded).
-    unset: list[str] = field(default_factory=list)
-
-    @property
-    def fullname(self) -> str:
-        return f"{self.system}:{self.partition}"
-
-    def environ(self, extra: dict | None = None) -> dict[str, str]:
-        base = {k: v for k, v in os.environ.items() if k not in self.unset}
-        return {**base, "APPTUNE_ROOT": str(paths.root()), **self.env, **(extra or {})}
-
-
-def _site_config(config: Path, system: str):
-    """ReFrame's configuration of ``config`` with ``system`` selected, and the runtime
-    context built from it (the system, its partitions and environments, the modules
-    system), exactly as ``reframe -C CONFIG --system SYSTEM`` would build them."""
-    from reframe.core.exceptions import ReframeError
-    from reframe.core.runtime import RuntimeContext
-
-    from .site import load_reframe_config
-
-    site = load_reframe_config(config)
-    known = [s["name"] for s in site["systems"]]
-    if system not in known:
-        raise ApptuneError(
-            config, "systems", f"unknown system '{system}' (known: {', '.join(known)})"
-        )
-    try:
-        site.select_subconfig(system)
-        return site, RuntimeContext(site)
-    except ReframeError as e:
-        raise ApptuneError(config, f"systems.{system}", str(e)) from None
-
-
-def load_site(
-    environment: str,
-    config: str | os.PathLike = paths.DEFAULT_CONFIG,
-    system: str = "local",
-    languages: list[str] | None = None,
-) -> Site:
-    """The environment ``environment`` on a partition of ``system`` (``SYSTEM:PARTITION``:
-    that partition; ``SYSTEM``: the first that offers the environment), read from the
-    ReFrame site config ``config`` by ReFrame's own loader; its tools for ``languages``
-    (None: every language) must be found with its variables and modules."""
-    config = Path(config)
-    if not config.is_absolute():
-        config = paths.root() / config
-    sysname, _, partname = system.partition(":")
-    site_config, ctx = _site_config(config, sysname)
-    envs = [e["name"] for e in site_config.get("environments") or []]
-    if environment not in envs:
-        raise ApptuneError(
-            config,
-            "environments",
-            f"unknown environment '{environment}' (known: {', '.join(sorted(envs))})",
-        )
-    parts = ctx.system.partitions
-    if partname:
-        named = [p for p in parts if p.name == partname]
-        if not named:
-            raise ApptuneError(
-                config,
-                f"systems.{sysname}.partitions",
-                f"unknown partition '{partname}' of '{sysname}' "
-                f"(known: {', '.join(p.name for p in parts)})",
-            )
-        parts = named
-    part = next((p for p in parts if any(e.name == environment for e in p.environs)), None)
-    if part is None:
-        raise ApptuneError(
-            config,
-            f"systems.{sysname}.partitions",
-            f"no partition of '{system}' offers environment '{environment}'",
-        )
-    where = f"systems.{sysname}.partitions.{part.name}"
-    launcher = _trial_launcher(part, config, where)
-    environ = next(e for e in part.environs if e.name == environment)
-    try:
-        tc = recipes.Toolchain.from_environ(environ)
-    except ApptuneError as e:  # name the config that was read
-        raise ApptuneError(config, e.field, e.message) from None
-    try:
-        env, unset = job_environment(
-            ctx.modules_system,
-            part.prepare_cmds,
-            [part.local_env, environ],
-            login=bool(site_config.get("general/0/use_login_shell")),
-        )
-    except RuntimeError as e:
-        raise ApptuneError(
-            config, f"environments.{environment}", f"cannot load the environment: {e}"
-        ) from None
-    missing = tc.missing_tools(path=env.get("PATH", os.environ.get("PATH")), languages=languages)
-    if missing:
-        raise ApptuneError(
-            config,
-            f"environments.{environment}.extras.requires",
-            f"compiler/tool {', '.join(missing)} not found on PATH",
-        )
-    return Site(
-        environment=environment,
-        toolchain=tc,
-        env=env,
-        launcher=launcher,
-        partition=part.name,
-        extras=dict(part.extras),
-        system=sysname,
-        scheduler=part.json()["scheduler"],
-        num_cpus=part.processor.num_cpus,
-        access=list(part.access),
-        unset=unset,
-    )
-
-
-def _trial_launcher(part, config: Path, where: str) -> str:
-    """The launcher a trial on this node starts its ranks with: the partition's, when its
-    jobs run on this node; inside a Slurm allocation, one that starts ranks in it."""
-    # the names, without starting the scheduler backend (it needs a ReFrame session)
-    sched, launcher = part.json()["scheduler"], part.launcher_type.registered_name
-    if sched in LOCAL_SCHEDULERS:
-        return launcher
-    if sched in SLURM_SCHEDULERS and launcher in SLURM_LAUNCHERS:
-        if os.environ.get("SLURM_JOB_ID"):
-            return SLURM_LAUNCHERS[launcher]
-        raise ApptuneError(
-            config,
-            f"{where}.scheduler",
-            f"'{sched}': this partition's jobs go to Slurm and a trial runs on this node: "
-            "run it inside an allocation (salloc), or choose a partition with the local "
-            "scheduler",
-        )
-    raise ApptuneError(
-        config,
-        f"{where}.scheduler",
-        f"'{sched}' with launcher '{launcher}': a trial runs on this node only with the "
-        "local scheduler, or inside a Slurm allocation with srun, mpirun or mpiexec",
-    )
 
 
 # ----------------------------------------------------------------------------- build

@@ -22,7 +22,6 @@ anything.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import shutil
 import subprocess
@@ -32,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
 
-import jinja2
 import yaml
 
 from . import paths, recipes, sources, templating
@@ -346,39 +344,6 @@ def guess_languages(files: list[str]) -> list[str]:
     return [lang for lang in ("c", "cxx", "fortran") if lang in found] or ["c"]
 
 
-# --------------------------------------------------------------------------- rendering
-def yaml_word(w: str) -> str:
-    """``w`` as a YAML scalar: plain where YAML reads it back as the same string, else quoted."""
-    if re.fullmatch(r"[A-Za-z0-9_./=+-]+", w):
-        try:
-            if yaml.safe_load(w) == w:
-                return w
-        except yaml.YAMLError:
-            pass
-    return json.dumps(w)
-
-
-def _flow(words, indent: int = 0, width: int = 96) -> str:
-    """A YAML flow list of words, continued on lines indented by ``indent`` + 1 (where its
-    ``[`` is) when longer than ``width``."""
-    lines, line = [], ""
-    for w in map(yaml_word, words):
-        if line and indent + 1 + len(line) + len(w) + 2 > width:
-            lines.append(line + ",")
-            line = w
-        else:
-            line = f"{line}, {w}" if line else w
-    lines.append(line)
-    return "[" + ("\n" + " " * (indent + 1)).join(lines) + "]"
-
-
-def environment() -> jinja2.Environment:
-    """The templates of ``apptune new`` and ``apptune bless --new`` (apptune/templates/)."""
-    env = templating.environment()
-    env.filters["flow"] = _flow
-    return env
-
-
 def build_words(kind: str, languages: list[str]) -> dict[str, list[str]]:
     """The build's argument lists for ``kind`` (make arguments, configure, cmake)."""
 
@@ -483,7 +448,7 @@ def new(
         title=re.sub(r'["\\]', "", f"{app} {version}: built per variant, verified and timed."),
         **build_words(kind, languages),
     )
-    env = environment()
+    env = templating.environment()
     texts = [
         env.get_template(t).render(**ctx)
         for t in (

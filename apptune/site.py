@@ -1,6 +1,7 @@
 """The ReFrame site config: Slurm clusters from a few values per cluster, the config as
-ReFrame loads it (:func:`load_reframe_config`), and the variables of a job of its
-environments (:func:`job_environment`).
+ReFrame loads it (:func:`load_reframe_config`), the variables of a job of its
+environments (:func:`job_environment`), and one environment on one partition as a check
+sees it (:class:`Site`, :func:`load_site`: what tune and bisect trials run with).
 
 ``site-config/clusters/NAME.yaml`` describes one Slurm cluster (the system
 ``NAME``); ``site-config/settings.py`` turns every such file into ReFrame
@@ -29,11 +30,13 @@ import copy
 import os
 import re
 import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator
 
+from . import paths, recipes
 from .errors import ApptuneError
 from .models import Strict, _valid_regex
 from .yamlio import load_model
@@ -332,3 +335,171 @@ def job_environment(modules_system, prepare_cmds, environs, login: bool = False)
         raise RuntimeError(err[-1] if err else f"the shell exited with status {p.returncode}")
     changed = {k: v for k, v in now.items() if was.get(k) != v and k != "_"}
     return changed, sorted(set(was) - set(now))
+
+
+# ------------------------------------------------------- one environment, as a check sees it
+#: Schedulers whose jobs run on this node (ReFrame's names).
+LOCAL_SCHEDULERS = ("local",)
+
+#: Slurm's schedulers: inside an allocation (``SLURM_JOB_ID`` set) a trial starts its
+#: ranks in it, with these launchers; ``srun`` is given the trial's sizes (``srunalloc``).
+SLURM_SCHEDULERS = ("slurm", "squeue")
+SLURM_LAUNCHERS = {"srun": "srunalloc", "srunalloc": "srunalloc", "mpirun": "mpirun"}
+SLURM_LAUNCHERS |= {"mpiexec": "mpiexec"}
+
+
+@dataclass
+class Site:
+    """One ReFrame environment on one partition of the site config, as a check sees it."""
+
+    environment: str
+    toolchain: recipes.Toolchain
+    #: The variables the job's environment sets or changes (the partition's, then the
+    #: environment's: modules loaded, ``env_vars``).
+    env: dict[str, str]
+    #: ReFrame's registered name of the launcher that starts the ranks.
+    launcher: str
+    #: The partition's name and its system's (a check's ``partition`` and ``system``).
+    partition: str
+    extras: dict = field(default_factory=dict)
+    system: str = "local"
+    scheduler: str = "local"
+    #: The partition's ``processor.num_cpus`` (None: not configured).
+    num_cpus: int | None = None
+    #: The partition's ``access`` options (read by the ssh, pdsh and clush launchers).
+    access: list[str] = field(default_factory=list)
+    #: Variables the job's environment unsets (a module unloaded).
+    unset: list[str] = field(default_factory=list)
+
+    @property
+    def fullname(self) -> str:
+        return f"{self.system}:{self.partition}"
+
+    def environ(self, extra: dict | None = None) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if k not in self.unset}
+        return {**base, "APPTUNE_ROOT": str(paths.root()), **self.env, **(extra or {})}
+
+
+def _site_config(config: Path, system: str):
+    """ReFrame's configuration of ``config`` with ``system`` selected, and the runtime
+    context built from it (the system, its partitions and environments, the modules
+    system), exactly as ``reframe -C CONFIG --system SYSTEM`` would build them."""
+    from reframe.core.exceptions import ReframeError
+    from reframe.core.runtime import RuntimeContext
+
+    site = load_reframe_config(config)
+    known = [s["name"] for s in site["systems"]]
+    if system not in known:
+        raise ApptuneError(
+            config, "systems", f"unknown system '{system}' (known: {', '.join(known)})"
+        )
+    try:
+        site.select_subconfig(system)
+        return site, RuntimeContext(site)
+    except ReframeError as e:
+        raise ApptuneError(config, f"systems.{system}", str(e)) from None
+
+
+def load_site(
+    environment: str,
+    config: str | os.PathLike = paths.DEFAULT_CONFIG,
+    system: str = "local",
+    languages: list[str] | None = None,
+) -> Site:
+    """The environment ``environment`` on a partition of ``system`` (``SYSTEM:PARTITION``:
+    that partition; ``SYSTEM``: the first that offers the environment), read from the
+    ReFrame site config ``config`` by ReFrame's own loader; its tools for ``languages``
+    (None: every language) must be found with its variables and modules."""
+    config = Path(config)
+    if not config.is_absolute():
+        config = paths.root() / config
+    sysname, _, partname = system.partition(":")
+    site_config, ctx = _site_config(config, sysname)
+    envs = [e["name"] for e in site_config.get("environments") or []]
+    if environment not in envs:
+        raise ApptuneError(
+            config,
+            "environments",
+            f"unknown environment '{environment}' (known: {', '.join(sorted(envs))})",
+        )
+    parts = ctx.system.partitions
+    if partname:
+        named = [p for p in parts if p.name == partname]
+        if not named:
+            raise ApptuneError(
+                config,
+                f"systems.{sysname}.partitions",
+                f"unknown partition '{partname}' of '{sysname}' "
+                f"(known: {', '.join(p.name for p in parts)})",
+            )
+        parts = named
+    part = next((p for p in parts if any(e.name == environment for e in p.environs)), None)
+    if part is None:
+        raise ApptuneError(
+            config,
+            f"systems.{sysname}.partitions",
+            f"no partition of '{system}' offers environment '{environment}'",
+        )
+    where = f"systems.{sysname}.partitions.{part.name}"
+    launcher = _trial_launcher(part, config, where)
+    environ = next(e for e in part.environs if e.name == environment)
+    try:
+        tc = recipes.Toolchain.from_environ(environ)
+    except ApptuneError as e:  # name the config that was read
+        raise ApptuneError(config, e.field, e.message) from None
+    try:
+        env, unset = job_environment(
+            ctx.modules_system,
+            part.prepare_cmds,
+            [part.local_env, environ],
+            login=bool(site_config.get("general/0/use_login_shell")),
+        )
+    except RuntimeError as e:
+        raise ApptuneError(
+            config, f"environments.{environment}", f"cannot load the environment: {e}"
+        ) from None
+    missing = tc.missing_tools(path=env.get("PATH", os.environ.get("PATH")), languages=languages)
+    if missing:
+        raise ApptuneError(
+            config,
+            f"environments.{environment}.extras.requires",
+            f"compiler/tool {', '.join(missing)} not found on PATH",
+        )
+    return Site(
+        environment=environment,
+        toolchain=tc,
+        env=env,
+        launcher=launcher,
+        partition=part.name,
+        extras=dict(part.extras),
+        system=sysname,
+        scheduler=part.json()["scheduler"],
+        num_cpus=part.processor.num_cpus,
+        access=list(part.access),
+        unset=unset,
+    )
+
+
+def _trial_launcher(part, config: Path, where: str) -> str:
+    """The launcher a trial on this node starts its ranks with: the partition's, when its
+    jobs run on this node; inside a Slurm allocation, one that starts ranks in it."""
+    # the names, without starting the scheduler backend (it needs a ReFrame session)
+    sched, launcher = part.json()["scheduler"], part.launcher_type.registered_name
+    if sched in LOCAL_SCHEDULERS:
+        return launcher
+    if sched in SLURM_SCHEDULERS and launcher in SLURM_LAUNCHERS:
+        if os.environ.get("SLURM_JOB_ID"):
+            return SLURM_LAUNCHERS[launcher]
+        raise ApptuneError(
+            config,
+            f"{where}.scheduler",
+            f"'{sched}': this partition's jobs go to Slurm and a trial runs on this node: "
+            "run it inside an allocation (salloc), or choose a partition with the local "
+            "scheduler",
+        )
+    raise ApptuneError(
+        config,
+        f"{where}.scheduler",
+        f"'{sched}' with launcher '{launcher}': a trial runs on this node only with the "
+        "local scheduler, or inside a Slurm allocation with srun, mpirun or mpiexec",
+    )

@@ -12,6 +12,7 @@ import jinja2
 import jinja2.sandbox
 
 from .figures import fmt_figure
+from .yamlio import flow_list
 
 
 def _escaped(name: str | None) -> bool:
@@ -30,6 +31,7 @@ def environment(**kw) -> jinja2.Environment:
     )
     env = jinja2.Environment(**(opts | kw))
     env.filters["fmt"] = fmt_figure
+    env.filters["flow"] = flow_list
     return env
 
 

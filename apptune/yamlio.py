@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -196,3 +197,29 @@ def edit_yaml_text(text: str, change: Callable[[Any], None]) -> str:
     y.dump(data, out)
     lead = text[: len(text) - len(text.lstrip("\n"))]  # blank lines before the document
     return lead + out.getvalue().lstrip("\n")
+
+
+# --------------------------------------------------------------------------- rendering
+def yaml_word(w: str) -> str:
+    """``w`` as a YAML scalar: plain where YAML reads it back as the same string, else quoted."""
+    if re.fullmatch(r"[A-Za-z0-9_./=+-]+", w):
+        try:
+            if yaml.safe_load(w) == w:
+                return w
+        except yaml.YAMLError:
+            pass
+    return json.dumps(w)
+
+
+def flow_list(words, indent: int = 0, width: int = 96) -> str:
+    """A YAML flow list of words (the templates' ``flow`` filter), continued on lines
+    indented by ``indent`` + 1 (where its ``[`` is) when longer than ``width``."""
+    lines, line = [], ""
+    for w in map(yaml_word, words):
+        if line and indent + 1 + len(line) + len(w) + 2 > width:
+            lines.append(line + ",")
+            line = w
+        else:
+            line = f"{line}, {w}" if line else w
+    lines.append(line)
+    return "[" + ("\n" + " " * (indent + 1)).join(lines) + "]"

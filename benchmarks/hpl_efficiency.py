@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from apptune import localrun, recipes
+from apptune.site import load_site
 
 
 def main(argv=None) -> int:
@@ -52,7 +53,7 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=Path("runs/hpl-efficiency"))
     a = ap.parse_args(argv)
     recipe = recipes.load_recipe("hpcc")
-    site = localrun.load_site(a.environment)
+    site = load_site(a.environment)
     cflags_extra = a.extra_cflags.split()
     plan = localrun.plan_for(recipe, a.variant, site, extra_cflags=cflags_extra)
     # the variant and its extra flags (localrun.variant_label)

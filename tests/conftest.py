@@ -314,10 +314,11 @@ def fake_trials(monkeypatch, gnu_toolchain):
     from types import SimpleNamespace
 
     from apptune import localrun, runner
+    from apptune import site as site_config
     from apptune.yamlio import atomic_write_json
 
     fake = SimpleNamespace(wrong=set(), interrupt_at=None, runs=0)
-    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "local", {}, system="test")
+    site = site_config.Site("gnu", gnu_toolchain, {}, "local", "local", {}, system="test")
 
     def build_variant(recipe, plan, site, stage, use_cache=True):
         stage.mkdir(parents=True, exist_ok=True)
@@ -353,7 +354,7 @@ def fake_trials(monkeypatch, gnu_toolchain):
         )
         return 0
 
-    monkeypatch.setattr(localrun, "load_site", lambda *a, **k: site)
+    monkeypatch.setattr(site_config, "load_site", lambda *a, **k: site)
     monkeypatch.setattr(localrun, "build_variant", build_variant)
     monkeypatch.setattr(localrun, "_run", run)
     fake.site = site

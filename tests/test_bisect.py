@@ -11,6 +11,7 @@ from conftest import REPO
 
 from apptune import cli, localrun, recipes
 from apptune.errors import ApptuneError
+from apptune.site import Site, load_site
 from apptune.tools import bisect
 
 
@@ -125,7 +126,7 @@ def test_good_flags_are_the_rule_the_good_build_applied(toy_root, gnu_toolchain)
 # --------------------------------------------------------------------- bad inputs
 @pytest.fixture
 def toy_site(gnu_toolchain):
-    return localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
+    return Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
 
 
 @pytest.mark.parametrize(
@@ -172,7 +173,7 @@ def test_cli_unknown_environment_names_the_site_config(capsys):
 
 
 def test_load_site_takes_launcher_and_variables_from_the_site_config():
-    s = localrun.load_site("gnu", REPO / "site-config/settings.py")
+    s = load_site("gnu", REPO / "site-config/settings.py")
     assert (s.launcher, s.system, s.partition) == ("mpirun", "local", "default")
     assert s.env["OMPI_CC"] == "gcc" and s.env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
     assert s.toolchain.family == "gnu"

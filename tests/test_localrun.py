@@ -8,6 +8,7 @@ import pytest
 
 from apptune import inputs, localrun, recipes, records, verify
 from apptune.errors import ApptuneError
+from apptune.site import Site, load_site
 
 
 def test_time_limits_in_reframe_words():
@@ -114,14 +115,14 @@ def test_load_site_bad_inputs_are_one_line(
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     cfg = _config(tmp_path, partition)
     with pytest.raises(ApptuneError) as e:
-        localrun.load_site(environment, cfg, system=system)
+        load_site(environment, cfg, system=system)
     assert f"{cfg.parent.name}/{message}" in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
 def test_inside_a_slurm_allocation_srun_gets_the_trials_sizes(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     cfg = _config(tmp_path, {"scheduler": "squeue", "launcher": "srun", "access": ["-pcpu"]})
-    s = localrun.load_site("e", cfg, system="local:p")
+    s = load_site("e", cfg, system="local:p")
     assert (s.launcher, s.scheduler, s.access) == ("srunalloc", "squeue", ["-pcpu"])
 
 
@@ -142,7 +143,7 @@ def test_the_site_config_is_read_by_reframe_per_system(tmp_path):
         {"env_vars": [["B", "environment"], ["C", "$A-$B"]]},
         more_envs=[elsewhere],
     )
-    s = localrun.load_site("e", cfg)
+    s = load_site("e", cfg)
     assert (s.system, s.partition, s.launcher, s.scheduler) == ("local", "p", "local", "local")
     assert s.env["A"] == "partition" and s.env["B"] == "environment"
     assert s.env["C"] == "partition-environment" and s.toolchain.mpi == "openmpi"
@@ -165,12 +166,12 @@ def test_modules_are_loaded_as_the_job_script_loads_them(tmp_path):
     spack = {"modules_system": "spack"}
     general = [{"resolve_module_conflicts": False}]  # no Spack installation to ask
     cfg = _config(tmp_path, {}, env, spack, general=general)
-    s = localrun.load_site("e", cfg)
+    s = load_site("e", cfg)
     assert s.env["PATH"].startswith(f"{root}/mytool/bin:")
     assert s.environ()["PATH"] == s.env["PATH"]
     cfg = _config(tmp_path, {}, dict(env, modules=[]), spack, general=general, name="other.py")
     with pytest.raises(ApptuneError, match="extras.requires: compiler/tool mytool-cc not found"):
-        localrun.load_site("e", cfg)
+        load_site("e", cfg)
 
 
 # --------------------------------------------------------------------------- the launch
@@ -186,7 +187,7 @@ def _site(toolchain, launcher: str, mpi: str = "openmpi", scheduler="local", num
     from dataclasses import replace
 
     tc = replace(toolchain, mpi=mpi)
-    return localrun.Site("gnu", tc, {}, launcher, "p", {}, "test", scheduler, num_cpus)
+    return Site("gnu", tc, {}, launcher, "p", {}, "test", scheduler, num_cpus)
 
 
 @pytest.mark.parametrize(
@@ -271,7 +272,7 @@ def test_the_run_variant_is_spelled_as_a_checks():
 
 @pytest.mark.slow
 def test_toy_builds_runs_and_verifies_like_a_check(toy_root, tmp_path, gnu_toolchain):
-    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "default", {}, "test")
+    site = Site("gnu", gnu_toolchain, {}, "local", "default", {}, "test")
     r = recipes.load_recipe("toy")
     plan = localrun.plan_for(r, "tuned", site)
     prov = localrun.build_variant(r, plan, site, tmp_path / "b", use_cache=False)
@@ -305,7 +306,7 @@ def test_toy_builds_runs_and_verifies_like_a_check(toy_root, tmp_path, gnu_toolc
 
 
 def test_ladder_everywhere_gives_rule_files_the_variants_flags(toy_root, gnu_toolchain):
-    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "default", {}, "test")
+    site = Site("gnu", gnu_toolchain, {}, "local", "default", {}, "test")
     r = recipes.load_recipe("toy")
     plan = localrun.plan_for(r, "tuned", site, ladder_everywhere=True)
     assert plan["per_file"][0]["files"] == ["acc.c"]
@@ -318,7 +319,7 @@ def test_a_failed_build_is_one_line_naming_its_log(toy_root, tmp_path, gnu_toolc
     (toy_root / "build-recipes/templates/toy/config.mk.j2").write_text(
         "CC = {{ cc }}\nCFLAGS = {{ cflags | makeflags }} -Werror=this-is-not-a-flag\n"
     )
-    site = localrun.Site("gnu", gnu_toolchain, {}, "local", "default", {}, "test")
+    site = Site("gnu", gnu_toolchain, {}, "local", "default", {}, "test")
     r = recipes.load_recipe("toy")
     with pytest.raises(ApptuneError) as e:
         localrun.build_variant(

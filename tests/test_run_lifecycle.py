@@ -26,6 +26,7 @@ from conftest import REPO, TOY_ACC, TOY_MAIN, TOY_MAKEFILE, make_tarball, write_
 from apptune import cli, history, records, report, supervise, workflow
 from apptune.commands import run as run_command
 from apptune.constants import RESULT_FILE, SKIP_FILE
+from apptune.site import load_site
 
 REFRAME = str(Path(sys.executable).with_name("reframe"))
 
@@ -744,7 +745,7 @@ def test_the_check_and_a_trial_write_the_same_run_record(toy_root, tmp_path):
     (check_file,) = (run_dir / "output").rglob(RESULT_FILE)
     check = records.load_record(check_file)
     (build,) = (run_dir / "stage").rglob("ToyBuild_*")
-    site = localrun.load_site("gnu", toy_root / "site-config/settings.py")
+    site = load_site("gnu", toy_root / "site-config/settings.py")
     trial = localrun.run_tier(recipes.load_recipe("toy"), "ci", build, tmp_path / "trial", site)
     rec = records.load_record(tmp_path / "trial")
     assert trial.ok and rec["trial"] is True and "trial" not in check

@@ -11,6 +11,7 @@ import yaml
 
 from apptune import cli, localrun, recipes
 from apptune.errors import ApptuneError
+from apptune.site import Site, load_site
 from apptune.tools import tune
 from apptune.tools.tune import trials as tune_trials
 
@@ -41,7 +42,7 @@ def synth_root(toy_root):
 
 @pytest.fixture
 def site(gnu_toolchain):
-    return localrun.Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
+    return Site("gnu", gnu_toolchain, {}, "local", "test:local", {})
 
 
 def test_the_hpcc_space_is_valid():
@@ -147,7 +148,7 @@ def test_suggest_maps_knobs_to_a_configuration():
             "input.grid": "P=2 Q=1",
         }
     )
-    gnu = localrun.load_site("gnu").toolchain
+    gnu = load_site("gnu").toolchain
     c = tune.suggest(t, s, r, {"gnu": gnu})
     # OpenBLAS is what the gnu environment gives: the same build as the checks' tuned+fft=fftw3
     assert c.variant == "tuned+fft=fftw3" and dict(c.env) == {"OPENBLAS_CORETYPE": "SkylakeX"}
@@ -184,7 +185,7 @@ def test_runtime_layouts_and_conditional_knobs():
 
     s = tune.load_space("hpcc")
     r = recipes.load_recipe("hpcc")
-    gnu = localrun.load_site("gnu").toolchain
+    gnu = load_site("gnu").toolchain
     base = {
         "environment": "gnu",
         "ladder": "aggressive",

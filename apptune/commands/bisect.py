@@ -11,12 +11,10 @@ from .options import trial_history_options
 
 
 def cmd_bisect(a) -> int:
-    from .. import localrun
+    from ..site import load_site
     from ..tools import bisect
 
-    site = localrun.load_site(
-        a.environment, a.config, languages=recipes.load_recipe(a.app).build.languages
-    )
+    site = load_site(a.environment, a.config, languages=recipes.load_recipe(a.app).build.languages)
     with trials_in_history(a, "bisect") as on_trial:
         res = bisect.bisect(
             a.app,

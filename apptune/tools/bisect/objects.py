@@ -13,9 +13,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import build, localrun
+from ... import build
 from ...errors import ApptuneError
 from ...models import Recipe
+from ...site import Site
 
 
 # ------------------------------------------------------------------------ archives
@@ -264,7 +265,7 @@ class Mixer:
         good: Path,
         bad: Path,
         units: list[Unit],
-        site: localrun.Site,
+        site: Site,
     ):
         self.recipe, self.plan, self.site = recipe, plan, site
         self.good, self.bad = Path(good).resolve(), Path(bad).resolve()

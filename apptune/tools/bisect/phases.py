@@ -15,6 +15,7 @@ from ... import localrun, paths, recipes, templating
 from ...errors import ApptuneError
 from ...figures import finite_median
 from ...models import Recipe
+from ...site import Site
 from ...yamlio import atomic_write_json, atomic_write_text
 from .objects import (
     Mixer,
@@ -79,7 +80,7 @@ class Bisection:
     ``max_cycles`` in :attr:`res`."""
 
     recipe: Recipe
-    site: localrun.Site
+    site: Site
     tier: str
     bad: str
     work: Path
@@ -336,7 +337,7 @@ def bisect(
     app: str,
     good: str,
     bad: str,
-    site: localrun.Site,
+    site: Site,
     tier: str = "ci",
     work: Path | None = None,
     ignore_per_file: bool = False,

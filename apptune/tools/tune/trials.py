@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import localrun, paths, recipes
+from ... import site as site_config
 from ...errors import ApptuneError
 from ...models import TuningSpace
+from ...site import Site
 from ...yamlio import atomic_write_json
 from .space import Config, objective_figures
 
@@ -59,9 +61,9 @@ class Tuner:
         _, spec = inputs.load_input(self.app, self.space.tier)
         self.tier_params = dict(spec.parameters)
 
-    def site(self, env: str) -> localrun.Site:
+    def site(self, env: str) -> Site:
         if env not in self.sites:
-            self.sites[env] = localrun.load_site(
+            self.sites[env] = site_config.load_site(
                 env, self.config_file, languages=self.recipe.build.languages
             )
         return self.sites[env]
