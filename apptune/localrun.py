@@ -5,7 +5,7 @@ checks cannot express: a build tree whose object files are mixed from two builds
 (the build cache keeps only products), and input parameters no tier has (tune's
 knobs, e.g. HPL's N). They call the same package functions the checks call —
 :func:`recipes.resolve`, ``python -m apptune.build``, :func:`inputs.render`, the run
-core (:func:`apptune.run.steps`, :func:`apptune.run.evaluate` and
+core (:func:`apptune.run.prepare`, :func:`apptune.run.steps`, :func:`apptune.run.evaluate` and
 :func:`apptune.run.write_record`) and the energy sampler — so a candidate is built, run
 and verified as a check would do it, and leaves the same run record
 (``apptune-result.json``, flagged ``trial``, its ``test`` named :data:`TRIAL_TEST`).
@@ -39,7 +39,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import energy, inputs, quality, recipes, runner, sources
+from . import inputs, recipes, runner, sources
 from . import placement as pl
 from . import run as runcore
 from .constants import XFAIL_FILE
@@ -262,54 +262,60 @@ def run_tier(
     params = inputs.render(
         recipe.name, tier, run_dir, ranks, build_dir=build_dir, overrides=overrides
     )
-    steps = runcore.steps(recipe, params, build_dir, launch)
-    (run_dir / "command.txt").write_text(shlex.join(steps[-1].argv) + "\n")
-    run_env = {**recipe.run.env, **plan.env, **(env or {})}
-    # the same runner as the checks' job script: no shell, exit status, run quality
-    spec = runner.Spec(
-        steps=steps,
-        env=run_env,
-        tag=f"{os.getpid()}-{uuid.uuid4().hex[:12]}",
-        harness_pid=os.getpid(),
-        harness_boot_id=quality.boot_id(),
-        program=runcore.program(recipe, build_dir),
-        limits=dict(site.extras.get("run_quality", {})),
-        quiet_wait_s=float(site.extras.get("quiet_wait_s", 0)),
+    run_variant = (
+        pl.run_variant(variant, placement, ranks_per_node, threads, binding)
+        if variant is not None
+        else None
     )
-    runner.write_spec(run_dir / runner.SPEC_FILE, spec)
+    state = {"pid": None}  # the runner's, once started (_run)
+    prepared = runcore.prepare(
+        recipe,
+        tier,
+        # the trial's job is its runner, started on this node
+        runcore.Where(
+            environment=site.environment,
+            system=site.system,
+            partition=site.partition,
+            scheduler="local",
+            num_cpus=site.num_cpus,
+            extras=site.extras,
+        ),
+        stage=run_dir,
+        build_dir=build_dir,
+        params=params,
+        launch=launch,
+        run_env={**recipe.run.env, **plan.env, **(env or {})},
+        tag=f"{os.getpid()}-{uuid.uuid4().hex[:12]}",
+        test=TRIAL_TEST,
+        ranks=ranks,
+        nodes=plan.layout.nodes or 1,
+        layout=plan.layout,
+        binding=plan.binding,
+        build_variant=variant,
+        run_variant=run_variant,
+        placement_name=placement,
+        job_id=lambda: state["pid"],
+    )
+    spec, sampler = prepared.spec, prepared.sampler
+    sampler.state = state
     deadline = time_limit_seconds(t.time_limit)
-    sampler = _sampler(site, run_dir, plan.layout)
     try:
+        (run_dir / "command.txt").write_text(shlex.join(spec.steps[-1].argv) + "\n")
+        # the same runner as the checks' job script: no shell, exit status, run quality
+        runner.write_spec(run_dir / runner.SPEC_FILE, spec)
         rc = _run(
             [sys.executable, "-m", "apptune.runner", runner.SPEC_FILE],
             run_dir,
-            site.environ(run_env),
+            site.environ(spec.env),
             deadline + spec.quiet_wait_s if deadline else None,
             sampler,
         )
     finally:
         rec_energy = sampler.stop()
     atomic_write_json(run_dir / "energy.json", rec_energy.to_dict())
-    run_variant = (
-        pl.run_variant(variant, placement, ranks_per_node, threads, binding)
-        if variant is not None
-        else None
-    )
-    # the record's identity as a check's (AppRun._identity), with the runner as the job
     identity = {
-        "app": recipe.name,
-        "tier": tier,
-        "variant": run_variant,
-        "build_variant": variant,
-        "placement": placement,
-        "environment": site.environment,
-        "system": site.system,
-        "partition": site.partition,
-        "test": TRIAL_TEST,
-        "ranks": ranks,
-        "input": params,
-        "placement_layout": dict(plan.layout.to_dict(), binding=plan.binding),
-        "job": {"scheduler": "local", "jobid": str(sampler.state["pid"]), "state": _state(rc)},
+        **prepared.identity,
+        "job": {"scheduler": "local", "jobid": str(state["pid"]), "state": _state(rc)},
         "trial": True,  # a tune or bisect candidate, not a check of a tier
     }
     record = runcore.evaluate(
@@ -351,32 +357,6 @@ def _state(returncode: int | None) -> str:
     if returncode == -9:
         return "TIMEOUT"
     return "SUCCESS" if returncode == 0 else "FAILURE"
-
-
-def _sampler(site: Site, run_dir: Path, layout: pl.Layout):
-    # the context of a check's sampler (AppRun.start_energy_sampler) on a local partition
-    ex = site.extras
-    state = {"pid": None}
-    context = {
-        "power_model": ex.get("power_model"),
-        "scheduler": "local",
-        "ncpus": site.num_cpus,
-        "nodes": layout.nodes or 1,
-        "pid": lambda: state["pid"],
-        "jobid": lambda: state["pid"],
-    }
-    s = energy.Sampler(
-        list(ex.get("energy_meters", [])),
-        site.fullname,
-        run_dir,
-        hz=float(ex.get("energy_sample_hz", 10)),
-        options=ex.get("energy_meter_options", {}),
-        context=context,
-        exclusive=bool(ex.get("exclusive_node", False)),
-    )
-    s.state = state
-    s.start()
-    return s
 
 
 def _run(argv, cwd, environ, deadline, sampler) -> int:

@@ -33,7 +33,6 @@ from . import (
     inputs,
     outputs,
     placement,
-    quality,
     recipes,
     run,
     runner,
@@ -411,7 +410,6 @@ class AppRun(rfm.RunOnlyRegressionTest):
         )
         self.run_env = dict(r.run.env)
         self.apply_placement()
-        steps = run.steps(r, self.input_parameters, Path(self.build.stagedir), self.launch_argv())
         part = self.current_partition
         wait = self.quiet_wait
         if wait is None:
@@ -424,19 +422,50 @@ class AppRun(rfm.RunOnlyRegressionTest):
             )
             if limit:
                 self.time_limit = float(limit) + wait
-        self.spec = runner.Spec(
-            steps=steps,
-            env=self.run_env,
+        meters = list(part.extras.get("energy_meters", []))
+        hz = float(part.extras.get("energy_sample_hz", 10))
+        exclusive = bool(self.exclusive_access or part.extras.get("exclusive_node"))
+        central, self.node_meters = meters, []
+        if part.scheduler.registered_name in energy.AGENT_SCHEDULERS:
+            # node-local meters run beside the job on each of its nodes (energy/agent.py)
+            central, self.node_meters = energy.split_node_local(meters)
+        prepared = run.prepare(
+            r,
+            self.tier,
+            run.Where(
+                environment=self.current_environ.name,
+                system=self.current_system.name,
+                partition=part.name,
+                scheduler=part.scheduler.registered_name,
+                num_cpus=part.processor.num_cpus,
+                extras=part.extras,
+            ),
+            stage=Path(self.stagedir),
+            build_dir=Path(self.build.stagedir),
+            params=self.input_parameters,
+            launch=self.launch_argv(),
+            run_env=self.run_env,
             tag=f"{os.getpid()}-{id(self):x}",
-            # ReFrame polls the job (and samples energy) beside a run on its own node: it is
-            # the harness, not a disturbance; the boot id tells whether the job's node is this
-            harness_pid=os.getpid(),
-            harness_boot_id=quality.boot_id(),
-            program=run.program(r, Path(self.build.stagedir)),
-            quiet_wait_s=wait,
-            limits=dict(part.extras.get("run_quality", {})),
+            test=self.unique_name,
+            ranks=self.num_tasks,
+            nodes=max(1, -(-self.num_tasks // (self.num_tasks_per_node or self.num_tasks))),
+            layout=self.placement_layout,
+            binding=self.placement_binding,
+            build_variant=self.build_variant,
+            run_variant=self.run_variant,
+            placement_name=getattr(self, "placement", "default"),
+            job_id=lambda: self.job.jobid,
+            quiet_wait=wait,
+            meters=central,
+            exclusive=exclusive,
         )
-        self.start_energy_sampler()
+        self.spec, self.sampler, self.record_identity = (
+            prepared.spec,
+            prepared.sampler,
+            prepared.identity,
+        )
+        if self.node_meters:
+            self.start_node_agents(self.node_meters, hz, exclusive)
         runner.write_spec(os.path.join(self.stagedir, runner.SPEC_FILE), self.spec)
         # the runner starts the parallel launcher itself (launch_argv), so the job script
         # runs it once
@@ -522,39 +551,6 @@ class AppRun(rfm.RunOnlyRegressionTest):
         watch = getattr(self, "slurm_watch", None)
         return watch.record(info) if watch is not None else (info, None)
 
-    def start_energy_sampler(self):
-        part = self.current_partition
-        ex = part.extras
-        sched = part.scheduler.registered_name
-        names = list(ex.get("energy_meters", []))
-        hz = float(ex.get("energy_sample_hz", 10))
-        exclusive = bool(self.exclusive_access or ex.get("exclusive_node"))
-        central, self.node_meters = names, []
-        if sched in energy.AGENT_SCHEDULERS:
-            # node-local meters run beside the job on each of its nodes (energy/agent.py)
-            central, self.node_meters = energy.split_node_local(names)
-            if self.node_meters:
-                self.start_node_agents(self.node_meters, hz, exclusive)
-        context = {
-            "power_model": ex.get("power_model"),
-            "scheduler": sched,
-            "ncpus": part.processor.num_cpus,
-            "nodes": max(1, -(-self.num_tasks // (self.num_tasks_per_node or self.num_tasks))),
-            # with the local scheduler the job id is the pid of the job script
-            "pid": (lambda: self.job.jobid) if sched == "local" else None,
-            "jobid": lambda: self.job.jobid,
-        }
-        self.sampler = energy.Sampler(
-            central,
-            part.fullname,
-            self.stagedir,
-            hz=hz,
-            options=ex.get("energy_meter_options", {}),
-            context=context,
-            exclusive=exclusive,
-        )
-        self.sampler.start()
-
     def start_node_agents(self, meters: list[str], hz: float, exclusive: bool):
         """One sampling agent per node of the Slurm job, started by the job script before
         the timed region and stopped after it (a stop file in the shared stage directory)."""
@@ -633,25 +629,6 @@ class AppRun(rfm.RunOnlyRegressionTest):
             self._run_record = runner.load_record(self.stagedir)
         return self._run_record
 
-    def _identity(self) -> dict:
-        return {
-            "app": self.app,
-            "tier": self.tier,
-            "variant": self.run_variant,
-            "build_variant": self.build_variant,
-            "placement": getattr(self, "placement", "default"),
-            "environment": self.current_environ.name,
-            "system": self.current_system.name,
-            "partition": self.current_partition.name,
-            "test": self.unique_name,
-            "ranks": self.num_tasks,
-            "input": self.input_parameters,
-            "placement_layout": dict(
-                self.placement_layout.to_dict(), binding=self.placement_binding
-            ),
-            "launch": self._site_environment(),
-        }
-
     def _site_environment(self) -> dict:
         """The modules and environment variables the site's partition and environment set."""
         out: dict = {"modules": [], "env_vars": {}}
@@ -675,7 +652,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
             r,
             self.tier,
             Path(self.stagedir),
-            dict(self._identity(), job=job),
+            dict(self.record_identity, launch=self._site_environment(), job=job),
             build_dir=Path(self.build.stagedir),
             stdout=self.stdout.evaluate(),
             energy_record=self.energy_record,

@@ -1,6 +1,9 @@
 """One run of an application, the same for the checks (:class:`apptune.rfm.AppRun`) and for
 tune and bisect (:mod:`apptune.localrun`).
 
+* :func:`prepare`: from the facts both have (:class:`Where` a run runs, its launch, sizes
+  and variant), the runner's spec, the energy sampler (started) and the run record's
+  identity.
 * :func:`steps`: the commands the runner (:mod:`apptune.runner`) starts, as argument
   lists: the recipe's pre-run steps, then the program with its arguments.
 * :func:`evaluate`: the run record made of what the run left: the runner's record (exit
@@ -16,11 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pydantic
 
-from . import inputs, outputs, placement, recipes, runner, verify
+from . import energy, inputs, outputs, placement, quality, recipes, runner, verify
 from .constants import CURVES_DIR, RESULT_FILE
 from .errors import ApptuneError, format_validation_error
 from .models import Recipe, RunRecord
@@ -68,6 +73,119 @@ def steps(
         )
     )
     return out
+
+
+@dataclass
+class Where:
+    """Where a run runs, as the run core needs it: a check's current environment and
+    partition, or a trial's :class:`apptune.site.Site` (whose job is its runner, on this
+    node: scheduler ``local``)."""
+
+    environment: str
+    system: str
+    partition: str
+    #: ReFrame's registered name of the scheduler that runs the job.
+    scheduler: str
+    #: The partition's ``processor.num_cpus`` (None: not configured).
+    num_cpus: int | None
+    #: The partition's ``extras``: run-quality limits, quiet wait, energy meters, ...
+    extras: dict
+
+    @property
+    def fullname(self) -> str:
+        """``SYSTEM:PARTITION``."""
+        return f"{self.system}:{self.partition}"
+
+
+@dataclass
+class Prepared:
+    """A run ready to start (:func:`prepare`)."""
+
+    #: The runner's spec; the caller writes it (:func:`apptune.runner.write_spec`).
+    spec: runner.Spec
+    #: The energy sampler, started; the caller stops it when the run has ended.
+    sampler: energy.Sampler
+    #: The run record's identity (:func:`evaluate`); the caller adds the job.
+    identity: dict
+
+
+def prepare(
+    recipe: Recipe,
+    tier: str,
+    where: Where,
+    *,
+    stage: Path,
+    build_dir: Path,
+    params: dict,
+    launch: list[str],
+    run_env: dict,
+    tag: str,
+    test: str,
+    ranks: int,
+    nodes: int,
+    layout: placement.Layout,
+    binding: str | None,
+    build_variant: str | None,
+    run_variant: str | None,
+    placement_name: str,
+    job_id: Callable[[], object],
+    quiet_wait: float | None = None,
+    meters: list[str] | None = None,
+    exclusive: bool = False,
+) -> Prepared:
+    """Prepare one run of ``recipe`` on ``tier`` in ``stage``: the runner's spec of its
+    steps (:func:`steps`, started with ``launch``), the energy sampler of the partition's
+    meters (``meters``: those sampled here, default every one of ``extras``) started, and
+    the record's identity. ``quiet_wait``: the wait for a quiet node (default the
+    partition's ``extras.quiet_wait_s``); ``exclusive``: the job has its nodes to itself
+    (or ``extras.exclusive_node`` says the partition's jobs do); ``job_id``: the job's id
+    once it runs (with the local scheduler, the process the meters follow)."""
+    ex = where.extras
+    spec = runner.Spec(
+        steps=steps(recipe, params, build_dir, launch),
+        env=run_env,
+        tag=tag,
+        # ReFrame polls the job (and samples energy) beside a run on its own node: it is
+        # the harness, not a disturbance; the boot id tells whether the job's node is this
+        harness_pid=os.getpid(),
+        harness_boot_id=quality.boot_id(),
+        program=program(recipe, build_dir),
+        limits=dict(ex.get("run_quality", {})),
+        quiet_wait_s=float(ex.get("quiet_wait_s", 0)) if quiet_wait is None else quiet_wait,
+    )
+    sampler = energy.Sampler(
+        list(ex.get("energy_meters", [])) if meters is None else meters,
+        where.fullname,
+        stage,
+        hz=float(ex.get("energy_sample_hz", 10)),
+        options=ex.get("energy_meter_options", {}),
+        context={
+            "power_model": ex.get("power_model"),
+            "scheduler": where.scheduler,
+            "ncpus": where.num_cpus,
+            "nodes": nodes,
+            # with the local scheduler the job id is the pid of the job (script or runner)
+            "pid": job_id if where.scheduler == "local" else None,
+            "jobid": job_id,
+        },
+        exclusive=bool(exclusive or ex.get("exclusive_node", False)),
+    )
+    sampler.start()
+    identity = {
+        "app": recipe.name,
+        "tier": tier,
+        "variant": run_variant,
+        "build_variant": build_variant,
+        "placement": placement_name,
+        "environment": where.environment,
+        "system": where.system,
+        "partition": where.partition,
+        "test": test,
+        "ranks": ranks,
+        "input": params,
+        "placement_layout": dict(layout.to_dict(), binding=binding),
+    }
+    return Prepared(spec, sampler, identity)
 
 
 def last_line(path: str | os.PathLike | None) -> str | None:
