@@ -906,7 +906,7 @@ class RunRecord(BaseModel):
     energy: dict | None = None
     quality: dict | None = None
     #: The CPUs each rank of the program seen on the job's first node could run on
-    #: (apptune/quality.py ``observe_binding``), judged against ``placement_layout.binding``.
+    #: (apptune/procfs.py ``observe_binding``), judged against ``placement_layout.binding``.
     binding: dict | None = None
     machine: dict | None = None
     machine_id: str | None = None

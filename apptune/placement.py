@@ -334,7 +334,7 @@ def plan(
 
 def binding_problem(observed: dict | None, binding: str | None, threads_per_rank: int = 1):
     """Why the CPUs the program's ranks could run on (the runner's record,
-    :func:`apptune.quality.observe_binding`) are not the binding asked for; None when they
+    :func:`apptune.procfs.observe_binding`) are not the binding asked for; None when they
     are, when no binding was asked for or when no rank was seen."""
     ranks = (observed or {}).get("ranks") or []
     if not binding or not ranks:

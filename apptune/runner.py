@@ -73,7 +73,7 @@ class Spec(BaseModel):
     #: The process that started the job (ReFrame's, or apptune's for trials): it and its
     #: parents are the harness, not a disturbance, where they run on the job's node ...
     harness_pid: int | None = None
-    #: ... which is where the boot id (:func:`apptune.quality.boot_id`) is the harness's.
+    #: ... which is where the boot id (:func:`apptune.procfs.boot_id`) is the harness's.
     harness_boot_id: str | None = None
     #: Tag of the job's tasks (``APPTUNE_RUN_TAG``): they are found by it also when a
     #: scheduler starts them outside the runner's process tree (srun).
