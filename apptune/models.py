@@ -867,7 +867,7 @@ class RunVerification(BaseModel):
 
 
 class RunRecord(BaseModel):
-    """``apptune-result.json``: one run of one input, as the checks (apptune/rfm.py) and tune
+    """``apptune-result.json``: one run of one input, as the checks (apptune/rfm/check.py) and tune
     and bisect trials (apptune/localrun.py) write it through :func:`apptune.run.write_record`
     and everything that reads a run (report, history, bless) reads it through
     :func:`apptune.records.load_record`. A run that produced nothing to verify has only its

@@ -10,7 +10,7 @@ in an explicit ``|``-separated format; where accounting exists and the job has
 aged out, ``sacct --parsable2`` answers instead. The node's own state and the
 reason an administrator (or slurmctld) gave come from ``sinfo``.
 
-:class:`JobWatch` is what a check uses (apptune/rfm.py ``AppRun``): a thread
+:class:`JobWatch` is what a check uses (apptune/rfm/check.py ``AppRun``): a thread
 beside ReFrame's own polling cancels a job that stays pending on DOWN/DRAINED
 nodes longer than ``down_node_wait`` seconds, and :meth:`JobWatch.settle`, once
 ReFrame counts the job as ended, polls until the job's state is final: a failed

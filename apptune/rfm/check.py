@@ -1,16 +1,5 @@
-"""ReFrame base classes every application check derives from.
-
-An application check is three short classes (see ``reframe-checks/hpcc/hpcc.py``):
-
-* ``<App>Source(SourceFetch)``   session-scoped fixture: fetch + verify the tarball once;
-* ``<App>Build(AppBuild)``       environment-scoped fixture, ``variant`` parameter:
-                                 one build per (environment, variant), reused by every input;
-* ``<App>Check(AppRun)``         the test: ``tier`` parameter selects the input,
-                                 reference outputs and baselines.
-
-All decisions (flags, libraries, patches, inputs, tolerances, thresholds) come
-from the data folders; these classes only wire them into ReFrame's pipeline.
-"""
+"""The test of an application check (:class:`AppRun`): one input tier run against a build,
+verified and timed."""
 
 from __future__ import annotations
 
@@ -18,7 +7,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
 from pathlib import Path
 
@@ -27,7 +15,7 @@ import reframe.utility.sanity as sn
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from . import (
+from .. import (
     baselines,
     energy,
     inputs,
@@ -37,257 +25,17 @@ from . import (
     run,
     runner,
     slurm,
-    sources,
-    syspackages,
-    verify,
 )
-from .constants import CURVES_DIR, REPEATS_ENV, RESULT_FILE, SKIP_FILE, SLURM_STATE_FILE, XFAIL_FILE
-from .errors import ApptuneError, last_error_line
-from .yamlio import atomic_write_json
-
-
-def missing_in_environment(environ, tools: list[str]) -> list[str]:
-    """The tools not found with a ReFrame environment applied as its job would see it
-    (:func:`apptune.site.job_environment`: its prepare commands, modules and ``env_vars``)."""
-    from reframe.core.exceptions import ReframeFatalError
-    from reframe.core.runtime import runtime
-
-    from .site import job_environment
-
-    try:
-        modules_system = runtime().modules_system
-    except ReframeFatalError:  # not inside a ReFrame session: no modules to load
-        modules_system = None
-    env, _ = job_environment(modules_system, [], [environ])
-    path = env.get("PATH", os.environ.get("PATH"))
-    return [t for t in tools if shutil.which(t, path=path) is None]
-
-
-def _session_environments() -> list[dict] | None:
-    """The environments of this ReFrame session's configuration (not only those -p
-    selected); None outside a ReFrame session (e.g. unit tests)."""
-    from reframe.core.exceptions import ReframeFatalError
-    from reframe.core.runtime import runtime
-
-    try:
-        return list(runtime().site_config["environments"])
-    except ReframeFatalError:  # "no runtime context is configured"
-        return None
-
-
-def selected_environment_patterns() -> list[str] | None:
-    """The patterns of ReFrame's ``-p`` in this ReFrame session, None when none narrows the
-    environments (or outside a session).
-
-    ReFrame keeps a partition's environments that a pattern matches at their start
-    (``re.match``: ``-p gnu`` is gnu, gnu-mpich and gnu-mkl; ``-p 'gnu$'`` is gnu alone).
-    With an execution mode (``--mode``) the command line's patterns come after the mode's
-    default ``.*``, which keeps every environment; that default is left out here."""
-    from reframe.core.exceptions import ReframeFatalError
-    from reframe.core.runtime import runtime
-
-    try:
-        patterns = runtime().get_option("general/0/valid_env_names")
-    except ReframeFatalError:  # "no runtime context is configured"
-        return None
-    patterns = [p for p in patterns or [] if p != ".*"]
-    return patterns or None
-
-
-def _site_environments() -> set[str]:
-    """Environment names defined in the session's ReFrame configuration (empty outside one)."""
-    return {e["name"] for e in _session_environments() or []}
-
-
-class DataProblems(rfm.RunOnlyRegressionTest):
-    """The test an application's check file holds in place of its own when the
-    application's data has problems: it fails, naming each problem (file and field), so that
-    plain ReFrame never passes a suite with the application silently missing."""
-
-    #: Application name (a recipe in build-recipes/).
-    #: :type: str
-    app = variable(str)
-    #: The problems, one line each: ``FILE: FIELD: what is wrong``.
-    #: :type: list[str]
-    problems = variable(list, value=[])
-    valid_systems = ["*"]
-    valid_prog_environs = ["*"]
-    local = True
-    executable = "true"
-    tags = {"data"}
-
-    @sanity_function
-    def data_is_valid(self):
-        msg = f"{self.app}: not built, not run: {len(self.problems)} data problem(s): " + (
-            " | ".join(self.problems)
-        )
-        # sanity messages are format strings
-        return sn.assert_true(False, msg=msg.replace("{", "{{").replace("}", "}}"))
-
-
-def load_app(app: str):
-    """The recipe of ``app`` for its check file, once every check of its data passed
-    (:func:`apptune.validate.app_problems`: recipe, inputs, references, against this
-    session's environments). Otherwise the check file gets a failing
-    :class:`DataProblems` test naming each problem, and a recipe with no tiers, so that
-    its own classes define no test case; the other applications' files load as usual.
-    Problems of the baseline files only withhold the performance verdict (the run says
-    why): they do not stop the application."""
-    import types
-
-    from . import validate
-    from .models import Recipe, RunSpec
-
-    # outside a ReFrame session (None): the site config file's environments
-    site, found = validate.load_site_facts(environments=_session_environments())
-    found += validate.app_problems(app, site)
-    if not found:
-        return recipes.load_recipe(app)
-    caller = sys._getframe(1).f_globals.get("__name__", __name__)
-
-    def body(ns):
-        ns["__module__"] = caller
-        ns["app"] = app
-        ns["problems"] = [str(p) for p in found]
-
-    from reframe.core.logging import getlogger
-
-    for p in found:  # at load time too, so that `-l` and the run's head say it
-        getlogger().warning(f"{app}: data problem: {p}")
-    name = "".join(w.capitalize() for w in app.replace("-", "_").split("_")) + "DataProblems"
-    cls = rfm.simple_test(types.new_class(name, (DataProblems,), {}, body))
-    if caller in sys.modules:  # a test class of the check file, as if written there
-        setattr(sys.modules[caller], name, cls)
-    return Recipe.model_construct(tiers={}, run=RunSpec.model_construct(placements={}))
-
-
-class SourceFetch(rfm.RunOnlyRegressionTest):
-    """Fetch the application's source tarball into the cache and verify its sha256."""
-
-    #: Application name (a recipe in build-recipes/).
-    #: :type: str
-    app = variable(str)
-    valid_systems = ["*"]
-    valid_prog_environs = ["*"]
-    local = True
-    executable = sys.executable
-
-    @run_before("run")
-    def set_command(self):
-        self.executable_opts = ["-m", "apptune.sources", self.app]
-
-    @sanity_function
-    def fetched(self):
-        err = last_error_line(os.path.join(self.stagedir, self.stderr.evaluate()))
-        return sn.assert_found(
-            r"^apptune: source .* verified",
-            self.stdout,
-            msg=err or f"{self.app}: source was not fetched",
-        )
-
-
-def expected_build_failure(test) -> bool:
-    """Whether the recipe's ``build.expected_failures`` (data, reviewed as a diff) lists this
-    environment and variant: ReFrame then reports the build XFAIL when it fails (the build
-    itself checks that the compiler said what the entry expects, ``apptune-xfail.json``)
-    and XPASS, a failure, when it builds (the entry is stale)."""
-    return (
-        recipes.expected_build_failure(test.recipe, test.current_environ.name, test.variant)
-        is not None
-    )
-
-
-def expected_wrong_result(test) -> bool:
-    """Whether ``reference/APP/TIER.yaml`` ``xfail`` lists this environment and variant as a
-    known-wrong result (the reason is the run record's ``verification.xfail``)."""
-    _, ref = verify.load_reference(test.app, test.tier)
-    return verify.xfail_reason(ref, test.current_environ.name, test.run_variant) is not None
-
-
-@rfm.xfail(
-    "expected build failure listed in the recipe's build.expected_failures "
-    "(the reason and the compiler's message: apptune-xfail.json, apptune report)",
-    expected_build_failure,
+from ..constants import (
+    CURVES_DIR,
+    REPEATS_ENV,
+    RESULT_FILE,
+    SKIP_FILE,
+    SLURM_STATE_FILE,
 )
-class AppBuild(rfm.CompileOnlyRegressionTest):
-    """Build one variant of an application with the current environment."""
-
-    #: Application name (a recipe in build-recipes/).
-    #: :type: str
-    app = variable(str)
-    valid_systems = ["*"]
-    valid_prog_environs = ["*"]
-    build_system = "CustomBuild"
-    #: The recipe's build runs on the login/build node.
-    build_locally = True
-
-    #: Reuse an identical earlier build from apptune's content-addressed build
-    #: cache (``-S use_build_cache=0`` forces a rebuild of a build test selected by itself;
-    #: ``APPTUNE_USE_BUILD_CACHE=0`` in the environment, of every build of a run).
-    #: :type: bool
-    use_build_cache = variable(bool, value=True, loggable=True)
-
-    @property
-    def recipe(self):
-        return recipes.load_recipe(self.app)
-
-    @run_before("compile")
-    def plan_build(self):
-        tc = recipes.Toolchain.from_environ(self.current_environ)
-        missing = missing_in_environment(
-            self.current_environ, tc.tools_for(self.recipe.build.languages)
-        )
-        reason = None
-        if missing:
-            reason = (
-                f"environment {tc.environment!r}: compiler/tool "
-                f"{', '.join(missing)} not found on its PATH"
-            )
-        recipe = self.recipe
-        # the recipe's Debian packages, where this partition's builds use the machine's
-        reason = reason or syspackages.missing(
-            recipe, recipes.recipe_path(self.app), self.current_partition.extras
-        )
-        if reason:
-            Path(self.stagedir, SKIP_FILE).write_text(reason + "\n")
-            self.skip(reason)
-        plan = recipes.resolve(recipe, self.variant, tc)
-        with open(os.path.join(self.stagedir, "plan.json"), "w") as f:
-            json.dump(plan.to_dict(), f, indent=1)
-        tarball = sources.tarball_path(recipe)
-        cmd = [
-            sys.executable,
-            "-m",
-            "apptune.build",
-            "--plan",
-            "plan.json",
-            "--source",
-            str(tarball),
-            "--stage",
-            ".",
-        ]
-        if not self.use_build_cache:
-            cmd.append("--no-cache")
-        self.build_system.commands = [shlex.join(cmd)]
-        self.build_system.max_concurrency = recipe.build.jobs
-
-    @run_after("init")
-    def keep_build_records(self):
-        self.keep_files = ["plan.json", "provenance.json", "compile-lines.jsonl", XFAIL_FILE]
-
-    @sanity_function
-    def built(self):
-        xf = Path(self.stagedir, XFAIL_FILE)
-        if xf.is_file():
-            rec = json.loads(xf.read_text())
-            return sn.assert_true(
-                False, msg=f"{rec['reason']} (compiler said: {rec['compiler_said']})"
-            )
-        err = last_error_line(os.path.join(self.stagedir, "rfm_build.err"))
-        return sn.assert_true(
-            os.path.exists(os.path.join(self.stagedir, "provenance.json")),
-            msg=err or "build produced no provenance.json",
-        )
+from ..errors import ApptuneError
+from ..yamlio import atomic_write_json
+from .fixtures import _site_environments, expected_wrong_result, selected_environment_patterns
 
 
 @rfm.xfail(
@@ -554,7 +302,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     def start_node_agents(self, meters: list[str], hz: float, exclusive: bool):
         """One sampling agent per node of the Slurm job, started by the job script before
         the timed region and stopped after it (a stop file in the shared stage directory)."""
-        from .energy import agent
+        from ..energy import agent
 
         ex = self.current_partition.extras
         out = agent.NODES_DIR
@@ -606,7 +354,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     def stop_energy_sampler(self):
         rec = self.sampler.stop()
         if self.node_meters:
-            from .energy import agent
+            from ..energy import agent
 
             try:
                 nodes = len(self.job.nodelist or []) or None

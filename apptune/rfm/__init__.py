@@ -1,0 +1,42 @@
+"""ReFrame base classes every application check derives from.
+
+An application check is three short classes (see ``reframe-checks/hpcc/hpcc.py``):
+
+* ``<App>Source(SourceFetch)``   session-scoped fixture: fetch + verify the tarball once;
+* ``<App>Build(AppBuild)``       environment-scoped fixture, ``variant`` parameter:
+                                 one build per (environment, variant), reused by every input;
+* ``<App>Check(AppRun)``         the test: ``tier`` parameter selects the input,
+                                 reference outputs and baselines.
+
+All decisions (flags, libraries, patches, inputs, tolerances, thresholds) come
+from the data folders; these classes only wire them into ReFrame's pipeline.
+
+Two modules: :mod:`~apptune.rfm.fixtures` (the source, the build, the recipe loaded for
+a check file) and :mod:`~apptune.rfm.check` (the test).
+"""
+
+from __future__ import annotations
+
+from .check import AppRun
+from .fixtures import (
+    AppBuild,
+    DataProblems,
+    SourceFetch,
+    expected_build_failure,
+    expected_wrong_result,
+    load_app,
+    missing_in_environment,
+    selected_environment_patterns,
+)
+
+__all__ = [
+    "AppBuild",
+    "AppRun",
+    "DataProblems",
+    "SourceFetch",
+    "expected_build_failure",
+    "expected_wrong_result",
+    "load_app",
+    "missing_in_environment",
+    "selected_environment_patterns",
+]
