@@ -8,7 +8,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 from conftest import write_run
 
-from apptune import cli, history, workflow
+from apptune import cli, history, ingest, workflow
 from apptune.errors import ApptuneError
 
 PROV = {
@@ -346,7 +346,7 @@ def test_a_trial_record_reads_as_the_same_result_as_a_checks_record(
         "system": "test",
         "partition": "local",
     }
-    assert history._result(tc) == trial
+    assert ingest._result(tc) == trial
 
 
 def test_samples_leave_trials_out_unless_asked(toy_root, tmp_path, fake_trials):

@@ -9,6 +9,7 @@ from ..errors import ApptuneError
 
 def cmd_history(a) -> int:
     from .. import history
+    from ..ingest import reframe_sessions
 
     with history.History(a.history, create=a.hcmd == "ingest") as h:
         if a.hcmd == "trials":
@@ -24,7 +25,7 @@ def cmd_history(a) -> int:
             return 0
         sources: list[tuple[Path, Path | None, dict | None]] = []
         if a.reframe_db:
-            for rep, report_file in history.reframe_sessions(a.reframe_db, a.run_dirs or None):
+            for rep, report_file in reframe_sessions(a.reframe_db, a.run_dirs or None):
                 rf = Path(report_file) if report_file else None
                 sources.append((rf.parent if rf else Path(a.reframe_db).parent, rf, rep))
         else:
