@@ -38,7 +38,7 @@ from pydantic import Field, field_validator
 
 from . import paths, recipes
 from .errors import ApptuneError
-from .models import Strict, _valid_regex
+from .models.base import Strict, _valid_regex
 from .yamlio import load_model
 
 #: Launchers a partition may use (ReFrame launcher names).
