@@ -271,15 +271,7 @@ def run_tier(
     prepared = runcore.prepare(
         recipe,
         tier,
-        # the trial's job is its runner, started on this node
-        runcore.Where(
-            environment=site.environment,
-            system=site.system,
-            partition=site.partition,
-            scheduler="local",
-            num_cpus=site.num_cpus,
-            extras=site.extras,
-        ),
+        _where(site),
         stage=run_dir,
         build_dir=build_dir,
         params=params,
@@ -335,6 +327,24 @@ def run_tier(
         require_provenance=False,
     )
     runcore.write_record(run_dir, record)
+    return _result(record, params, run_dir)
+
+
+def _where(site: Site) -> runcore.Where:
+    """Where a trial runs: the site's environment and partition, the job being its runner,
+    started on this node (scheduler ``local``)."""
+    return runcore.Where(
+        environment=site.environment,
+        system=site.system,
+        partition=site.partition,
+        scheduler="local",
+        num_cpus=site.num_cpus,
+        extras=site.extras,
+    )
+
+
+def _result(record: dict, params: dict, run_dir: Path) -> RunResult:
+    """What tune and bisect read of a trial's run record."""
     v = record["verification"]
     figures = record.get("figures") or {"wall_time": (record.get("run") or {}).get("wall_s")}
     result = RunResult(

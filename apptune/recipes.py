@@ -337,6 +337,58 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def _patches(recipe: Recipe, tc: Toolchain, axes: dict[str, str]) -> list[dict]:
+    """The recipe's patches that apply with this toolchain and these axes, each with its
+    file's checksum."""
+    patches = []
+    for p in recipe.patches:
+        if p.when.mpi_standard:
+            need = _version_tuple(p.when.mpi_standard[2:])
+            if _version_tuple(tc.mpi_standard) < need:
+                continue
+        if any(axes.get(a) not in vals for a, vals in p.when.axes.items()):
+            continue
+        pf = paths.patches_dir(recipe.name) / p.file
+        patches.append(
+            {"file": p.file, "sha256": sha256_file(pf), "strip": p.strip, "reason": p.reason}
+        )
+    return patches
+
+
+def _per_file(recipe: Recipe, fam: dict, rfile) -> list[dict]:
+    """The recipe's per-file rules with their flags (a ladder of the compiler family, or
+    the recipe's own)."""
+    per_file = []
+    for i, o in enumerate(recipe.per_file):
+        if o.flags is None:  # explicit flags from the recipe (e.g. upstream's -O1 for one file)
+            per_file.append(
+                {
+                    "files": list(o.files),
+                    "cflags": list(o.cflags or []),
+                    "fflags": list(o.fflags or []),
+                    "ladder": "recipe",
+                    "reason": o.reason,
+                }
+            )
+            continue
+        if o.flags not in fam:
+            raise ApptuneError(
+                rfile,
+                f"per_file[{i}].flags",
+                f"unknown flag ladder '{o.flags}' (allowed: {', '.join(sorted(fam))})",
+            )
+        per_file.append(
+            {
+                "files": list(o.files),
+                "cflags": list(fam[o.flags].cflags),
+                "fflags": list(fam[o.flags].fflags),
+                "ladder": o.flags,
+                "reason": o.reason,
+            }
+        )
+    return per_file
+
+
 def resolve(
     recipe: Recipe,
     variant: str,
@@ -397,48 +449,8 @@ def resolve(
             ldflags += _expand(lib.ldflags)
             libs[axis] = opt.library
 
-    patches = []
-    for p in recipe.patches:
-        if p.when.mpi_standard:
-            need = _version_tuple(p.when.mpi_standard[2:])
-            if _version_tuple(tc.mpi_standard) < need:
-                continue
-        if any(axes.get(a) not in vals for a, vals in p.when.axes.items()):
-            continue
-        pf = paths.patches_dir(recipe.name) / p.file
-        patches.append(
-            {"file": p.file, "sha256": sha256_file(pf), "strip": p.strip, "reason": p.reason}
-        )
-
-    per_file = []
-    for i, o in enumerate(recipe.per_file):
-        if o.flags is None:  # explicit flags from the recipe (e.g. upstream's -O1 for one file)
-            per_file.append(
-                {
-                    "files": list(o.files),
-                    "cflags": list(o.cflags or []),
-                    "fflags": list(o.fflags or []),
-                    "ladder": "recipe",
-                    "reason": o.reason,
-                }
-            )
-            continue
-        if o.flags not in fam:
-            raise ApptuneError(
-                rfile,
-                f"per_file[{i}].flags",
-                f"unknown flag ladder '{o.flags}' (allowed: {', '.join(sorted(fam))})",
-            )
-        per_file.append(
-            {
-                "files": list(o.files),
-                "cflags": list(fam[o.flags].cflags),
-                "fflags": list(fam[o.flags].fflags),
-                "ladder": o.flags,
-                "reason": o.reason,
-            }
-        )
-
+    patches = _patches(recipe, tc, axes)
+    per_file = _per_file(recipe, fam, rfile)
     fam_flags = recipe.build.family_flags.get(tc.family)
     return BuildPlan(
         app=recipe.name,
