@@ -17,7 +17,6 @@ matplotlib, which escapes the text and the links it writes.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import hashlib
 import io
@@ -388,26 +387,3 @@ def build(history, out: str | os.PathLike, mode: str | None = None) -> list[Path
 
 
 # ---------------------------------------------------------------------------- command line
-def register(subparsers) -> None:
-    """``apptune history site OUT``: its parser, among ``apptune history``'s subcommands."""
-    p = subparsers.add_parser(
-        "site",
-        help="write the history as a static site into OUT: trends with change points and "
-        "their causes, the latest verdicts, since the last nightly, machines compared",
-    )
-    p.add_argument("out", metavar="OUT", help="the site's directory (created; pages replaced)")
-    p.add_argument("--mode", help="only runs of this ReFrame mode (ci/nightly.sh: nightly)")
-    p.add_argument(
-        "--history",
-        help="history directory (default $APPTUNE_HISTORY or ~/.local/share/apptune/history)",
-    )
-    p.set_defaults(func=run)
-
-
-def run(a: argparse.Namespace) -> int:
-    from .history import History
-
-    with History(a.history, create=False) as h:
-        pages = build(h, a.out, mode=a.mode)
-    print(f"apptune: history site: {len(pages)} pages in {Path(a.out).resolve()}/index.html")
-    return 0

@@ -6,7 +6,8 @@ import json
 import pytest
 from conftest import write_run
 
-from apptune import cli, history, plan, plan_report
+from apptune import cli, history
+from apptune.tools import plan, plan_report
 
 H, KWH = 3600.0, 3.6e6
 MODELLED = {"trust": "modelled", "energy_J": 1.0}

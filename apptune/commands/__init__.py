@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import argparse
 
-from .. import compare, plan_cli
 from . import (
     baseline,
     bisect,
     bless,
     cache,
     check_regressions,
+    compare,
     history,
     new,
+    plan,
     report,
     run,
     tune,
@@ -40,7 +41,7 @@ MODULES = (
     cache,
     bisect,
     tune,
-    plan_cli,
+    plan,
 )
 
 

@@ -96,6 +96,30 @@ def register(subparsers) -> None:
             help="history directory (default $APPTUNE_HISTORY or ~/.local/share/apptune/history)",
         )
     hp.set_defaults(func=cmd_history)
-    from .. import historysite
+    register_site(hs)
 
-    historysite.register(hs)
+
+def register_site(subparsers) -> None:
+    """Add ``apptune history site OUT`` to ``apptune history``'s subcommands."""
+    p = subparsers.add_parser(
+        "site",
+        help="write the history as a static site into OUT: trends with change points and "
+        "their causes, the latest verdicts, since the last nightly, machines compared",
+    )
+    p.add_argument("out", metavar="OUT", help="the site's directory (created; pages replaced)")
+    p.add_argument("--mode", help="only runs of this ReFrame mode (ci/nightly.sh: nightly)")
+    p.add_argument(
+        "--history",
+        help="history directory (default $APPTUNE_HISTORY or ~/.local/share/apptune/history)",
+    )
+    p.set_defaults(func=cmd_history_site)
+
+
+def cmd_history_site(a) -> int:
+    """Write the history's static site (:func:`apptune.historysite.build`)."""
+    from .. import history, historysite
+
+    with history.History(a.history, create=False) as h:
+        pages = historysite.build(h, a.out, mode=a.mode)
+    print(f"apptune: history site: {len(pages)} pages in {Path(a.out).resolve()}/index.html")
+    return 0

@@ -28,10 +28,10 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import history, machine, recipes
-from .errors import ApptuneError, first_of
-from .models import PlanValues
-from .yamlio import load_model
+from .. import history, machine, recipes
+from ..errors import ApptuneError, first_of
+from ..models import PlanValues
+from ..yamlio import load_model
 
 #: An option's planned figure: the median plus this many standard deviations of its runs.
 SIGMAS = 2.0

@@ -1,5 +1,5 @@
 """``apptune plan``: the jobs to run under a time, energy and power budget, and
-``apptune plan --check RUN_DIR...``: what they really took (apptune/plan.py)."""
+``apptune plan --check RUN_DIR...``: what they really took (apptune/tools/plan.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import history, paths, plan, plan_report
-from .errors import ApptuneError, expand
-from .yamlio import atomic_write_json, atomic_write_text
+from .. import history, paths
+from ..errors import ApptuneError, expand
+from ..tools import plan, plan_report
+from ..yamlio import atomic_write_json, atomic_write_text
 
 
 def register(sub) -> None:
@@ -117,7 +118,7 @@ def _idle(a, b: plan.Budget, options: list[plan.Option]) -> None:
     if not (b.nodes or b.power_W):
         return
     systems = sorted({o.system for o in options})
-    from .site import load_reframe_config
+    from ..site import load_reframe_config
 
     try:
         site = load_reframe_config(paths.root() / paths.DEFAULT_CONFIG)

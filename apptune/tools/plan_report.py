@@ -11,9 +11,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import paths, records
-from .constants import RESULT_FILE
-from .errors import ApptuneError
+from .. import paths, records
+from ..constants import RESULT_FILE
+from ..errors import ApptuneError
 from .plan import METERED, SIGMAS, Option, Plan, fmt_energy, fmt_time, max_loaded_nodes
 
 SCRIPT_FILE = "plan.sh"
