@@ -7,7 +7,8 @@ import pytest
 import yaml
 from conftest import write_run
 
-from apptune import bless, cli
+from apptune import cli
+from apptune.tools import bless
 
 FIELDS = [
     {"field": "sum", "value": 1.6449330668, "ok": True},

@@ -23,8 +23,9 @@ import timeapp
 import yaml
 from conftest import TOY_ACC, TOY_MAIN, make_tarball, write_run
 
-from apptune import buildcache, cli, outputs, records, scaffold, validate, verify
+from apptune import buildcache, cli, outputs, records, validate, verify
 from apptune.models import OutputSpec, OwnCheck
+from apptune.tools import scaffold
 
 REPO = Path(__file__).resolve().parent.parent
 GNU = [

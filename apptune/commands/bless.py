@@ -9,7 +9,7 @@ from .. import paths
 
 
 def cmd_bless(a) -> int:
-    from .. import bless
+    from ..tools import bless
 
     run_dir = Path(a.run_dir).resolve()
     notes: list[str] = []

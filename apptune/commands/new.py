@@ -6,7 +6,7 @@ from .. import paths
 
 
 def cmd_new(a) -> int:
-    from .. import scaffold
+    from ..tools import scaffold
 
     s = scaffold.new(
         a.app,

@@ -33,11 +33,11 @@ from types import SimpleNamespace
 
 import yaml
 
-from . import paths, recipes, sources, templating
-from .errors import ApptuneError
-from .models import NAME_RE, SHA256_RE, SourceSpec
-from .validate import _rel
-from .yamlio import atomic_write_text, placeholders
+from .. import paths, recipes, sources, templating
+from ..datachecks import _rel
+from ..errors import ApptuneError
+from ..models import NAME_RE, SHA256_RE, SourceSpec
+from ..yamlio import atomic_write_text, placeholders
 
 #: The build kinds ``apptune new`` writes, by the file at the top of the source that
 #: decides them, in order of precedence.

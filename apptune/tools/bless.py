@@ -32,11 +32,11 @@ from pathlib import Path
 
 import yaml
 
-from . import baselines, outputs, paths, recipes, records, yamlio
-from .errors import ApptuneError
-from .models import FieldTolerance, ReferenceFile
-from .verify import compare_field, load_reference
-from .yamlio import atomic_write_text
+from .. import baselines, outputs, paths, recipes, records, yamlio
+from ..errors import ApptuneError
+from ..models import FieldTolerance, ReferenceFile
+from ..verify import compare_field, load_reference
+from ..yamlio import atomic_write_text
 
 
 def refusals(cs: list[records.Case]) -> list[str]:
@@ -65,7 +65,7 @@ def refusals(cs: list[records.Case]) -> list[str]:
 
 def plan_drift(r: dict) -> list[str]:
     """What differs between a result's build and what its recipe resolves to now."""
-    from .site import load_site
+    from ..site import load_site
 
     prov = r.get("provenance") or {}
     try:
@@ -398,8 +398,8 @@ def plan_new(
                 res = compare_field(k, FieldTolerance(**tol), c.record["values"].get(k))
                 if not res.ok:
                     notes.append(f"warning: {c.name}: {res.message}: this reference would fail it")
-        from .templating import environment
-        from .yamlio import yaml_word
+        from ..templating import environment
+        from ..yamlio import yaml_word
 
         new = (
             environment()
