@@ -1,5 +1,6 @@
 """The package's modules form no import cycle: no two modules import each other, even
-through others or from inside a function."""
+through others or from inside a function; and every import points down its layers (no
+core module imports a tool or a command, no tool a command)."""
 
 import ast
 from pathlib import Path
@@ -80,3 +81,50 @@ def test_the_cycle_finder_finds_one_through_a_function_level_import(tmp_path):
 def test_no_module_of_the_package_imports_itself_through_others():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+#: The package's layers, top down: the entry point, one module per command, the tools
+#: (tune, bisect, plan, bless, scaffold), and below them everything they use (the core
+#: that builds, runs and verifies, the ReFrame glue, the history and the reports).
+LAYERS = (
+    ("entry point", ("apptune.__main__", "apptune.cli")),
+    ("commands", ("apptune.commands",)),
+    ("tools", ("apptune.tools",)),
+)
+
+
+def layer_of(module: str) -> int:
+    """The index of ``module``'s layer in :data:`LAYERS` (``len(LAYERS)``: below them)."""
+    for i, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    return len(LAYERS)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module from a layer above its own, as ``a -> b``."""
+    return [
+        f"{m} -> {d}"
+        for m, deps in sorted(graph.items())
+        for d in sorted(deps)
+        if layer_of(d) < layer_of(m)
+    ]
+
+
+def test_an_import_from_a_layer_above_is_found(tmp_path):
+    pkg = tmp_path / "apptune"
+    (pkg / "tools").mkdir(parents=True)
+    for f in ("__init__.py", "tools/__init__.py", "tools/t.py", "cli.py"):
+        (pkg / f).write_text("")
+    (pkg / "core.py").write_text("def f():\n    from .tools import t\n")
+    assert upward_imports(import_graph(pkg)) == [
+        "apptune.core -> apptune.tools",
+        "apptune.core -> apptune.tools.t",
+    ]
+    (pkg / "core.py").write_text("")
+    (pkg / "tools/t.py").write_text("from .. import core\n")
+    assert upward_imports(import_graph(pkg)) == []
+
+
+def test_every_import_points_down_the_layers():
+    assert upward_imports(import_graph()) == []
