@@ -340,6 +340,7 @@ def _where(site: Site) -> runcore.Where:
         scheduler="local",
         num_cpus=site.num_cpus,
         extras=site.extras,
+        declared=site.declared,
     )
 
 

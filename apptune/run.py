@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pydantic
@@ -90,6 +90,8 @@ class Where:
     num_cpus: int | None
     #: The partition's ``extras``: run-quality limits, quiet wait, energy meters, ...
     extras: dict
+    #: The modules and variables the site declares (:func:`apptune.site.declared_environment`).
+    declared: dict = field(default_factory=dict)
 
     @property
     def fullname(self) -> str:
@@ -184,6 +186,7 @@ def prepare(
         "ranks": ranks,
         "input": params,
         "placement_layout": dict(layout.to_dict(), binding=binding),
+        "launch": dict(where.declared),
     }
     return Prepared(spec, sampler, identity)
 

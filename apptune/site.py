@@ -370,6 +370,8 @@ class Site:
     access: list[str] = field(default_factory=list)
     #: Variables the job's environment unsets (a module unloaded).
     unset: list[str] = field(default_factory=list)
+    #: The modules and variables the site declares for the job (:func:`declared_environment`).
+    declared: dict = field(default_factory=dict)
 
     @property
     def fullname(self) -> str:
@@ -477,7 +479,18 @@ def load_site(
         num_cpus=part.processor.num_cpus,
         access=list(part.access),
         unset=unset,
+        declared=declared_environment(part.local_env, environ),
     )
+
+
+def declared_environment(*scopes) -> dict:
+    """The modules and environment variables ReFrame environments declare (a partition's
+    ``local_env``, then the programming environment), as a run record keeps them."""
+    out: dict = {"modules": [], "env_vars": {}}
+    for scope in scopes:
+        out["modules"] += [str(m) for m in scope.modules]
+        out["env_vars"].update({k: str(v) for k, v in scope.env_vars.items()})
+    return out
 
 
 def _trial_launcher(part, config: Path, where: str) -> str:

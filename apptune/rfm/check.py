@@ -24,6 +24,7 @@ from .. import (
     recipes,
     run,
     runner,
+    site,
     slurm,
 )
 from ..constants import (
@@ -187,6 +188,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
                 scheduler=part.scheduler.registered_name,
                 num_cpus=part.processor.num_cpus,
                 extras=part.extras,
+                declared=site.declared_environment(part.local_env, self.current_environ),
             ),
             stage=Path(self.stagedir),
             build_dir=Path(self.build.stagedir),
@@ -377,14 +379,6 @@ class AppRun(rfm.RunOnlyRegressionTest):
             self._run_record = runner.load_record(self.stagedir)
         return self._run_record
 
-    def _site_environment(self) -> dict:
-        """The modules and environment variables the site's partition and environment set."""
-        out: dict = {"modules": [], "env_vars": {}}
-        for scope in (self.current_partition.local_env, self.current_environ):
-            out["modules"] += [str(m) for m in scope.modules]
-            out["env_vars"].update({k: str(v) for k, v in scope.env_vars.items()})
-        return out
-
     @run_after("run")
     def record_run(self):
         """The run record (:func:`apptune.run.evaluate`) with this machine's baseline verdict,
@@ -400,7 +394,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
             r,
             self.tier,
             Path(self.stagedir),
-            dict(self.record_identity, launch=self._site_environment(), job=job),
+            dict(self.record_identity, job=job),
             build_dir=Path(self.build.stagedir),
             stdout=self.stdout.evaluate(),
             energy_record=self.energy_record,
