@@ -150,6 +150,11 @@ def test_a_real_2x_slowdown_of_the_hot_file_fails_the_check(tree, tmp_path):
         f["phase"] == "performance" and "kernel_time" in f["reason"] for f in s["failures"]
     ), s["failures"]
     assert s["summary"][0]["verdict"] == "regression"
+    # what changed since the baseline's runs is named: in the summary, the report, the record
+    said = "changed: per-file flags kernel.c: (none) → cflags=-O0"
+    assert said in s["summary"][0]["verdict_text"], s["summary"][0]["verdict_text"]
+    assert r["baseline"]["changed"] == ["per-file flags kernel.c: (none) → cflags=-O0"]
+    assert said in (tmp_path / "run/report.md").read_text()
 
 
 def test_a_cpu_hog_beside_the_run_is_graded_disturbed_and_not_judged(tree, tmp_path):

@@ -221,9 +221,14 @@ def app_summary(a: dict) -> dict:
     for r in rows:
         if not r["verified"]:  # a wrong number is no performance: only the failure counts
             continue
+        bad = [
+            f"{n} {_pct(c.get('change'))}"
+            for n, c in ((r.get("baseline") or {}).get("figures") or {}).items()
+            if c.get("verdict") == "regression"
+        ]
+        if bad:
+            regressions.append(f"{_key(r)} {', '.join(bad)} ({changed_since_baseline(r)})")
         for n, c in ((r.get("baseline") or {}).get("figures") or {}).items():
-            if c.get("verdict") == "regression":
-                regressions.append(f"{_key(r)} {n} {_pct(c.get('change'))}")
             if c.get("verdict") in ("regression", "improvement", "within noise"):
                 judged += 1
             elif c.get("why"):
@@ -243,6 +248,19 @@ def app_summary(a: dict) -> dict:
         why = max(whys, key=whys.get) if whys else "no baseline"
         out["verdict"], out["verdict_text"] = "no verdict", f"no verdict: {why}"
     return out
+
+
+def changed_since_baseline(row: dict) -> str:
+    """What differs between a run and the runs of its baseline, in one line (apptune/changes.py);
+    what is unknown is said as such."""
+    from .. import baselines, changes
+
+    b = row.get("baseline") or {}
+    if "changed" not in b:
+        return "no baseline entry to compare with"
+    if b["changed"] is None:
+        return baselines.NO_PROVENANCE
+    return "changed: " + changes.short(b["changed"]) if b["changed"] else changes.NOTHING
 
 
 def outcome(report_file: Path, failures: list[dict]) -> dict:
@@ -317,7 +335,14 @@ def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
     history's change points: ReFrame's performance check of each test case against it is
     what fails ``apptune run``.  Verdict strings are shown as the baseline comparison gives them."""
     figures = [
-        {"app": a["app"], "tier": a["tier"], "variant": _key(r), "figure": n, **c}
+        {
+            "app": a["app"],
+            "tier": a["tier"],
+            "variant": _key(r),
+            "figure": n,
+            **c,
+            "changed": changed_since_baseline(r),
+        }
         for a in apps
         for r in a["rows"]
         for n, c in ((r.get("baseline") or {}).get("figures") or {}).items()
