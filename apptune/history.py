@@ -347,6 +347,23 @@ class History:
         q = f"SELECT * FROM runs WHERE 1{where} ORDER BY started_unix, id"
         return self.db.execute(q, args).fetchall()
 
+    def recent_run_dirs(
+        self, n: int, system: str | None = None, mode: str | None = None, app: str | None = None
+    ) -> list[Path]:
+        """The run directories of the last ``n`` stored check sessions with results of the
+        selection (oldest first) that still exist on disk: the nights a baseline can be
+        recorded from."""
+        where, args = _selection(["runs.run_dir IS NOT NULL"], system, mode, app)
+        k, kargs = _kind_where("check")
+        rows = self.db.execute(
+            "SELECT DISTINCT runs.id, runs.run_dir, runs.started_unix "
+            "FROM results res JOIN runs ON res.run_id = runs.id "
+            f"WHERE {' AND '.join(where)}{k} ORDER BY runs.started_unix DESC, runs.id DESC",
+            args + kargs,
+        ).fetchall()
+        dirs = [Path(r["run_dir"]) for r in rows if (Path(r["run_dir"]) / "report.json").exists()]
+        return dirs[:n][::-1]
+
     def grades(
         self,
         system: str | None = None,

@@ -96,6 +96,8 @@ def test_without_a_tty_or_yes_nothing_is_written(toy_root, tmp_path, monkeypatch
         reframe_args=[],
         system=None,
         yes=False,
+        from_history=None,
+        history=None,
     )
     assert baseline_command.cmd_baseline_record(a) == 1
     out = capsys.readouterr()
@@ -105,4 +107,58 @@ def test_without_a_tty_or_yes_nothing_is_written(toy_root, tmp_path, monkeypatch
     assert "1 file(s) not written (no tty to confirm: --yes writes them" in out.err
     a.sessions = 0
     with pytest.raises(Exception, match="--sessions: 0: give at least 1"):
+        baseline_command.cmd_baseline_record(a)
+
+
+@pytest.mark.unit
+def test_from_history_records_the_stored_nights_and_runs_nothing(toy_root, tmp_path, capsys):
+    """`--from-history 4`: the last 4 stored sessions of the mode with the selected app (not
+    the older one, not another app's, not another mode's), one session each in the noise
+    between sessions; nothing is run."""
+    from apptune import history as hist
+
+    h = tmp_path / "history"
+    night = [10.0, 11.0, 13.0, 10.5, 12.0]
+    with hist.History(h) as db:
+        for i, rate in enumerate(night):
+            r = {"app": "toy", "tier": "ci", "environment": "gnu", "variant": "tuned"}
+            d = write_run(
+                tmp_path / f"night-{i}",
+                f"n{i}",
+                1.7e9 + i,
+                [dict(r, figures={"rate": rate})],
+                mode="ci",
+            )
+            db.ingest(d)
+        other = write_run(
+            tmp_path / "dev", "d0", 1.7e9 + 9, [dict(r, figures={"rate": 99.0})], mode="dev"
+        )
+        db.ingest(other)
+    a = argparse.Namespace(
+        sessions=5,
+        mode="ci",
+        checks=["reframe-checks/toy"],
+        config="site-config/settings.py",
+        wait_for_quiet=60,
+        no_history=True,
+        reframe_args=[],
+        system=None,
+        yes=True,
+        from_history=4,
+        history=str(h),
+    )
+    assert baseline_command.cmd_baseline_record(a) == 0
+    out = capsys.readouterr().out
+    assert "from 4 stored session(s)" in out and "night-0" not in out.split("\n")[0]
+    (entry,) = yaml.safe_load((toy_root / "reference/baselines/local/toy.yaml").read_text())[
+        "entries"
+    ]
+    rate = entry["figures"]["rate"]
+    assert (rate["runs"], rate["sessions"], rate["value"]) == (4, 4, 11.5)
+    assert rate["between"] > 0
+    a.from_history = 2
+    with pytest.raises(Exception, match="--from-history: 2: give at least 3"):
+        baseline_command.cmd_baseline_record(a)
+    a.from_history, a.mode = 3, "nightly"
+    with pytest.raises(Exception, match="0 stored session\\(s\\) of mode nightly"):
         baseline_command.cmd_baseline_record(a)

@@ -19,42 +19,20 @@ def cmd_baseline_record(a) -> int:
     files; each file's diff is shown and written only with ``--yes`` or a "y" at a tty."""
     from .. import records
 
-    if a.sessions < 1:
-        raise ApptuneError(None, "--sessions", f"{a.sessions}: give at least 1 (3 give a noise)")
-    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
-    base = runs_dir() / f"baseline-{stamp}"
-    dirs = []
-    for i in range(1, a.sessions + 1):
-        run_dir = base / f"session-{i}"
-        print(f"apptune: baseline record: session {i} of {a.sessions} in {run_dir}", flush=True)
-        ra = argparse.Namespace(
-            mode=a.mode,
-            checks=a.checks,
-            app=[],
-            env=[],
-            variant=[],
-            placement=[],
-            config=a.config,
-            run_dir=str(run_dir),
-            repeats=1,
-            wait_for_quiet=a.wait_for_quiet,
-            no_history=a.no_history,
-            reframe_args=a.reframe_args,
-        )
-        rc = cmd_run(ra)
-        if rc >= 128 or rc in (2, paths.NO_SPACE_STATUS) and not (run_dir / "report.json").exists():
-            print(
-                f"apptune: baseline record: stopped after session {i} (exit {rc})", file=sys.stderr
-            )
+    if a.from_history is not None:
+        dirs, base = _stored_sessions(a)
+    else:
+        dirs, base, rc = _run_sessions(a)
+        if rc is not None:
             return rc
-        dirs.append(run_dir)
+    apps, system = _selected(a)
     by = _by_baseline_file(
         [
             c.record
             for d in dirs
             if (d / "report.json").exists()
             for c in records.cases(d)
-            if c.record and c.verified
+            if c.record and c.verified and _in_selection(c.record, apps, system)
         ],
         a.system,
     )
@@ -97,6 +75,97 @@ def cmd_baseline_record(a) -> int:
         atomic_write_text(f, text)
         print(f"apptune: baseline record: wrote {f}")
     return 0
+
+
+def _run_sessions(a) -> tuple[list[Path], Path, int | None]:
+    """Run ``--sessions`` sessions of ``apptune run``: (their run directories, the directory
+    they are in, an exit status when a session stopped the recording)."""
+    if a.sessions < 1:
+        raise ApptuneError(None, "--sessions", f"{a.sessions}: give at least 1 (3 give a noise)")
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    base = runs_dir() / f"baseline-{stamp}"
+    dirs = []
+    for i in range(1, a.sessions + 1):
+        run_dir = base / f"session-{i}"
+        print(f"apptune: baseline record: session {i} of {a.sessions} in {run_dir}", flush=True)
+        ra = argparse.Namespace(
+            mode=a.mode,
+            checks=a.checks,
+            app=[],
+            env=[],
+            variant=[],
+            placement=[],
+            config=a.config,
+            run_dir=str(run_dir),
+            repeats=1,
+            wait_for_quiet=a.wait_for_quiet,
+            no_history=a.no_history,
+            reframe_args=a.reframe_args,
+        )
+        rc = cmd_run(ra)
+        if rc >= 128 or rc in (2, paths.NO_SPACE_STATUS) and not (run_dir / "report.json").exists():
+            print(
+                f"apptune: baseline record: stopped after session {i} (exit {rc})", file=sys.stderr
+            )
+            return dirs, base, rc
+        dirs.append(run_dir)
+    return dirs, base, None
+
+
+def _stored_sessions(a) -> tuple[list[Path], Path]:
+    """The run directories of the last ``--from-history`` stored sessions of this mode with
+    results of the selected applications (the nights already run): nothing is run."""
+    from ..history import History
+
+    if a.from_history < 3:
+        raise ApptuneError(
+            None, "--from-history", f"{a.from_history}: give at least 3 sessions (3 give a noise)"
+        )
+    apps, system = _selected(a)
+    with History(a.history, create=False) as h:
+        dirs = []
+        for app in sorted(apps) or [None]:
+            dirs += h.recent_run_dirs(a.from_history, system=system, mode=a.mode, app=app)
+        where = h.path
+    dirs = list(dict.fromkeys(dirs))
+    if len(dirs) < 3:
+        raise ApptuneError(
+            where,
+            None,
+            f"{len(dirs)} stored session(s) of mode {a.mode} with results of "
+            f"{', '.join(sorted(apps)) or 'any application'}"
+            + (f" on {system}" if system else "")
+            + " whose run directory still exists: a baseline needs at least 3",
+        )
+    print(
+        f"apptune: baseline record: from {len(dirs)} stored session(s): "
+        + ", ".join(str(d) for d in dirs),
+        flush=True,
+    )
+    return dirs, dirs[-1].parent
+
+
+def _selected(a) -> tuple[set[str], str | None]:
+    """The applications of ``-c`` (a check file or its directory under reframe-checks/)
+    and the ``--system`` among the ReFrame options, if any."""
+    # a check directory is reframe-checks/APP; a check file is in it
+    apps = {Path(c).parent.name if Path(c).suffix == ".py" else Path(c).name for c in a.checks}
+    system = None
+    args = list(a.reframe_args or [])
+    for i, x in enumerate(args):
+        if x == "--system" and i + 1 < len(args):
+            system = args[i + 1]
+        elif x.startswith("--system="):
+            system = x.split("=", 1)[1]
+    return apps, system
+
+
+def _in_selection(r: dict, apps: set[str], system: str | None) -> bool:
+    if apps and r.get("app") not in apps:
+        return False
+    if system and system not in (r.get("system"), f"{r.get('system')}:{r.get('partition')}"):
+        return False
+    return True
 
 
 def cmd_baseline_update(a) -> int:
@@ -173,6 +242,17 @@ def register(subparsers) -> None:
         default=120,
         metavar="SECONDS",
         help="before each timed run, wait at most SECONDS for a quiet node (default 120)",
+    )
+    br.add_argument(
+        "--from-history",
+        type=int,
+        metavar="N",
+        help="run nothing: record from the last N stored sessions of --mode (e.g. the "
+        "nightlies already run; at least 3), whose spread holds the night-to-night noise",
+    )
+    br.add_argument(
+        "--history",
+        help="history directory (default $APPTUNE_HISTORY or ~/.local/share/apptune/history)",
     )
     br.add_argument("--system", help="baseline system name (default: the ReFrame system)")
     br.add_argument("--yes", action="store_true", help="write the baseline files without asking")
