@@ -151,9 +151,11 @@ def test_a_real_2x_slowdown_of_the_hot_file_fails_the_check(tree, tmp_path):
     ), s["failures"]
     assert s["summary"][0]["verdict"] == "regression"
     # what changed since the baseline's runs is named: in the summary, the report, the record
-    said = "changed: per-file flags kernel.c: (none) → cflags=-O0"
+    said = "changed: per-file flags kernel.c: (none) → cflags=-O0, ladder=recipe"
     assert said in s["summary"][0]["verdict_text"], s["summary"][0]["verdict_text"]
-    assert r["baseline"]["changed"] == ["per-file flags kernel.c: (none) → cflags=-O0"]
+    assert r["baseline"]["changed"] == [
+        "per-file flags kernel.c: (none) → cflags=-O0, ladder=recipe"
+    ]
     assert said in (tmp_path / "run/report.md").read_text()
 
 
