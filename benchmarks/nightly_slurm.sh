@@ -3,18 +3,22 @@
 # docs/slurm.md, docs/regressions.md), on a private cluster started here
 # (ci/slurm-local.sh) with a fresh history:
 #
-#   1. the first night: verifies, judges nothing yet and says why, exits 0;
-#   2. a baseline recorded with `apptune baseline record` (the command the first night advised);
+#   1. the first BEFORE nights: verify, judge nothing yet and say why, exit 0;
+#   2. a baseline recorded with `apptune baseline record` (the command the first night
+#      advised): BASELINE=history records it from those nights (`--from-history BEFORE`),
+#      BASELINE=sessions runs SESSIONS back-to-back sessions;
 #   3. UNCHANGED nights on identical builds: each must exit 0 with no REGRESSION;
 #   4. a regression planted (the gnu `tuned` ladder to -O1, and Open MPI forced to TCP in the
-#      partition's environment) before the last night: it must exit 1 and name the regression
-#      (what changed is named by check-regressions once the history has 3 runs after it).
+#      partition's environment) before the last night: it must exit 1, name the regression
+#      and what changed since the baseline (the environment variable, the flags).
 #
 #   benchmarks/nightly_slurm.sh [WORK_DIR]     # default /tmp/apptune-nightly-slurm
 #
 # Settings (environment): APPS (default "netpipe mpi-micro"), MODE (ci: the ci inputs, or
-# nightly), UNCHANGED (nights, default 5), SESSIONS (baseline sessions, default 3),
-# REPEATS (per night, default 3), PARTITION (default localslurm:exclusive, one job per node).
+# nightly), BEFORE (nights before the baseline, default 5), BASELINE (history or sessions,
+# default history), SESSIONS (baseline sessions, default 3), UNCHANGED (nights after it,
+# default 5), REPEATS (per night, default 3), PARTITION (default localslurm:exclusive, one
+# job per node).
 # Works on a copy of the tree (the planted changes never touch the repository). Prints one
 # line per night and the checks; exit 1 when a check fails. Not a test: its duration and
 # results go into docs/measurements.md with the date, the machine and this command.
@@ -24,6 +28,8 @@ work=${1:-/tmp/apptune-nightly-slurm}
 apps=${APPS:-netpipe mpi-micro}
 mode=${MODE:-ci}
 unchanged=${UNCHANGED:-5}
+before=${BEFORE:-5}
+baseline=${BASELINE:-history}
 sessions=${SESSIONS:-3}
 repeats=${REPEATS:-3}
 partition=${PARTITION:-localslurm:exclusive}
@@ -48,7 +54,8 @@ checks=""
 for a in $apps; do checks="$checks -c reframe-checks/$a"; done
 summary="$work/summary.txt"
 { git -C "$repo" log --oneline -1; "$repo/.venv/bin/python" -m apptune.machine | grep '"id"'
-  echo "apps: $apps; mode $mode; $repeats repeats a night; partition $partition"; } > "$summary"
+  echo "apps: $apps; mode $mode; $repeats repeats a night; partition $partition;" \
+    "$before night(s), baseline from $baseline, $unchanged unchanged night(s)"; } > "$summary"
 failed=0
 check() {  # check WHAT CONDITION...
   local what=$1; shift
@@ -65,24 +72,33 @@ night() {  # night N: one ci/nightly.sh; sets rc and log
   echo "night $1: exit $rc, $(grep -c '^REGRESSION' "$log") regression line(s), $(( $(date +%s) - s )) s" >> "$summary"
 }
 
-# 1. the first night of a new cluster
+# 1. the first nights of a new cluster
 night 1
 check "first night exits 0" [ "$rc" = 0 ]
 check "first night says why nothing is judged" grep -qE "nothing to judge yet|insufficient data" "$log"
 advice=$(grep -o 'apptune baseline record [^`]*' "$log" | head -1)
 check "the advice names the tier and partition ($advice)" grep -q -- "--mode $mode -- --system $partition" <<< "$advice"
+for i in $(seq 2 "$before"); do
+  night "$i"
+  check "night $i without a baseline exits 0" [ "$rc" = 0 ]
+done
 
 # 2. the baseline the advice names, for these applications
 s=$(date +%s)
+if [ "$baseline" = history ]; then
+  how=(--from-history "$before")
+else
+  how=(--sessions "$sessions" --wait-for-quiet 60)
+fi
 # shellcheck disable=SC2086  # lists of options
-(cd "$tree" && "$apptune" baseline record $checks --mode "$mode" --sessions "$sessions" \
-   --wait-for-quiet 60 --yes -- --system "$partition" -p '^gnu$') > "$work/baseline.log" 2>&1
+(cd "$tree" && "$apptune" baseline record $checks --mode "$mode" "${how[@]}" --yes \
+   -- --system "$partition" -p '^gnu$') > "$work/baseline.log" 2>&1
 brc=$?
-echo "baseline record: exit $brc, $(( $(date +%s) - s )) s" >> "$summary"
+echo "baseline record ${how[*]}: exit $brc, $(( $(date +%s) - s )) s" >> "$summary"
 check "baseline recorded" [ "$brc" = 0 ]
 
 # 3. unchanged nights
-for i in $(seq 2 $(( unchanged + 1 ))); do
+for i in $(seq $(( before + 1 )) $(( before + unchanged ))); do
   night "$i"
   check "unchanged night $i exits 0 with no regression" [ "$rc" = 0 ]
 done
@@ -96,10 +112,11 @@ s = open(p).read()
 s = s.replace('OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1"}', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1", OMPI_MCA_btl: "tcp,self"}')
 open(p, "w").write(s)
 EOF
-last=$(( unchanged + 2 ))
+last=$(( before + unchanged + 1 ))
 night "$last"
 check "the planted regression exits 1" [ "$rc" = 1 ]
 check "the planted regression is named" grep -q "REGRESSION" "$log"
+check "what changed is named" grep -qE "REGRESSION.*changed: .*(OMPI_MCA_btl|-O1)" "$log"
 
 cat "$summary"
 exit "$failed"
