@@ -49,7 +49,7 @@ def facts(record: dict) -> dict[str, str]:
     for k in ("binding", "nodes", "ranks", "ranks_per_node", "threads_per_rank"):
         if lay.get(k) is not None:
             out[f"placement {k}"] = _text(lay[k])
-    launch = record.get("launch") or {}
+    launch = record.get("launch") or prov.get("launch") or {}
     if launch.get("launcher"):
         out["launcher"] = " ".join(launch["launcher"])
     for m in launch.get("modules") or []:

@@ -257,7 +257,12 @@ def _record_result(
         fail_phase=fail_phase,
         reason=ver.get("summary"),
         verified=bool(ver.get("ok")),
-        provenance=r.get("provenance"),
+        # how it was launched travels with the build: a change point names either
+        provenance=(
+            dict(r["provenance"], launch=r["launch"])
+            if r.get("provenance") and r.get("launch")
+            else r.get("provenance")
+        ),
         energy=r.get("energy"),
         figures=figs,
         quality=r.get("quality"),

@@ -71,3 +71,13 @@ def test_a_baseline_keeps_its_runs_facts_but_not_the_machine(toy_root):
     assert baselines.what_changed(e, slip) == ["cflags -O3 -march=native → -O0", "fflags -O3 → -O0"]
     old = e.model_copy(update={"provenance": None})
     assert baselines.what_changed(old, slip) is None
+
+
+def test_the_history_keeps_how_a_run_was_launched_with_its_build(tmp_path):
+    """A change point in the history names a run-time change too (Open MPI forced to TCP
+    by the site's environment), not only the build's."""
+    from apptune import regressions
+
+    before = dict(record()["provenance"], launch={"env_vars": {"A": "1"}})
+    after = dict(record()["provenance"], launch={"env_vars": {"A": "1", "OMPI_MCA_btl": "tcp"}})
+    assert regressions.provenance_diff(before, after) == ["env OMPI_MCA_btl: (none) → tcp"]
