@@ -566,3 +566,15 @@ def test_repeats_are_judged_on_their_medians_from_the_report_rows(tmp_path, toy_
     (row,) = a["rows"]
     assert row["baseline"]["why"].startswith("no baseline file"), row["baseline"]
     assert row["baseline"]["repeats"] == 2  # the two verified (and clean) repeats
+
+
+@pytest.mark.unit
+def test_the_exit_status_counts_a_regression_of_the_medians(tmp_path):
+    """With repeats ReFrame judges no single repeat and every test case passes; the medians'
+    regression fails ``apptune run`` after it, and the report's first screen says so."""
+    run_dir = hpcc_ci_run(tmp_path / "run")
+    summaries = [{"app": "hpcc", "tier": "ci", "verdict": "regression"}]
+    assert report.outcome(run_dir / "report.json", [], summaries) == {
+        "status": 1,
+        "why": ["regression against this machine's baseline: hpcc/ci"],
+    }

@@ -159,12 +159,13 @@ def collect(report_file: Path) -> dict:
         for r in rows
         if r.get("machine_id") and r.get("machine")
     }
+    summaries = [app_summary(a) for a in apps] + _untested_summaries(cases, apps, failures)
     return {
         "session": session,
         "machines": machines,
-        "summary": [app_summary(a) for a in apps] + _untested_summaries(cases, apps, failures),
+        "summary": summaries,
         "advice": baseline_advice(rows),
-        "outcome": outcome(report_file, failures),
+        "outcome": outcome(report_file, failures, summaries),
         "failures": failures,
         "expected_failures": xfailed,
         "skipped": skipped,
@@ -263,10 +264,11 @@ def changed_since_baseline(row: dict) -> str:
     return "changed: " + changes.short(b["changed"]) if b["changed"] else changes.NOTHING
 
 
-def outcome(report_file: Path, failures: list[dict]) -> dict:
+def outcome(report_file: Path, failures: list[dict], summaries: list[dict] = ()) -> dict:
     """The run's exit status as ``apptune run`` gives it (README) and why, for the report's
-    first screen: applications left out for their data (2), failed test cases and
-    applications of which nothing was tested (1), else 0."""
+    first screen: applications left out for their data (2), failed test cases, regressions
+    against this machine's baseline (with repeats, their medians' verdicts fail the run after
+    ReFrame) and applications of which nothing was tested (1), else 0."""
     report_file = Path(report_file)
     why, status = [], 0
     try:
@@ -279,6 +281,10 @@ def outcome(report_file: Path, failures: list[dict]) -> dict:
     if failures:
         status = status or 1
         why.append(f"{len(failures)} test case(s) failed")
+    regressed = [f"{s['app']}/{s['tier']}" for s in summaries if s.get("verdict") == "regression"]
+    if regressed:
+        status = status or 1
+        why.append(f"regression against this machine's baseline: {', '.join(regressed)}")
     for app, reasons in untested_apps(report_file).items():
         status = status or 1
         why.append(f"{app}: nothing tested: {'; '.join(reasons)}")
