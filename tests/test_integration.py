@@ -208,7 +208,7 @@ def test_broken_patch_and_perf_regression_fail_with_clear_reasons(tmp_path):
     md = (run_dir / "report.md").read_text()
     assert (
         md.index("## Failures")
-        < md.index("## Against the committed baseline")
+        < md.index("## Against this machine's baseline")
         < md.index("## hpcc")
     )
     assert "decides `apptune run`'s exit code: **1** test case(s) failed it" in md

@@ -335,7 +335,7 @@ def test_committed_baseline_and_history_verdicts_are_kept_apart(tmp_path):
     assert tuned["history_verdicts"]["HPL"] == "regression"
 
     md = (run_dir / "report.md").read_text()
-    base = md[md.index("## Against the committed baseline") : md.index("## Performance history")]
+    base = md[md.index("## Against this machine's baseline") : md.index("## Performance history")]
     hist = md[md.index("## Performance history") : md.index("## hpcc")]
     assert "decides `apptune run`'s exit code: **0** test case(s) failed it" in base
     assert "3 within threshold" in base and "regression" not in base.lower()

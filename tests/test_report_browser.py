@@ -36,14 +36,25 @@ def _chromium():
         pytest.skip(why)
 
 
-# Appended to a copy of the page: after load, writes each image's load state into the DOM.
+# Appended to a copy of the page: after load, writes into the DOM each image's load state,
+# the elements that follow the exit status, and where each link of the first table leads.
 PROBE = """<script>
 window.addEventListener('load', () => {
   const imgs = [...document.images].map(i => ({src: i.getAttribute('src'),
                                               ok: i.complete && i.naturalWidth > 0}));
+  const after = [];
+  for (let e = document.getElementById('outcome'); e && after.length < 2; ) {
+    e = e.nextElementSibling;
+    if (e) after.push(e.tagName.toLowerCase() + '#' + e.id);
+  }
+  const links = [...document.querySelectorAll('#first-screen a')].map(a => {
+    const target = document.getElementById(decodeURIComponent(a.hash.slice(1)));
+    return {href: a.getAttribute('href'), text: a.textContent,
+            to: target ? target.tagName.toLowerCase() + ': ' + target.textContent : null};
+  });
   const pre = document.createElement('pre');
   pre.id = 'probe';
-  pre.textContent = JSON.stringify(imgs);
+  pre.textContent = JSON.stringify({imgs, after, links});
   document.body.appendChild(pre);
 });
 </script>
@@ -86,6 +97,26 @@ def _run_with_history(tmp_path) -> tuple[Path, Path]:
         dirs.append(write_run(tmp_path / run["uuid"], run["uuid"], run["start"], results))
     assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
     last = dirs[-1]
+    # a build that fails as expected, and the check that depends on it, skipped
+    rep = json.loads((last / "report.json").read_text())
+    rep["runs"][0]["testcases"] += [
+        {
+            "display_name": name,
+            "unique_name": name.replace(" ", "_"),
+            "app": "hpcc",
+            "tier": tier,
+            "environ": "llvm",
+            "result": result,
+            "fixture": tier is None,
+            "fail_reason": "flang cannot build it",
+            "dependencies_actual": deps,
+        }
+        for name, tier, result, deps in (
+            ("HPCCBuild llvm", None, "xfail", []),
+            ("HPCCCheck %tier=nightly llvm", "nightly", "skip", [["HPCCBuild_llvm", "", "llvm"]]),
+        )
+    ]
+    (last / "report.json").write_text(json.dumps(rep))
     for p in (last / "output").rglob("apptune-result.json"):
         if json.loads(p.read_text())["variant"] == "baseline":
             (p.parent / "power-trace.csv").write_text(
@@ -100,6 +131,27 @@ def test_report_in_headless_chromium(tmp_path):
     probe = run_dir / "probe.html"
     probe.write_text(html.read_text().replace("</body>", PROBE + "</body>"))
     dom = chromium("--virtual-time-budget=10000", "--dump-dom", probe.as_uri(), cwd=tmp_path)
+
+    probe_out = json.loads(
+        re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1).replace("&quot;", '"')
+    )
+    # the first table is the first thing after the exit status, and each of its links leads
+    # to what it names: the application's matrix, the history's regressions, the expected
+    # failures and the skipped tests
+    assert probe_out["after"] == ["h2#at-a-glance", "table#first-screen"], probe_out["after"]
+    links = {a["href"]: a for a in probe_out["links"]}
+    assert None not in [a["to"] for a in links.values()], links
+    assert links["#app-hpcc-nightly"]["to"].startswith("h2: hpcc — tier nightly")
+    assert links["#expected-failures"]["text"] == "1" and links["#skipped"]["text"] == "1"
+    assert links["#expected-failures"]["to"] == "h2: Expected failures"
+    assert links["#skipped"]["to"] == "h2: Skipped"
+    first = dom[dom.find('id="first-screen"') : dom.find("</table>", dom.find('id="first-screen"'))]
+    assert '2 of 3 <span class="bad">(NOT verified: gnu/aggressive)' in first, first
+    assert "a tie, within noise, with gnu/" in first and "no verdict: no baseline<" in first
+    assert (
+        ">REGRESSION</span>:<br>gnu/baseline: <b>StarFFT</b> -5.1%, <b>wall_time</b> +4.4% "
+        "<small>(changed: flags -O2 → -O1)</small>"
+    ) in first, first
 
     # failures first, then the history's regressions, then the matrix
     pos = [dom.find(s) for s in ('id="failures"', 'id="history"', 'class="matrix"')]
@@ -116,10 +168,7 @@ def test_report_in_headless_chromium(tmp_path):
     assert re.search(r'<b class="best-variant">gnu/(baseline|tuned)</b>', dom)
     assert re.search(r'<td class="best\s', matrix)
     # every image (trend, power) loaded in the browser
-    imgs = json.loads(
-        re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1).replace("&quot;", '"')
-    )
-    srcs = {i["src"]: i["ok"] for i in imgs}
+    srcs = {i["src"]: i["ok"] for i in probe_out["imgs"]}
     assert srcs == {"plots/trend-hpcc-nightly.png": True, "plots/power-hpcc-nightly.png": True}, (
         srcs
     )

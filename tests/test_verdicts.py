@@ -124,7 +124,11 @@ def test_baselines_of_another_machine_give_no_verdict_and_exit_0(tree, tmp_path)
     ), out[-2000:]
     assert out.count("apptune baseline record") == 1
     md = (tmp_path / "run" / "report.md").read_text()
-    assert "no verdict: no baseline for this machine" in md.split("## Summary")[1].split("##")[0]
+    assert (
+        "no verdict: no baseline for this machine"
+        in md.split("## Per application and tier")[1].split("##")[0]
+    )
+    assert "## No baseline for this machine\n\nNo baseline of this machine for timeapp" in md
 
 
 def test_a_real_2x_slowdown_of_the_hot_file_fails_the_check(tree, tmp_path):

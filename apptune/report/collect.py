@@ -1,18 +1,20 @@
 """What a run's report says, collected from ReFrame's run report plus apptune's per-test
 result files: the failures with their one-line reason, a variant matrix per application
 with the correctness mark, the figures, the change against the baseline and the best
-correct variant per figure, a summary per application, and the history's verdicts.
+correct variant per figure, a summary per application and the first screen made of them
+(:mod:`~apptune.report.screen`), and the history's verdicts.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from .. import machine, recipes, records
 from ..constants import RUN_NOTES_FILE, SKIP_FILE, XFAIL_FILE
 from ..errors import ApptuneError
+from .screen import app_summary, changed_since_baseline, first_screen, untested_summaries
+from .values import _key, _num
 
 #: ReFrame's results of a test that did not run: ``skip`` (it skipped itself, or a test it
 #: depends on was skipped or an expected failure) and ``fail_deps`` (a test it depends on
@@ -85,6 +87,7 @@ def collect(report_file: Path) -> dict:
                     "test": tc["display_name"],
                     "environment": tc.get("environ"),
                     "reason": _xfail_reason(tc),
+                    **_app_tier(tc),
                 }
             )
             continue
@@ -99,6 +102,7 @@ def collect(report_file: Path) -> dict:
                     "test": tc["display_name"],
                     "environment": tc.get("environ"),
                     "reason": _skip_reason(tc, by_name),
+                    **_app_tier(tc),
                 }
             )
             continue
@@ -159,13 +163,14 @@ def collect(report_file: Path) -> dict:
         for r in rows
         if r.get("machine_id") and r.get("machine")
     }
-    summaries = [app_summary(a) for a in apps] + _untested_summaries(cases, apps, failures)
-    return {
+    summaries = [app_summary(a) for a in apps] + untested_summaries(cases, apps, failures)
+    out = {
         "session": session,
         "machines": machines,
+        "outcome": outcome(report_file, failures, summaries),
+        "first_screen": None,
         "summary": summaries,
         "advice": baseline_advice(rows),
-        "outcome": outcome(report_file, failures, summaries),
         "failures": failures,
         "expected_failures": xfailed,
         "skipped": skipped,
@@ -174,94 +179,19 @@ def collect(report_file: Path) -> dict:
         "apps": apps,
         "results": rows,
     }
-
-
-def app_summary(a: dict) -> dict:
-    """What a person wants first about one application and tier: how many variants verified,
-    the fastest correct one and its speed-up over the reference variant, the greenest where
-    energy is measured, and the performance verdict against this machine's baseline, or why
-    there is none."""
-    rows = a["rows"]
-    ok = [r for r in rows if r["verified"]]
-    p = a["primary"]
-    fastest = a["best"].get(p)
-    f_row = next((r for r in rows if _key(r) == fastest), None)
-    out = {
-        "app": a["app"],
-        "tier": a["tier"],
-        "variants": len(rows),
-        "verified": len(ok),
-        "not_verified": [_key(r) for r in rows if not r["verified"]],
-        "primary": p,
-        "fastest": fastest,
-        "reference": a["reference_variant"],
-        "speedup": (f_row or {}).get("speedup", {}).get(p) if f_row else None,
-        "tied": a.get("ties", {}).get(p, []),
-    }
-    disturbed = [_key(r) for r in rows if (r.get("quality") or {}).get("grade") != "clean"]
-    out["disturbed"] = disturbed
-    measured = [
-        r
-        for r in ok
-        if (r.get("energy") or {}).get("trust") == "measured"
-        and _num(r["figures"].get("energy_J")) is not None
-    ]
-    out["greenest"] = (
-        _key(min(measured, key=lambda r: r["figures"]["energy_J"])) if measured else None
-    )
-    out["greenest_why"] = (
-        None
-        if measured
-        else "energy not measured here ("
-        + ", ".join(
-            sorted({(r.get("energy") or {}).get("trust") or "none" for r in ok}) or ["no run"]
-        )
-        + ")"
-    )
-    judged, regressions, whys = 0, [], {}
-    for r in rows:
-        if not r["verified"]:  # a wrong number is no performance: only the failure counts
-            continue
-        bad = [
-            f"{n} {_pct(c.get('change'))}"
-            for n, c in ((r.get("baseline") or {}).get("figures") or {}).items()
-            if c.get("verdict") == "regression"
-        ]
-        if bad:
-            regressions.append(f"{_key(r)} {', '.join(bad)} ({changed_since_baseline(r)})")
-        for n, c in ((r.get("baseline") or {}).get("figures") or {}).items():
-            if c.get("verdict") in ("regression", "improvement", "within noise"):
-                judged += 1
-            elif c.get("why"):
-                # why the time figures are not judged matters more than the energy ones
-                weight = 1 if recipes.is_energy_figure(n) else 10
-                whys[c["why"]] = whys.get(c["why"], 0) + weight
-        if (r.get("baseline") or {}).get("why"):
-            whys[r["baseline"]["why"]] = whys.get(r["baseline"]["why"], 0) + 100
-    if regressions:
-        out["verdict"], out["verdict_text"] = "regression", "REGRESSION: " + "; ".join(regressions)
-    elif judged:
-        out["verdict"] = "no regression"
-        out["verdict_text"] = (
-            f"no regression ({judged} figure(s) judged against this machine's baseline)"
-        )
-    else:
-        why = max(whys, key=whys.get) if whys else "no baseline"
-        out["verdict"], out["verdict_text"] = "no verdict", f"no verdict: {why}"
+    out["first_screen"] = first_screen(out)
     return out
 
 
-def changed_since_baseline(row: dict) -> str:
-    """What differs between a run and the runs of its baseline, in one line (apptune/changes.py);
-    what is unknown is said as such."""
-    from .. import baselines, changes
-
-    b = row.get("baseline") or {}
-    if "changed" not in b:
-        return "no baseline entry to compare with"
-    if b["changed"] is None:
-        return baselines.NO_PROVENANCE
-    return "changed: " + changes.short(b["changed"]) if b["changed"] else changes.NOTHING
+def _app_tier(tc: dict) -> dict:
+    """The application and tier of a test case that gave no result (a build has no tier),
+    for the first screen's counts."""
+    app = tc.get("app")  # the checks' `app` variable (ReFrame: "<undefined>" when unset)
+    tier = tc.get("tier")
+    return {
+        "app": app if isinstance(app, str) and app != "<undefined>" else None,
+        "tier": tier if isinstance(tier, str) and tier != "<undefined>" else None,
+    }
 
 
 def outcome(report_file: Path, failures: list[dict], summaries: list[dict] = ()) -> dict:
@@ -310,32 +240,6 @@ def baseline_advice(rows: list[dict]) -> list[str]:
     return out
 
 
-def _untested_summaries(cases: list[dict], apps: list[dict], failures: list[dict]) -> list[dict]:
-    """A summary entry for each application whose test cases all ended before a result (its
-    source or every build failed): nothing verified, and the first failure's reason."""
-    shown = {a["app"] for a in apps}
-    out, reasons = {}, {f["test"]: f["reason"] for f in failures}
-    for tc in cases:
-        app = tc.get("app")
-        if not isinstance(app, str) or app == "<undefined>" or app in shown:
-            continue
-        why = reasons.get(tc.get("display_name"))
-        if app not in out or (why and not out[app]["why"]):
-            out[app] = {"why": why, "test": tc.get("display_name")}
-    return [
-        {
-            "app": app,
-            "tier": "-",
-            "variants": 0,
-            "verified": 0,
-            "not_verified": [v["test"]],
-            "verdict": "no verdict",
-            "nothing_verified": f"{v['test']}: {v['why']}" if v["why"] else "no test case ran",
-        }
-        for app, v in sorted(out.items())
-    ]
-
-
 def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
     """This run against the committed baseline (reference/baselines/), kept apart from the
     history's change points: ReFrame's performance check of each test case against it is
@@ -367,6 +271,7 @@ def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
             }
         ),
         "performance_failures": [f for f in failures if f["phase"] == "performance"],
+        "repeated": any(r.get("repeats", 1) > 1 for a in apps for r in a["rows"]),
         "counts": counts,
         "changes": [f for f in figures if f.get("verdict") in ("regression", "improvement")],
     }
@@ -512,10 +417,6 @@ def _matrices(rows: list[dict]) -> list[dict]:
     return apps
 
 
-def _key(r: dict) -> str:
-    return f"{r['environment']}/{r['variant']}"
-
-
 #: Two variants whose figures differ by less than this (or than twice the larger noise of
 #: the two: its baseline's noise, or half the spread of its repeats) share the top.
 TIE = 0.02
@@ -534,16 +435,6 @@ def _tied(a: dict, b: dict, n: str) -> bool:
         return False
     tol = max(TIE, 2 * max(_noise_of(a, n), _noise_of(b, n)))
     return abs(va - vb) / abs(va) < tol
-
-
-def _num(v):
-    return (
-        v if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)) else None
-    )
-
-
-def _pct(v) -> str:
-    return "–" if v is None else f"{v:+.1%}"
 
 
 def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:

@@ -11,8 +11,10 @@ from pathlib import Path
 from .. import quality, templating
 from ..figures import fmt_figure
 from ..yamlio import atomic_write_json, atomic_write_text
-from .collect import _key, _pct, collect, history_verdicts
+from .collect import collect, history_verdicts
 from .plots import curve_plots, power_plots, trend_plots, variant_styles, write_figures
+from .screen import app_anchor, app_heading, first_screen
+from .values import _key, _pct
 
 
 def summary_line(s: dict) -> str:
@@ -63,12 +65,16 @@ def render(
         pct=_pct,
         key=_key,
         verdicts=_verdicts,
+        cell=_md_cell,
     )
-    env.globals["relpath"] = lambda p: _rel(p, run_dir)
+    env.globals.update(
+        relpath=lambda p: _rel(p, run_dir), app_anchor=app_anchor, app_heading=app_heading
+    )
     summary["history_verdicts"] = None
     verdicts, order = (
         history_verdicts(summary, Path(history_dir)) if history_dir is not None else ([], {})
     )
+    summary["first_screen"] = first_screen(summary)  # now with the history's verdicts
     for a in summary["apps"]:  # one style per variant, for this run's variants and the history's
         a["variant_styles"] = variant_styles(
             [_key(r) for r in a["rows"]]
@@ -92,6 +98,11 @@ def render(
     atomic_write_text(paths[1], md)
     atomic_write_text(paths[2], html)
     return paths
+
+
+def _md_cell(text) -> str:
+    """Text as one cell of a Markdown table: on one line, its pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def _rel(p, base: Path) -> str:

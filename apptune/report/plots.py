@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .collect import _key
+from .values import _key
 
 
 def variant_styles(keys) -> dict[str, dict]:
