@@ -122,6 +122,9 @@ def test_regressions_are_named_by_variant_largest_first_with_what_changed(tmp_pa
     assert [(f["figure"], f["change"]) for f in a["figures"]] == [("f1", -0.9), ("f2", 0.5)]
     assert a["more"] == 2 and r["more"] == 1 and not r["record_one"]
     assert "gnu/a f1 -90.0%, f2 +50.0%, f0 +20.0%, f3 +10.0% (changed: flags" in r["verdict_text"]
+    # what changed, when the same for every variant, is said once
+    r = only_row(summarised([slower("a", 0.2, changed=[]), slower("b", 0.3, changed=[])]))
+    assert r["changed_all"] == changes.NOTHING and [g["changed"] for g in r["named"]] == [None] * 2
     s = summarised(rows)
     assert collect.outcome(no_cases(tmp_path), [], s["summary"]) == {
         "status": 1,

@@ -264,14 +264,20 @@ def baseline_heading(summaries: list[dict]) -> str:
 
 def _named(groups: list[dict]) -> dict:
     """The regressions a cell names (the first variants, each with its largest changes and
-    the count of its others) and how many variants it leaves to the section it links to."""
+    the count of its others, and what changed: once for all when it is the same) and how
+    many variants it leaves to the section it links to."""
+    causes = {g["changed"] for g in groups}
+    common = causes.pop() if len(groups) > 1 and len(causes) == 1 else None
     named = [
         dict(
-            g, figures=g["figures"][:NAMED_FIGURES], more=max(0, len(g["figures"]) - NAMED_FIGURES)
+            g,
+            figures=g["figures"][:NAMED_FIGURES],
+            more=max(0, len(g["figures"]) - NAMED_FIGURES),
+            changed=None if common else g["changed"],
         )
         for g in groups[:NAMED]
     ]
-    return {"named": named, "more": max(0, len(groups) - NAMED)}
+    return {"named": named, "more": max(0, len(groups) - NAMED), "changed_all": common}
 
 
 def _history(a: dict, history: dict) -> dict:
