@@ -13,7 +13,7 @@ module npb_random
   integer, parameter :: dp = kind(1.0d0)
   !> The multiplier a = 5**13 of every kernel.
   real(dp), parameter :: npb_a = 1220703125.0_dp
-  !> The starting seed CG, MG, FT and IS specify (EP has its own, 271828183).
+  !> The starting seed of CG, MG and FT (is.c spells the same for IS; EP has its own).
   real(dp), parameter :: npb_seed = 314159265.0_dp
   real(dp), parameter :: r46 = 0.5_dp**46
   integer(int64), parameter :: t23 = 2_int64**23, t46 = 2_int64**46
