@@ -272,18 +272,14 @@ contains
                                   * (5.0_dp + nonzer * (nonzer + 1)) + 3.0_dp) / t / 1.0e6_dp
     ok = .true.
     call check_rel('cg_zeta', zeta, zeta_ref, eps, ok)
+    call report_head('CG', cls)
     if (me == 0) then
-      write (*, '(/," CG Benchmark Results (class ",a,", ",i0," ranks)")') cls, nprocs
       write (*, '(" Size = ",i0,"  nonzeros (this rank) = ",i0)') na, rowstr(hi + 1) - 1
       write (*, '(" Zeta = ",es22.13e3)') zeta
-      write (*, '(" Time in seconds = ",f12.4,"  Mop/s total = ",f12.2)') t, mops
-      write (*, '(" Verification = ",a)') merge('SUCCESSFUL  ', 'UNSUCCESSFUL', ok)
     end if
     call put('cg_zeta', zeta)
     call put('cg_rnorm', rnorm)
-    call put_int('cg_verified', merge(1, 0, ok))
-    call put('cg_seconds', t)
-    call put('cg_mops', mops)
+    call report_tail('cg', t, mops, ok)
     deallocate (rowstr, colidx, a, counts, displs)
   end subroutine cg_run
 

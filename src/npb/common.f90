@@ -10,7 +10,7 @@ module npb_common
   public :: dp, npb_init, npb_finish, me, nprocs, comm, mpi_double_precision, mpi_sum, &
     mpi_max, mpi_integer, mpi_in_place, mpi_double_complex, mpi_status_size, &
     put, put_int, put_text, check_rel, timed_start, timed_stop, is_power_of_two, npb_abort, &
-    say, all_verified
+    say, all_verified, report_head, report_tail
 
   integer, protected :: me = 0, nprocs = 1, comm = mpi_comm_world
   integer :: summary_unit = -1
@@ -97,6 +97,29 @@ contains
     mine = mpi_wtime() - t_start
     call mpi_allreduce(mine, t, 1, mpi_double_precision, mpi_max, comm, ierr)
   end function timed_stop
+
+  !> The first line of a kernel's report.
+  subroutine report_head(kernel, cls)
+    character(*), intent(in) :: kernel
+    character, intent(in) :: cls
+    if (me == 0) write (*, '(/,1x,a," Benchmark Results (class ",a,", ",i0," ranks)")') &
+      kernel, cls, nprocs
+  end subroutine report_head
+
+  !> The last lines of a kernel's report, and its verdict, seconds and Mop/s in the summary
+  !> (KEY_verified, KEY_seconds, KEY_mops).
+  subroutine report_tail(key, t, mops, ok)
+    character(*), intent(in) :: key
+    real(dp), intent(in) :: t, mops
+    logical, intent(in) :: ok
+    if (me == 0) then
+      write (*, '(" Time in seconds = ",f12.4,"  Mop/s total = ",f12.2)') t, mops
+      write (*, '(" Verification = ",a)') merge('SUCCESSFUL  ', 'UNSUCCESSFUL', ok)
+    end if
+    call put_int(key//'_verified', merge(1, 0, ok))
+    call put(key//'_seconds', t)
+    call put(key//'_mops', mops)
+  end subroutine report_tail
 
   pure logical function is_power_of_two(n)
     integer, intent(in) :: n

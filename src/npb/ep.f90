@@ -79,12 +79,10 @@ contains
     ok = .true.
     call check_rel('ep_sx', tot(1), sx_ref, eps, ok)
     call check_rel('ep_sy', tot(2), sy_ref, eps, ok)
+    call report_head('EP', cls)
     if (me == 0) then
-      write (*, '(/," EP Benchmark Results (class ",a,", ",i0," ranks)")') cls, nprocs
       write (*, '(" N = 2^",i0,"  Gaussian pairs = ",i0)') m + 1, nint(sum(tot(3:)))
       write (*, '(" Sums = ",2es25.15e3)') tot(1), tot(2)
-      write (*, '(" Time in seconds = ",f12.4,"  Mop/s total = ",f12.2)') tm, mops
-      write (*, '(" Verification = ",a)') merge('SUCCESSFUL  ', 'UNSUCCESSFUL', ok)
     end if
     call put('ep_sx', tot(1))
     call put('ep_sy', tot(2))
@@ -93,9 +91,7 @@ contains
       write (key, '("ep_q",i0)') l
       call put_int(trim(key), nint(tot(3 + l)))
     end do
-    call put_int('ep_verified', merge(1, 0, ok))
-    call put('ep_seconds', tm)
-    call put('ep_mops', mops)
+    call report_tail('ep', tm, mops, ok)
   end subroutine ep_run
 
 end module npb_ep

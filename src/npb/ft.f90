@@ -260,16 +260,12 @@ contains
       call check_rel(trim(key), aimag(sums(it)), aimag(ref(it)), eps, ok)
       call put(trim(key), aimag(sums(it)))
     end do
+    call report_head('FT', cls)
     if (me == 0) then
-      write (*, '(/," FT Benchmark Results (class ",a,", ",i0," ranks)")') cls, nprocs
       write (*, '(" Size = ",i0,"x",i0,"x",i0,"  Iterations = ",i0)') nx, ny, nz, niter
-      write (*, '(" Time in seconds = ",f12.4,"  Mop/s total = ",f12.2)') t, mops
-      write (*, '(" Verification = ",a)') merge('SUCCESSFUL  ', 'UNSUCCESSFUL', ok)
     end if
     call put_int('ft_iterations', niter)
-    call put_int('ft_verified', merge(1, 0, ok))
-    call put('ft_seconds', t)
-    call put('ft_mops', mops)
+    call report_tail('ft', t, mops, ok)
     deallocate (sbuf, rbuf)
   end subroutine ft_run
 

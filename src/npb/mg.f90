@@ -383,17 +383,13 @@ contains
     mops = 58.0_dp * nit * real(n, dp)**3 * 1.0e-6_dp / t
     ok = .true.
     call check_rel('mg_rnm2', rnm2, ref, eps, ok)
+    call report_head('MG', cls)
     if (me == 0) then
-      write (*, '(/," MG Benchmark Results (class ",a,", ",i0," ranks)")') cls, nprocs
       write (*, '(" Size = ",i0,"^3  Iterations = ",i0)') n, nit
       write (*, '(" L2 norm of the residual = ",es22.13e3)') rnm2
-      write (*, '(" Time in seconds = ",f12.4,"  Mop/s total = ",f12.2)') t, mops
-      write (*, '(" Verification = ",a)') merge('SUCCESSFUL  ', 'UNSUCCESSFUL', ok)
     end if
     call put('mg_rnm2', rnm2)
-    call put_int('mg_verified', merge(1, 0, ok))
-    call put('mg_seconds', t)
-    call put('mg_mops', mops)
+    call report_tail('mg', t, mops, ok)
     deallocate (lv, v)
   end subroutine mg_run
 

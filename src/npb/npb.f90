@@ -87,18 +87,14 @@ contains
     integer(c_int) :: partial, partial_expected, full_ok, verified
     call npb_is(ichar(cls), seconds, mops, partial, partial_expected, full_ok, unordered, verified)
     if (verified == 0) all_verified = .false.
+    call report_head('IS', cls)
     if (me == 0) then
-      write (*, '(/," IS Benchmark Results (class ",a,", ",i0," ranks)")') cls, nprocs
       write (*, '(" Partial verification tests passed = ",i0," of ",i0)') partial, partial_expected
       write (*, '(" Full verification (keys in order) = ",a)') merge('yes', 'no ', full_ok /= 0)
-      write (*, '(" Time in seconds = ",f12.4,"  Mop/s total = ",f12.2)') seconds, mops
-      write (*, '(" Verification = ",a)') merge('SUCCESSFUL  ', 'UNSUCCESSFUL', verified /= 0)
     end if
     call put_int('is_partial_passed', int(partial))
     call put_int('is_unordered_keys', nint(unordered))
-    call put_int('is_verified', int(verified))
-    call put('is_seconds', real(seconds, dp))
-    call put('is_mops', real(mops, dp))
+    call report_tail('is', real(seconds, dp), real(mops, dp), verified /= 0)
   end subroutine run_is
 
 end program npb
