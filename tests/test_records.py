@@ -2,12 +2,14 @@
 and one reader (apptune.records.load_record) for checks and trials alike."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from apptune import records, run
 from apptune.constants import RESULT_FILE
 from apptune.errors import ApptuneError
+from apptune.models import RunRecord
 
 pytestmark = pytest.mark.unit
 
@@ -80,3 +82,26 @@ def test_a_broken_record_stops_no_report_it_is_a_warning(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("apptune: warning: ") and "invalid JSON" in err
     assert "\n" not in err
+
+
+#: Records written by the checks of earlier nightlies (before and after ``launch`` was kept).
+OLD_RECORDS = sorted((Path(__file__).parent / "data/records").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", OLD_RECORDS, ids=lambda p: p.stem)
+def test_records_of_earlier_versions_load_with_their_parts_typed(path):
+    data = json.loads(path.read_text())
+    rec = RunRecord.model_validate(data)
+    assert rec.model_dump(exclude_unset=True) == data  # nothing lost, nothing added
+    assert rec.job.scheduler == "squeue" and rec.run.exit_status == 0
+    assert rec.energy.trust and rec.quality.grade and rec.verification.fields
+    assert rec.placement_layout.ranks == rec.ranks == len(rec.binding.ranks)
+    assert rec.baseline.advice and not rec.baseline.found and rec.baseline.changed is None
+    assert {v.verdict for v in rec.baseline.figures.values()} == {"no verdict"}
+
+
+def test_a_part_keeps_the_keys_of_a_newer_version(tmp_path):
+    rec = _record(energy={"trust": "measured", "energy_J": 5.0, "meter_firmware": "2.1"})
+    run.write_record(tmp_path, rec)
+    assert RunRecord.model_validate(rec).energy.model_extra == {"meter_firmware": "2.1"}
+    assert records.load_record(tmp_path) == rec

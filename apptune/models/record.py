@@ -1,18 +1,194 @@
-"""The run record (``apptune-result.json``) every check and trial writes."""
+"""The run record (``apptune-result.json``) every check and trial writes.
+
+Every part is typed as :func:`apptune.run.evaluate` writes it today. A part's fields
+default to what a reader of an older record assumed of a missing key (None, an empty
+list), and each part keeps keys it does not know (``extra="allow"``): records written by
+older and newer versions load. The writer (:func:`apptune.run.write_record`) refuses an
+unknown key at the top level only.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 
+class _Part(BaseModel):
+    """A part of a run record: typed fields, and the keys of other versions kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 # ------------------------------------------------------------------------- run records
-class RunVerification(BaseModel):
+class RunVerification(_Part):
     """The verification part of a run record: always a verdict and one sentence; the
     per-field comparison when there was output to compare (apptune/verify.py)."""
 
-    model_config = ConfigDict(extra="allow")
     ok: bool
     summary: str
+    #: The reference file compared with; with ``fields``, only when there was output.
+    reference: str | None = None
+    #: Each field's comparison (None: nothing was compared, the summary is the verdict).
+    fields: list[dict] | None = None
+    own_checks: list[dict] = []
+    #: Why the result is known to be wrong (an expected failure), or None.
+    xfail: str | None = None
+    #: Fields not compared because an input they depend on was changed.
+    skipped: list[str] = []
+    #: Why nothing could be compared: the reference has no fields yet.
+    no_reference: str | None = None
+
+
+class RunQuality(_Part):
+    """How undisturbed the run was (apptune/quality.py): a grade and its reasons, and the
+    measurements they come from (absent when the runner could not measure)."""
+
+    grade: str | None = None
+    reasons: list[str] = []
+    limits: dict = {}
+    #: Where it was measured, when not the whole job (the first of several nodes).
+    scope: str | None = None
+    wall_s: float | None = None
+    cpus: int | None = None
+    job_cpu_s: float | None = None
+    harness_cpu_s: float | None = None
+    runner_cpu_s: float | None = None
+    others_cpu_s: float | None = None
+    outside_cpu_s: float | None = None
+    outside_cpu_fraction: float | None = None
+    steal_fraction: float | None = None
+    procs_running_max: int | None = None
+    load1: list | None = None
+    freq_mhz: list | None = None
+    others: list | None = None
+
+
+class RunEnergy(_Part):
+    """The energy of the run (apptune/energy, ``EnergyRecord``): how far it can be trusted
+    and, measured or modelled, what it was."""
+
+    trust: str
+    source: str | None = None
+    energy_J: float | None = None
+    energy_integrated_J: float | None = None
+    disagreement: float | None = None
+    avg_power_W: float | None = None
+    peak_power_W: float | None = None
+    duration_s: float | None = None
+    sample_hz: float | None = None
+    samples: int = 0
+    coverage: float | None = None
+    exclusive: bool | None = None
+    sampler_cpu_s: float | None = None
+    #: The power trace's file in the run directory.
+    trace: str | None = None
+    reason: str = ""
+    notes: list[str] = []
+
+
+class RunJob(_Part):
+    """The job that ran: its scheduler, id and final state; on a cluster also its nodes,
+    time limit and the scheduler's reason (apptune/slurm.py)."""
+
+    scheduler: str | None = None
+    jobid: str | None = None
+    state: str | None = None
+    #: The job's nodes as the scheduler names them (``n[01-02]``).
+    nodes: str | int | None = None
+    requested_nodes: str | None = None
+    partition: str | None = None
+    time_limit: str | None = None
+    reason: str | None = None
+    source: str | None = None
+    node_states: dict[str, dict] | None = None
+    note: str | None = None
+
+
+class RunSummary(_Part):
+    """The runner's summary of the run (:func:`apptune.run.run_summary`)."""
+
+    exit_status: int | None = None
+    #: The step that failed (``run.prerun[0]``, ``run``), or None.
+    failed_step: str | None = None
+    message: str | None = None
+    wall_s: float | None = None
+    t_start: float | None = None
+    #: The wait for a quiet node before the run (apptune/quality.py), or None.
+    quiet_wait: dict | None = None
+    completed: bool | None = None
+
+
+class FigureVerdict(_Part):
+    """One figure against the baseline (:func:`apptune.baselines.judge`)."""
+
+    value: Any = None
+    baseline: float | None = None
+    #: The relative change against the baseline (None: no baseline or no finite value).
+    change: float | None = None
+    noise: float | None = None
+    threshold: float | None = None
+    #: ``regression``, ``improvement``, ``within noise`` or ``no verdict``.
+    verdict: str = "no verdict"
+    why: str = ""
+
+
+class BaselineVerdicts(_Part):
+    """A run (or the repeats of a variant) against this machine's baseline
+    (:func:`apptune.baselines.verdicts`)."""
+
+    #: The baseline file, relative to the data.
+    file: str | None = None
+    #: Whether the file has an entry for this machine, environment, variant and tier.
+    found: bool = False
+    #: Why no figure can be judged (None: each figure's own ``why`` says).
+    why: str | None = None
+    #: The command that records the missing baseline (only when there is none).
+    advice: str | None = None
+    #: How many clean runs were judged.
+    repeats: int = 1
+    #: What differs between the baseline's runs and this one (None: not recorded).
+    changed: list[str] | None = None
+    figures: dict[str, FigureVerdict] = {}
+
+
+class PlacementLayout(_Part):
+    """Where the ranks were meant to run (apptune/placement.py ``Layout``), with the
+    binding asked for."""
+
+    ranks: int | None = None
+    ranks_per_node: int | None = None
+    threads_per_rank: int = 1
+    nodes: int | None = None
+    #: The binding asked for (``cores``, ``sockets``, ...), or None: the launcher's own.
+    binding: str | None = None
+
+
+class RankBinding(_Part):
+    """The CPUs one rank could run on (apptune/procfs.py ``observe_binding``)."""
+
+    pid: int | None = None
+    cpus: str | None = None
+    cores: int | None = None
+    sockets: int | None = None
+
+
+class RunBinding(_Part):
+    """The CPUs each rank of the program seen on the job's first node could run on."""
+
+    program: str | None = None
+    #: The CPUs the job may use on the node, as a CPU list (``0-3``).
+    node_cpus: str | None = None
+    ranks: list[RankBinding] = []
+
+
+class RunLaunch(_Part):
+    """How the program was launched (:func:`apptune.run.launch_facts`)."""
+
+    #: The timed step's arguments before the program (``mpirun -np 4``), or None.
+    launcher: list[str] | None = None
+    env_vars: dict[str, Any] = {}
+    modules: list[str] = []
 
 
 class RunRecord(BaseModel):
@@ -38,32 +214,32 @@ class RunRecord(BaseModel):
     test: str | None = None
     ranks: int | None = None
     input: dict = {}
-    placement_layout: dict | None = None
+    placement_layout: PlacementLayout | None = None
     #: How the program was launched: ``launcher`` (the timed step's arguments before the
     #: program), ``env_vars`` and ``modules`` the site's environment and the runner set.
-    launch: dict | None = None
+    launch: RunLaunch | None = None
     #: The CPU frequency the run asked for, as Slurm's ``--cpu-freq`` takes it (kHz, or
     #: ``low``, ``high``, ...); None: the node's own. Runs of one variant at several
     #: frequencies are what ``apptune plan`` weighs time against energy with.
     cpu_freq: str | int | None = None
     #: The job: scheduler, job id, final state (and nodes on a cluster); a trial's job is
     #: its runner, started on this node: scheduler ``local``, the runner's process id.
-    job: dict | None = None
+    job: RunJob | None = None
     #: A tune or bisect candidate, not a check of a tier.
     trial: bool = False
     provenance: dict | None = None
-    energy: dict | None = None
-    quality: dict | None = None
+    energy: RunEnergy | None = None
+    quality: RunQuality | None = None
     #: The CPUs each rank of the program seen on the job's first node could run on
     #: (apptune/procfs.py ``observe_binding``), judged against ``placement_layout.binding``.
-    binding: dict | None = None
+    binding: RunBinding | None = None
     machine: dict | None = None
     machine_id: str | None = None
     #: The runner's summary: exit status, failed step, wall time, start time.
-    run: dict | None = None
+    run: RunSummary | None = None
     values: dict | None = None
     curves: dict | None = None
     figures: dict[str, float | None] | None = None
     verification: RunVerification
     #: Each figure against this machine's baseline (apptune/baselines.py), checks only.
-    baseline: dict | None = None
+    baseline: BaselineVerdicts | None = None
