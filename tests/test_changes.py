@@ -81,3 +81,33 @@ def test_the_history_keeps_how_a_run_was_launched_with_its_build(tmp_path):
     before = dict(record()["provenance"], launch={"env_vars": {"A": "1"}})
     after = dict(record()["provenance"], launch={"env_vars": {"A": "1", "OMPI_MCA_btl": "tcp"}})
     assert regressions.provenance_diff(before, after) == ["env OMPI_MCA_btl: (none) → tcp"]
+
+
+def test_bisect_between_tests_what_it_can_undo_and_names_the_rest():
+    from apptune.site import Site
+    from apptune.tools.bisect import between
+
+    base = changes.facts(record())
+    now = changes.facts(
+        record(cflags=("-O0", "-march=native"), gcc="13.1.0", input={"n": 2000})
+        | {"launch": {"launcher": ["srun"], "env_vars": {"A": "1", "B": "tcp"}}}
+    )
+    dims = {c.fact: c for c in between.dimensions(base, now)}
+    assert {k for k, c in dims.items() if c.where} == {"flags cflags", "env B", "input n"}
+    assert dims["compiler cc"].why_not.startswith("cannot be put back")
+    assert dims["flags cflags"].line == "cflags -O3 → -O0"
+    assert dims["env B"].line == "env B: (none) → tcp"
+    plan = {"variant": "tuned", "cflags": ["-O0", "-march=native"]}
+    site = Site(
+        environment="gnu",
+        toolchain=None,
+        env={"A": "1", "B": "tcp"},
+        launcher="local",
+        partition="default",
+    )
+    chs = list(dims.values())
+    p, s, params = between._config(chs, set(), plan, site)  # everything as the baseline had it
+    assert p["cflags"] == ["-O3", "-march=native"] and "B" not in s.env and "B" in s.unset
+    assert params == {"n": 1000}
+    p, s, params = between._config(chs, {"env B"}, plan, site)  # only the variable changed
+    assert p["cflags"] == ["-O3", "-march=native"] and s.env["B"] == "tcp" and params == {"n": 1000}

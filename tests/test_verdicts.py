@@ -255,3 +255,35 @@ def test_shell_payloads_in_every_run_field_arrive_literally_and_run_nothing(tree
         assert f"arg {i}: [{p}]" in printed
     assert not list(tmp_path.rglob("PWNED*")) and not list(tree.rglob("PWNED*"))
     assert "touch" not in (stage / "rfm_job.sh").read_text()
+
+
+def test_bisect_between_finds_the_change_that_carries_a_regression(tree, tmp_path):
+    """Two changes since the baseline: the gnu tuned ladder to -O0 (the kernel 3.8x slower)
+    and a new variable in the site's environment (no effect). The run names both; bisect
+    --between builds and runs them one group at a time and blames the C flags alone."""
+    ladders, settings = tree / "site-config/flag-ladders.yaml", tree / "site-config/settings.py"
+    old = {f: f.read_text() for f in (ladders, settings)}
+    lt, st = old[ladders], old[settings]
+    assert "tuned: {cflags: [-O3," in lt and "[['OMPI_CC', 'gcc']," in st
+    ladders.write_text(lt.replace("tuned: {cflags: [-O3,", "tuned: {cflags: [-O0,", 1))
+    settings.write_text(
+        st.replace("[['OMPI_CC', 'gcc'],", "[['APPTUNE_NOOP', '1'], ['OMPI_CC', 'gcc'],", 1)
+    )
+    try:
+        rc, out = apptune_run(tree, tmp_path / "run", "--wait-for-quiet", "60")
+        r = the_result(tmp_path / "run")
+        assert r["baseline"]["changed"] == ["cflags -O3 → -O0", "env APPTUNE_NOOP: (none) → 1"]
+        rc, out = run(
+            ["bisect", "--between", str(tmp_path / "run"), "--figure", "kernel_time"]
+            + ["--repeats", "3", "--no-history", "--work-dir", str(tmp_path / "b")],
+            tree,
+        )
+    finally:
+        for f, text in old.items():
+            f.write_text(text)
+    assert rc == 0, out[-3000:]
+    assert "**cflags -O3 → -O0 carries the regression**" in out, out[-3000:]
+    assert (
+        "| env APPTUNE_NOOP: (none) → 1 | yes |" in out
+        and "| cflags -O3 → -O0 | **carries it** |" in out
+    )

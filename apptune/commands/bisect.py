@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from .. import paths, recipes
+from ..errors import ApptuneError
 from ..workflow import history_status, trials_in_history
 from .options import trial_history_options
 
@@ -13,6 +14,13 @@ from .options import trial_history_options
 def cmd_bisect(a) -> int:
     from ..site import load_site
     from ..tools import bisect
+
+    if a.between:
+        return cmd_between(a)
+    if not a.app or not a.good or not a.bad:
+        raise ApptuneError(
+            None, "bisect", "give APP --good VARIANT --bad VARIANT, or --between RUN_DIR"
+        )
 
     site = load_site(a.environment, a.config, languages=recipes.load_recipe(a.app).build.languages)
     with trials_in_history(a, "bisect") as on_trial:
@@ -48,20 +56,45 @@ def cmd_bisect(a) -> int:
     return history_status(a, 0)
 
 
+def cmd_between(a) -> int:
+    """``apptune bisect --between RUN_DIR``: which change since the baseline did it."""
+    from ..tools.bisect import between
+
+    with trials_in_history(a, "bisect") as on_trial:
+        res = between.between(
+            Path(a.between),
+            figure=a.figure,
+            test=a.test,
+            repeats=a.repeats,
+            work=a.work_dir,
+            config=a.config,
+            max_cycles=a.max_cycles,
+            on_trial=on_trial,
+        )
+    print(between.report_md(res))
+    return history_status(a, 0 if res.culprits else 1)
+
+
 def register(subparsers) -> None:
     """Add ``apptune bisect``."""
     bi = subparsers.add_parser(
         "bisect",
         help="find the source files that must keep the good variant's "
-        "flags for the bad variant to pass verification (docs/tuning.md)",
+        "flags for the bad variant to pass verification; with --between RUN_DIR, the "
+        "change since the baseline that carries a regression (docs/tuning.md, "
+        "docs/regressions.md)",
     )
-    bi.add_argument("app")
+    bi.add_argument("app", nargs="?")
+    bi.add_argument("--good", metavar="VARIANT", help="a variant that passes, e.g. tuned")
+    bi.add_argument("--bad", metavar="VARIANT", help="a variant that fails, e.g. aggressive")
     bi.add_argument(
-        "--good", required=True, metavar="VARIANT", help="a variant that passes, e.g. tuned"
+        "--between",
+        metavar="RUN_DIR",
+        help="a run that regressed against its baseline: build and run the changes since "
+        "the baseline one group at a time until the one that carries it is found",
     )
-    bi.add_argument(
-        "--bad", required=True, metavar="VARIANT", help="a variant that fails, e.g. aggressive"
-    )
+    bi.add_argument("--figure", help="with --between: the figure (default the largest regression)")
+    bi.add_argument("--test", help="with --between: the test or run variant (default: any)")
     bi.add_argument("-e", "--environment", default="gnu", help="ReFrame environment (default gnu)")
     bi.add_argument("--tier", default="ci", help="input tier whose reference verifies (default ci)")
     bi.add_argument("--ranks", type=int, help="MPI ranks (default: the tier's)")

@@ -1,0 +1,328 @@
+"""``apptune bisect --between RUN_DIR``: which change since the baseline carries a regression.
+
+A run regressed against this machine's baseline, and its verdict names what changed since
+the baseline's runs (:mod:`apptune.changes`): often several things at once (a new flag
+ladder and a new BLAS, a compiler module and an MPI setting). This finds the one that
+carries the slowdown, as git bisect finds a commit:
+
+1. The changes that can be undone here are the *dimensions*: each flag set of the build
+   (the old flags rebuilt), each environment variable of the run (the old value, or
+   unset) and each input parameter. Compilers, libraries, sources, patches, launchers
+   and the machine cannot be put back from a record: they are listed, not tested.
+2. The *old* configuration (every dimension as the baseline's runs had it) and the *new*
+   one (as the regressed run) are built and run ``repeats`` times interleaved: the new
+   one must be slower than the old by more than the noise, or there is nothing to bisect
+   here (what changed is then among what cannot be undone, or the machine).
+3. A candidate applies a subset of the changes to the old configuration and runs
+   interleaved with it; it "carries the regression" when it is slower than the old
+   configuration by more than half of the new one's slowdown and more than the noise.
+   The subsets are halved as :func:`apptune.tools.bisect.search.bisect_search` does (one
+   build and run cycle per halving, then one to verify the culprit alone, then ddmin where
+   only a set of changes together does it).
+4. Every candidate is verified: one that computes wrong numbers is reported as such and
+   never taken for a culprit by its time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ... import baselines, changes, localrun, paths, recipes, records
+from ...errors import ApptuneError
+from ...figures import finite_median
+from ...site import Site, load_site
+from .search import bisect_search
+
+#: A candidate carries the regression when its slowdown against the old configuration is
+#: beyond this share of the new configuration's slowdown.
+SHARE = 0.5
+
+
+@dataclass
+class Change:
+    """One difference between the baseline's runs and the regressed run."""
+
+    fact: str
+    old: str | None
+    new: str | None
+    #: ``build`` or ``run`` when it can be undone here; None when it cannot (``why_not``).
+    where: str | None = None
+    why_not: str | None = None
+
+    @property
+    def line(self) -> str:
+        """The change in the words of the verdicts (``flags -O3 → -O0``)."""
+        one = lambda v: {} if v is None else {self.fact: v}  # noqa: E731
+        return changes.describe(one(self.old), one(self.new))[0]
+
+
+@dataclass
+class Between:
+    """What ``bisect --between`` found."""
+
+    app: str
+    variant: str
+    figure: str
+    better: str
+    changes: list[Change]
+    #: Medians of the figure: old and new configurations, and each candidate measured.
+    medians: dict = field(default_factory=dict)
+    culprits: list[str] = field(default_factory=list)
+    verdict: str = ""
+    cycles: int = 0
+    wrong: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def dimensions(base: dict[str, str], now: dict[str, str]) -> list[Change]:
+    """Every fact that differs, with whether (and how) it can be undone here."""
+    out = []
+    for k in sorted(set(base) | set(now)):
+        old, new = base.get(k), now.get(k)
+        if old == new or old == changes.VARIED:
+            continue
+        c = Change(k, old, new)
+        if k.startswith("flags ") and k.split(" ", 1)[1] in changes.FLAG_SETS:
+            c.where = "build"
+        elif k.startswith("env ") or k.startswith("input "):
+            c.where = "run"
+        else:
+            c.why_not = "cannot be put back from a record (the old one is not on this node)"
+        out.append(c)
+    return out
+
+
+def _regressed(run_dir: Path, figure: str | None, test: str | None) -> tuple[dict, str]:
+    """The run record of ``run_dir`` that regressed (or the one named) and its figure."""
+    found = []
+    for c in records.cases(run_dir):
+        r = c.record
+        if not r or (test and test not in (c.test, r.get("variant"))):
+            continue
+        figs = (r.get("baseline") or {}).get("figures") or {}
+        bad = {n: j for n, j in figs.items() if j.get("verdict") == "regression"}
+        if figure and figure in figs:
+            found.append((r, figure, 1e9))
+        elif bad:
+            n, j = max(bad.items(), key=lambda x: abs(x[1].get("change") or 0))
+            found.append((r, n, abs(j.get("change") or 0)))
+    if not found:
+        raise ApptuneError(
+            run_dir,
+            None,
+            "no result of this run regressed against its baseline"
+            + (f" in figure {figure}" if figure else "")
+            + (f" for {test}" if test else ""),
+        )
+    r, n, _ = max(found, key=lambda x: x[2])
+    return r, n
+
+
+def _config(
+    chs: list[Change], applied: set[str], plan: dict, site: Site
+) -> tuple[dict, Site, dict]:
+    """The old configuration with the changes in ``applied`` made: (plan, site, the input
+    parameters it sets)."""
+    plan = json.loads(json.dumps(plan))
+    env, unset, params = dict(site.env), list(site.unset), {}
+    for c in chs:
+        if c.where is None:
+            continue
+        value = c.new if c.fact in applied else c.old
+        kind, name = c.fact.split(" ", 1)
+        if kind == "flags":
+            plan[name] = (value or "").split()
+        elif kind == "env":
+            if value is None:
+                env.pop(name, None)
+                unset.append(name)
+            else:
+                env[name] = value
+        elif kind == "input" and value is not None:
+            params[name] = yaml.safe_load(value)
+    return plan, dataclasses.replace(site, env=env, unset=unset), params
+
+
+def between(
+    run_dir: Path,
+    *,
+    figure: str | None = None,
+    test: str | None = None,
+    repeats: int = 3,
+    work: Path | None = None,
+    config: str = paths.DEFAULT_CONFIG,
+    max_cycles: int = 20,
+    on_trial=None,
+) -> Between:
+    """Bisect the changes since the baseline of the run in ``run_dir`` (module docstring)."""
+    run_dir = Path(run_dir)
+    r, fig = _regressed(run_dir, figure, test)
+    system = r.get("system") or "local"
+    _, b = baselines.load(system, r["app"])
+    entry = baselines.lookup(b, r.get("machine_id"), r["environment"], r["variant"], r["tier"])
+    if entry is None or entry.provenance is None:
+        raise ApptuneError(
+            paths.baselines_file(system, r["app"]),
+            "provenance",
+            "no baseline entry with its runs' provenance for "
+            f"{r['environment']}/{r['variant']} {r['tier']}: "
+            + (baselines.NO_PROVENANCE if entry else "record one first"),
+        )
+    chs = dimensions(entry.provenance, baselines.run_facts(r))
+    recipe = recipes.load_recipe(r["app"])
+    spec = recipes.figure_specs(recipe).get(fig)
+    better = spec.better if spec else "lower"
+    res = Between(r["app"], f"{r['environment']}/{r['variant']}", fig, better, chs)
+    testable = [c.fact for c in chs if c.where]
+    if not testable:
+        res.verdict = "nothing that changed can be undone here: " + (
+            changes.short([c.line for c in chs]) if chs else changes.NOTHING
+        )
+        return res
+    site = load_site(r["environment"], config, languages=recipe.build.languages)
+    plan = localrun.plan_for(recipe, r.get("build_variant") or r["variant"], site)
+    work = Path(work or run_dir / "bisect-between")
+    trial = _Trials(recipe, r, fig, chs, plan, site, work, repeats, on_trial)
+    new, old = trial.pair(set(), set(testable))
+    res.medians = {"old": old, "new": new}
+    res.cycles = trial.cycles
+    gap = trial.slowdown(new, old)
+    if gap is None or gap <= trial.noise(old):
+        res.verdict = (
+            f"the new configuration is not slower than the old one here ({_pct(gap)}): what "
+            "carries the regression is not among the changes that can be undone"
+        )
+        res.notes = trial.notes
+        return res
+
+    def carries(subset: list[str]) -> bool:
+        if trial.cycles >= max_cycles:
+            raise ApptuneError(None, "--max-cycles", f"{max_cycles} cycles spent")
+        cand, base = trial.pair(set(), set(subset))
+        res.medians[" + ".join(subset) or "(none)"] = cand
+        s = trial.slowdown(cand, base)
+        return s is not None and s > max(SHARE * gap, trial.noise(base))
+
+    try:
+        found = bisect_search(testable, carries, noun="change")
+        res.culprits = found["culprits"]
+        res.notes += found["notes"]
+        one = len(res.culprits) == 1
+        lines = [c.line for c in chs if c.fact in res.culprits]
+        res.verdict = (
+            f"{lines[0]} carries the regression"
+            if one
+            else "no single change explains it; together: " + "; ".join(lines)
+        )
+    except ApptuneError as e:
+        res.verdict = f"not found: {e}"
+    res.cycles, res.wrong, res.notes = trial.cycles, trial.wrong, res.notes + trial.notes
+    return res
+
+
+def _pct(x: float | None) -> str:
+    return "no figure" if x is None else f"{x:+.1%}"
+
+
+class _Trials:
+    """Builds (cached per plan) and interleaved runs of configurations."""
+
+    def __init__(self, recipe, record, figure, chs, plan, site, work, repeats, on_trial):
+        self.recipe, self.r, self.figure, self.chs = recipe, record, figure, chs
+        self.plan, self.site, self.work, self.repeats = plan, site, Path(work), repeats
+        self.on_trial, self.cycles, self.n = on_trial, 0, 0
+        self.wrong: list[str] = []
+        self.notes: list[str] = []
+        self.samples: dict[str, list[float]] = {}
+        spec = recipes.figure_specs(recipe).get(figure)
+        self.better = spec.better if spec else "lower"
+
+    def _build(self, applied: set[str]):
+        plan, site, params = _config(self.chs, applied, self.plan, self.site)
+        stage = (
+            self.work
+            / "builds"
+            / hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()[:12]
+        )
+        localrun.build_variant(self.recipe, plan, site, stage)
+        return stage, site, params
+
+    def _run(self, label: str, built) -> float | None:
+        stage, site, params = built
+        self.n += 1
+        ran = self.r.get("input") or {}
+        changed = {k for k, v in params.items() if ran.get(k) != v}
+        run = localrun.run_tier(
+            self.recipe,
+            self.r["tier"],
+            stage,
+            self.work / "runs" / f"{self.n:03d}-{label}",
+            site,
+            overrides=params,
+            changed_inputs=changed,
+            placement=self.r.get("placement") or "default",
+        )
+        if self.on_trial:
+            self.on_trial(run.run_dir)
+        if not run.ok:
+            self.wrong.append(f"{label}: {run.summary}")
+            return None
+        v = run.figures.get(self.figure)
+        self.samples.setdefault(label, []).append(v)
+        return v
+
+    def pair(self, base: set[str], cand: set[str]) -> tuple[float | None, float | None]:
+        """Medians of ``cand`` and ``base`` (sets of changes made), runs interleaved."""
+        self.cycles += 1
+        label_c = "+".join(sorted(cand)).replace(" ", "_") or "old"
+        label_b = "+".join(sorted(base)).replace(" ", "_") or "old"
+        bc, bb = self._build(cand), self._build(base)
+        xc, xb = [], []
+        for _ in range(self.repeats):
+            xb.append(self._run(label_b, bb))
+            xc.append(self._run(label_c, bc))
+        return finite_median(xc), finite_median(xb)
+
+    def slowdown(self, x: float | None, ref: float | None) -> float | None:
+        """How much worse ``x`` is than ``ref`` (positive: worse), relative."""
+        if x is None or not ref:
+            return None
+        return (x - ref) / ref if self.better == "lower" else (ref - x) / ref
+
+    def noise(self, ref: float | None) -> float:
+        """The spread of the old configuration's runs so far, relative (at least 5 %)."""
+        xs = [x for x in self.samples.get("old", []) if x is not None]
+        if len(xs) < 2 or not ref:
+            return baselines.FLOOR
+        return max(baselines.FLOOR, (max(xs) - min(xs)) / abs(ref))
+
+
+def report_md(res: Between) -> str:
+    """What a person reads: the verdict, the changes tested and not, the medians."""
+    unit = "" if res.better == "lower" else " (higher is better)"
+    out = [
+        f"# bisect --between: {res.app} {res.variant}, {res.figure}{unit}",
+        "",
+        f"**{res.verdict}** ({res.cycles} build+run cycle(s))",
+        "",
+        "| change since the baseline | tested |",
+        "|---|---|",
+    ]
+    for c in res.changes:
+        tested = ("**carries it**" if c.fact in res.culprits else "yes") if c.where else c.why_not
+        out.append(f"| {c.line} | {tested} |")
+    if res.medians:
+        out += ["", "| configuration | median |", "|---|---|"]
+        out += [f"| {k} | {v if v is not None else 'no value'} |" for k, v in res.medians.items()]
+    out += [f"- wrong numbers (never timed as a culprit): {w}" for w in res.wrong]
+    out += [f"- {n}" for n in res.notes]
+    return "\n".join(out)
