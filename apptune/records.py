@@ -28,10 +28,23 @@ def load_json(path: Path):
         return None
 
 
-def load_record(path: str | Path) -> dict | None:
+def read_record(path: str | Path) -> RunRecord | None:
     """The run record (``apptune-result.json``, :class:`apptune.models.RunRecord`) in
     ``path``, a file or its run directory; None if there is none. A record that is not
     one (cut short, hand-edited, of another program) is an error naming the file and field."""
+    found = _read(path)
+    return found[1] if found else None
+
+
+def load_record(path: str | Path) -> dict | None:
+    """The run record in ``path`` (:func:`read_record`, checked the same way) as the JSON
+    object it was written as, for code that passes a record on as data (a baseline's
+    runs, the tests); a reader of its parts reads :func:`read_record`'s typed record."""
+    found = _read(path)
+    return found[0] if found else None
+
+
+def _read(path: str | Path) -> tuple[dict, RunRecord] | None:
     path = Path(path)
     if path.is_dir():
         path = path / RESULT_FILE
@@ -48,20 +61,30 @@ def load_record(path: str | Path) -> dict | None:
     if not isinstance(data, dict):
         raise ApptuneError(path, None, "not a run record: not a JSON object")
     try:
-        RunRecord.model_validate(data)
+        return data, RunRecord.model_validate(data)
     except pydantic.ValidationError as e:
         raise format_validation_error(path, e, data, RunRecord, hint=None) from None
-    return data
+
+
+def record_of(tc: dict) -> RunRecord | None:
+    """The run record of one ReFrame test case (:func:`read_record`), None if it wrote none
+    (or an unreadable one: that is said on stderr, in one line, and the case counts as
+    without a record, so one broken file stops no report)."""
+    found = _of(tc)
+    return found[1] if found else None
 
 
 def result_of(tc: dict) -> dict | None:
-    """The apptune result record of one ReFrame test case, None if it wrote none (or an
-    unreadable one: that is said on stderr, in one line, and the case counts as without
-    a record, so one broken file stops no report)."""
+    """:func:`record_of` as the JSON object it was written as (:func:`load_record`)."""
+    found = _of(tc)
+    return found[0] if found else None
+
+
+def _of(tc: dict) -> tuple[dict, RunRecord] | None:
     for d in (tc.get("outputdir"), tc.get("stagedir")):
         if d:
             try:
-                r = load_record(Path(d))
+                r = _read(Path(d))
             except ApptuneError as e:
                 print(f"apptune: warning: {e}", file=sys.stderr)
                 continue

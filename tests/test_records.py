@@ -35,8 +35,17 @@ def test_a_written_record_reads_back_unchanged(tmp_path):
     assert records.load_record(path) == _record()
 
 
+def test_the_typed_reader_reads_the_same_record(tmp_path):
+    run.write_record(tmp_path / "output", _record())
+    rec = records.read_record(tmp_path / "output")
+    assert rec.verification.ok and rec.verification.fields == [] and rec.figures["rate"] == 123.5
+    assert rec.model_dump(exclude_unset=True) == _record()
+    assert records.record_of({"outputdir": str(tmp_path / "output")}) == rec
+
+
 def test_a_run_directory_without_a_record_has_none(tmp_path):
     assert records.load_record(tmp_path) is None
+    assert records.read_record(tmp_path) is None
 
 
 def test_the_writer_refuses_a_key_the_schema_does_not_know(tmp_path):

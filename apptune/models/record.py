@@ -195,7 +195,7 @@ class RunRecord(BaseModel):
     """``apptune-result.json``: one run of one input, as the checks (apptune/rfm/check.py) and tune
     and bisect trials (apptune/localrun.py) write it through :func:`apptune.run.write_record`
     and everything that reads a run (report, history, bless) reads it through
-    :func:`apptune.records.load_record`. A run that produced nothing to verify has only its
+    :func:`apptune.records.read_record`. A run that produced nothing to verify has only its
     identity, provenance, energy and verification."""
 
     # unknown keys are refused by the writer; a reader keeps those of newer versions
