@@ -75,6 +75,7 @@ from .record import (
     RunRecord,
     RunSummary,
     RunVerification,
+    as_data,
 )
 from .tuning import (
     PlanValues,
@@ -156,5 +157,6 @@ __all__ = [
     "TuneRuntime",
     "TuneTarget",
     "TuningSpace",
+    "as_data",
     "duration_seconds",
 ]

@@ -15,9 +15,18 @@ from pydantic import BaseModel, ConfigDict
 
 
 class _Part(BaseModel):
-    """A part of a run record: typed fields, and the keys of other versions kept."""
+    """A run record or a part of one: typed fields, and the keys of other versions kept."""
 
     model_config = ConfigDict(extra="allow")
+
+    def data(self) -> dict:
+        """As the JSON object it was read or made from (the defaults not added)."""
+        return self.model_dump(exclude_unset=True)
+
+
+def as_data(part: _Part | None) -> dict | None:
+    """A part of a run record as its JSON object (:meth:`_Part.data`); None stays None."""
+    return None if part is None else part.data()
 
 
 # ------------------------------------------------------------------------- run records
@@ -191,15 +200,14 @@ class RunLaunch(_Part):
     modules: list[str] = []
 
 
-class RunRecord(BaseModel):
+class RunRecord(_Part):
     """``apptune-result.json``: one run of one input, as the checks (apptune/rfm/check.py) and tune
     and bisect trials (apptune/localrun.py) write it through :func:`apptune.run.write_record`
     and everything that reads a run (report, history, bless) reads it through
     :func:`apptune.records.read_record`. A run that produced nothing to verify has only its
     identity, provenance, energy and verification."""
 
-    # unknown keys are refused by the writer; a reader keeps those of newer versions
-    model_config = ConfigDict(extra="allow")
+    # unknown keys are refused by the writer (a reader keeps those of newer versions)
 
     app: str
     tier: str

@@ -13,6 +13,7 @@ from pathlib import Path
 from .. import machine, recipes, records
 from ..constants import RUN_NOTES_FILE, SKIP_FILE, XFAIL_FILE
 from ..errors import ApptuneError
+from ..models import as_data
 from .screen import app_summary, changed_since_baseline, first_screen, untested_summaries
 from .values import _key, _num
 
@@ -61,7 +62,8 @@ def _xfail_reason(tc: dict) -> str:
     )
     if rec:
         return f"{rec['reason']} (compiler said: {rec['compiler_said']})"
-    known_wrong = ((records.result_of(tc) or {}).get("verification") or {}).get("xfail")
+    r = records.record_of(tc)
+    known_wrong = r.verification.xfail if r else None
     if known_wrong:
         return f"known-wrong result: {known_wrong}"
     return " ".join(str(tc.get("fail_reason") or "expected failure").split())[:500]
@@ -95,7 +97,7 @@ def collect(report_file: Path) -> dict:
             if res == "fail":
                 failures.append(records.failure(tc, None))
             continue
-        r = records.result_of(tc)
+        r = records.record_of(tc)
         if res in SKIPPED_RESULTS:
             skipped.append(
                 {
@@ -111,30 +113,30 @@ def collect(report_file: Path) -> dict:
             continue
         row = {
             "test": tc["display_name"],
-            "app": r["app"],
-            "tier": r["tier"],
-            "variant": r["variant"],
-            "environment": r["environment"],
-            "system": f"{r['system']}:{r['partition']}",
+            "app": r.app,
+            "tier": r.tier,
+            "variant": r.variant,
+            "environment": r.environment,
+            "system": f"{r.system}:{r.partition}",
             "result": res,
             "fail_phase": tc.get("fail_phase"),
             "fail_reason": tc.get("fail_reason"),
-            "verified": bool(r.get("verification", {}).get("ok")),
-            "verification": r.get("verification", {}).get("summary", ""),
-            "figures": r.get("figures", {}),
-            "baseline": r.get("baseline", {}),
-            "energy": r.get("energy", {}),
-            "provenance": r.get("provenance", {}),
+            "verified": r.verification.ok,
+            "verification": r.verification.summary,
+            "figures": r.figures or {},
+            "baseline": as_data(r.baseline) or {},
+            "energy": as_data(r.energy) or {},
+            "provenance": r.provenance or {},
             "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
-            "ranks": r.get("ranks"),
-            "input": r.get("input", {}),
-            "curves": r.get("curves", {}),
-            "job": r.get("job"),
-            "placement_layout": r.get("placement_layout"),
-            "quality": r.get("quality"),
-            "machine_id": r.get("machine_id"),
-            "machine": r.get("machine"),
-            "run": r.get("run"),
+            "ranks": r.ranks,
+            "input": r.input,
+            "curves": r.curves or {},
+            "job": as_data(r.job),
+            "placement_layout": as_data(r.placement_layout),
+            "quality": as_data(r.quality),
+            "machine_id": r.machine_id,
+            "machine": r.machine,
+            "run": as_data(r.run),
         }
         rows.append(row)
         if res != "pass":
