@@ -21,6 +21,7 @@ from uuid import NAMESPACE_URL, uuid5
 from . import recipes, records
 from .constants import RESULT_FILE
 from .errors import ApptuneError
+from .models import RunRecord, as_data
 
 #: Seconds a reader or writer waits for an SQLite database another process holds.
 BUSY_TIMEOUT_S = 60
@@ -176,7 +177,7 @@ def _failed_fixture(tc: dict) -> ResultRec:
 def _result(tc: dict) -> ResultRec:
     test, repeat = _split_repeat(tc["display_name"])
     res = tc.get("result")
-    r = records.result_of(tc)
+    r = records.record_of(tc)
     system = f"{tc.get('system')}:{tc.get('partition')}"
     if r is None:
         # a plain ReFrame check (or a test that died before writing its result):
@@ -217,73 +218,64 @@ def _result(tc: dict) -> ResultRec:
 
 
 def _record_result(
-    r: dict, test: str, repeat: int, result: str, fail_phase: str | None
+    r: RunRecord, test: str, repeat: int, result: str, fail_phase: str | None
 ) -> ResultRec:
     """A result from an apptune run record (:func:`apptune.run.evaluate`'s, the same for a
     check and a trial); the reason is the verification's summary."""
-    specs = _figure_specs(r.get("app"))
-    verdicts = (r.get("baseline") or {}).get("figures") or {}
+    specs = _figure_specs(r.app)
+    verdicts = r.baseline.figures if r.baseline else {}
     figs = []
-    for name, v in (r.get("figures") or {}).items():
+    for name, v in (r.figures or {}).items():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             continue  # the record keeps it; a series and its verdicts hold numbers
         spec = specs.get(name)
-        c = verdicts.get(name) or {}
+        c = verdicts.get(name)
         figs.append(
             FigureRec(
                 name,
                 float(v),
                 spec.unit if spec else None,
                 spec.better if spec else None,
-                c.get("baseline"),
-                c.get("verdict"),
+                c.baseline if c else None,
+                c.verdict if c else None,
             )
         )
-    ver = r.get("verification") or {}
+    launch = as_data(r.launch)
     return ResultRec(
         test=test,
         repeat=repeat,
         # a check's record names the system and the partition, a trial's partition both
-        system=(
-            r.get("partition")
-            if r.get("trial") and r.get("system") is None
-            else f"{r.get('system')}:{r.get('partition')}"
-        ),
-        app=r.get("app"),
-        tier=r.get("tier"),
-        environment=r.get("environment"),
-        variant=r.get("variant"),
+        system=r.partition if r.trial and r.system is None else f"{r.system}:{r.partition}",
+        app=r.app,
+        tier=r.tier,
+        environment=r.environment,
+        variant=r.variant,
         result=result,
         fail_phase=fail_phase,
-        reason=ver.get("summary"),
-        verified=bool(ver.get("ok")),
+        reason=r.verification.summary,
+        verified=r.verification.ok,
         # how it was launched travels with the build: a change point names either
-        provenance=(
-            dict(r["provenance"], launch=r["launch"])
-            if r.get("provenance") and r.get("launch")
-            else r.get("provenance")
-        ),
-        energy=r.get("energy"),
+        provenance=dict(r.provenance, launch=launch) if r.provenance and launch else r.provenance,
+        energy=as_data(r.energy),
         figures=figs,
-        quality=r.get("quality"),
-        machine_id=r.get("machine_id"),
+        quality=as_data(r.quality),
+        machine_id=r.machine_id,
         layout=_layout(r),
-        machine=r.get("machine") if isinstance(r.get("machine"), dict) else None,
+        machine=r.machine,
     )
 
 
-def _layout(r: dict) -> dict | None:
+def _layout(r: RunRecord) -> dict | None:
     """Where a run's ranks ran (its ``placement_layout``, with the nodes of its job where the
     layout does not say) and the CPU frequency it asked for (``cpu_freq``), or None."""
-    lay = dict(r.get("placement_layout") or {})
-    nodes = (r.get("job") or {}).get("nodes")
+    lay = as_data(r.placement_layout) or {}
+    nodes = r.job.nodes if r.job else None
     if not lay.get("nodes") and isinstance(nodes, int):
         lay["nodes"] = nodes
-    if r.get("cpu_freq") is not None:
-        lay["cpu_freq"] = str(r["cpu_freq"])
-    launcher = (r.get("launch") or {}).get("launcher")
-    if launcher:
-        lay["launcher"] = list(launcher)
+    if r.cpu_freq is not None:
+        lay["cpu_freq"] = str(r.cpu_freq)
+    if r.launch and r.launch.launcher:
+        lay["launcher"] = list(r.launch.launcher)
     return lay or None
 
 
@@ -321,12 +313,12 @@ def read_trials(session: TrialSession) -> RunRec:
     results = []
     for d in session.run_dirs:
         f = d / RESULT_FILE
-        r = records.load_record(f)  # a broken record: one line naming the file and field
+        r = records.read_record(f)  # a broken record: one line naming the file and field
         if r is None:
             raise ApptuneError(f, None, "no run record: the trial did not write one")
-        if r.get("trial") is not True:
+        if not r.trial:
             raise ApptuneError(f, "trial", "not the run record of a tune or bisect trial")
-        ok = bool((r.get("verification") or {}).get("ok"))
+        ok = r.verification.ok
         results.append(
             _record_result(r, str(d.relative_to(top)), 0, "pass" if ok else "fail", None)
         )
