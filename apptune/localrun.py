@@ -44,7 +44,7 @@ from . import placement as pl
 from . import run as runcore
 from .constants import XFAIL_FILE
 from .errors import ApptuneError, last_error_line
-from .models import Recipe
+from .models import Recipe, RunRecord, as_data
 from .recipes import time_limit_seconds
 from .site import Site
 from .yamlio import atomic_write_json
@@ -344,21 +344,21 @@ def _where(site: Site) -> runcore.Where:
     )
 
 
-def _result(record: dict, params: dict, run_dir: Path) -> RunResult:
+def _result(record: RunRecord, params: dict, run_dir: Path) -> RunResult:
     """What tune and bisect read of a trial's run record."""
-    v = record["verification"]
-    figures = record.get("figures") or {"wall_time": (record.get("run") or {}).get("wall_s")}
+    v = record.verification
+    figures = record.figures or {"wall_time": record.run.wall_s if record.run else None}
     result = RunResult(
-        ok=bool(v["ok"]),
-        summary=v["summary"],
+        ok=v.ok,
+        summary=v.summary,
         figures=figures,
         wall_time=figures.get("wall_time"),
-        verification=v,
-        energy=record["energy"],
+        verification=v.data(),
+        energy=as_data(record.energy),
         params=params,
         run_dir=str(run_dir),
-        quality=record.get("quality"),
-        machine_id=record.get("machine_id"),
+        quality=as_data(record.quality),
+        machine_id=record.machine_id,
     )
     return result
 

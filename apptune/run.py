@@ -231,10 +231,26 @@ def figures(recipe: Recipe, values: dict, wall_s: float | None, energy_record) -
     return out
 
 
-def failed(result: dict, message: str) -> dict:
+def failed(result: dict, message: str, run_dir: Path) -> RunRecord:
     """``result`` as a run that produced nothing to verify, saying why."""
     result["verification"] = {"ok": False, "summary": message}
-    return result
+    return _typed(run_dir, result)
+
+
+def _typed(run_dir: str | os.PathLike, record: dict) -> RunRecord:
+    """``record`` as a :class:`RunRecord`; a key the schema does not know, or a part that is
+    not one, is an error naming the record's file and the field (the checks and the trials
+    cannot drift apart)."""
+    path = Path(run_dir, RESULT_FILE)
+    unknown = sorted(set(record) - set(RunRecord.model_fields))
+    if unknown:
+        raise ApptuneError(
+            path, unknown[0], "not a field of a run record (apptune.models.RunRecord)"
+        )
+    try:
+        return RunRecord.model_validate(record)
+    except pydantic.ValidationError as e:
+        raise format_validation_error(path, e, record, RunRecord, hint=None) from None
 
 
 def launch_facts(run_dir: Path, site: dict | None) -> dict:
@@ -273,9 +289,9 @@ def evaluate(
     no_record: str = "it was killed before it ended",
     nodes: int = 1,
     require_provenance: bool = True,
-) -> dict:
-    """The run record of the run in ``run_dir``: ``identity`` (app, tier, variant, ...)
-    plus provenance, energy, run quality, values, figures and verification.
+) -> RunRecord:
+    """The run record (:class:`RunRecord`) of the run in ``run_dir``: ``identity`` (app,
+    tier, variant, ...) plus provenance, energy, run quality, values, figures and verification.
 
     ``unfinished``: the scheduler's reason when the job did not run to its end (that is
     then the verdict); ``stderr``: the job's standard error, whose last line explains a
@@ -290,7 +306,7 @@ def evaluate(
     )
     result["energy"] = energy_record.to_dict()
     if unfinished:
-        return failed(result, unfinished)
+        return failed(result, unfinished, run_dir)
     rec = runner.load_record(run_dir)
     if rec is None:
         tail = last_line(stderr)
@@ -298,6 +314,7 @@ def evaluate(
             result,
             f"the run left no run record ({runner.RECORD_FILE}): {no_record}"
             + (f"; {tail}" if tail else ""),
+            run_dir,
         )
     q = dict(rec.get("quality") or {})
     if nodes > 1 and q:
@@ -319,7 +336,7 @@ def evaluate(
     try:
         values, curves = outputs.parse_all(run.outputs, run_dir, stdout, tier)
     except ApptuneError as e:
-        return failed(result, f"{crash}: {e}" if crash else str(e))
+        return failed(result, f"{crash}: {e}" if crash else str(e), run_dir)
     result["values"] = values  # every parsed field, also unverified (`apptune bless --new`)
     result["curves"] = outputs.write_curves(curves, run_dir / CURVES_DIR)
     texts = outputs.own_check_texts(run, run_dir, stdout)
@@ -353,22 +370,15 @@ def evaluate(
     verify.check_figures(v, result["figures"])
     atomic_write_json(run_dir / "verification.json", v.to_dict())
     result["verification"] = v.to_dict()
-    return result
+    return _typed(run_dir, result)
 
 
-def write_record(run_dir: str | os.PathLike, record: dict) -> Path:
+def write_record(run_dir: str | os.PathLike, record: RunRecord | dict) -> Path:
     """Write ``record`` as the run directory's ``apptune-result.json``, atomically, after
     checking it against :class:`RunRecord` (a key the schema does not know is refused, so
     the checks and the trials cannot drift apart)."""
+    data = record.data() if isinstance(record, RunRecord) else record
+    _typed(run_dir, data)
     path = Path(run_dir, RESULT_FILE)
-    unknown = sorted(set(record) - set(RunRecord.model_fields))
-    if unknown:
-        raise ApptuneError(
-            path, unknown[0], "not a field of a run record (apptune.models.RunRecord)"
-        )
-    try:
-        RunRecord.model_validate(record)
-    except pydantic.ValidationError as e:
-        raise format_validation_error(path, e, record, RunRecord, hint=None) from None
-    atomic_write_json(path, record)
+    atomic_write_json(path, data)
     return path

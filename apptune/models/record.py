@@ -15,9 +15,10 @@ from pydantic import BaseModel, ConfigDict
 
 
 class _Part(BaseModel):
-    """A run record or a part of one: typed fields, and the keys of other versions kept."""
+    """A run record or a part of one: typed fields, and the keys of other versions kept;
+    a part set on a record (its baseline verdict) is checked as it is set."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     def data(self) -> dict:
         """As the JSON object it was read or made from (the defaults not added)."""

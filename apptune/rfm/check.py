@@ -35,6 +35,7 @@ from ..constants import (
     SLURM_STATE_FILE,
 )
 from ..errors import ApptuneError
+from ..models import BaselineVerdicts, RunRecord
 from ..yamlio import atomic_write_json
 from .fixtures import _site_environments, expected_wrong_result, selected_environment_patterns
 
@@ -406,41 +407,41 @@ class AppRun(rfm.RunOnlyRegressionTest):
             no_record=f"it was killed before it ended (job exit code {self.job.exitcode})",
             nodes=getattr(self.placement_layout, "nodes", None) or 1,
         )
-        if "figures" in result:  # verified (or not): the performance verdict goes with it
-            result["baseline"] = self.judge_performance(result)
+        if result.figures is not None:  # verified or not: the performance verdict goes with it
+            result.baseline = self.judge_performance(result)
         run.write_record(self.stagedir, result)
         self.apptune_result = result
 
     @sanity_function
     def validate(self):
-        v = self.apptune_result["verification"]
-        if "fields" not in v:  # nothing to verify: the reason is the whole verdict
-            return sn.assert_true(False, msg=v["summary"])
-        return sn.assert_true(
-            v["ok"], msg=f"{self.app}/{self.tier} {self.run_variant}: {v['summary']}"
-        )
+        v = self.apptune_result.verification
+        if v.fields is None:  # nothing to verify: the reason is the whole verdict
+            return sn.assert_true(False, msg=v.summary)
+        return sn.assert_true(v.ok, msg=f"{self.app}/{self.tier} {self.run_variant}: {v.summary}")
 
-    def judge_performance(self, result: dict) -> dict:
+    def judge_performance(self, result: RunRecord) -> BaselineVerdicts:
         """This run against this machine's baseline (:func:`apptune.baselines.verdicts`)."""
-        return baselines.verdicts(
+        verdicts = baselines.verdicts(
             self.baseline_system or self.current_system.name,
             self.app,
-            [result],
+            [result.data()],
             recipes.figure_specs(self.recipe),
         )
+        return BaselineVerdicts.model_validate(verdicts)
 
     # ------------------------------------------------------------- performance
     @run_before("performance")
     def set_references(self):
         """ReFrame's references: only the figures :meth:`judge_performance` gives a verdict."""
         specs = recipes.figure_specs(self.recipe)
-        figures = self.apptune_result.get("figures") or {}
+        figures = self.apptune_result.figures or {}
         present = {n for n, v in figures.items() if v is not None}
-        judged = self.apptune_result.get("baseline") or self.judge_performance(self.apptune_result)
+        judged = self.apptune_result.baseline or self.judge_performance(self.apptune_result)
         # `apptune run --repeats N`: the verdict is the median of the N repeats, given after
         # the run (one repeat's outlier is no regression); ReFrame judges no single repeat
         repeated = int(os.environ.get(REPEATS_ENV, "1") or 1) > 1
-        self.reference = {} if repeated else baselines.reframe_reference(judged["figures"], specs)
+        judged_figures = judged.data()["figures"]
+        self.reference = {} if repeated else baselines.reframe_reference(judged_figures, specs)
         self.perf_variables = {
             name: sn.make_performance_function(self._figure(name), fig.unit)
             for name, fig in specs.items()
@@ -449,7 +450,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
 
     @sn.deferrable
     def _figure(self, name):
-        v = (self.apptune_result.get("figures") or {}).get(name)
+        v = (self.apptune_result.figures or {}).get(name)
         if v is None:
             raise ApptuneError(
                 self.recipe.run.outputs[0].file, name, "figure missing from the output"
