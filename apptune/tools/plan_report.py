@@ -14,6 +14,7 @@ from pathlib import Path
 from .. import paths, records
 from ..constants import RESULT_FILE
 from ..errors import ApptuneError
+from ..models import RunRecord
 from .plan import METERED, SIGMAS, Option, Plan, fmt_energy, fmt_time, max_loaded_nodes
 
 SCRIPT_FILE = "plan.sh"
@@ -234,17 +235,17 @@ def slurm_script(plan: Plan, out_dir: Path, overhead_s: float, python: str = sys
 
 
 # -------------------------------------------------------------------- the check
-def run_records(run_dirs: list[str | Path]) -> list[dict]:
+def run_records(run_dirs: list[str | Path]) -> list[RunRecord]:
     """The run records in run directories (a test's record once, from output/ first)."""
-    found: dict[tuple, dict] = {}
+    found: dict[tuple, RunRecord] = {}
     for d in map(Path, run_dirs):
         if not d.is_dir():
             raise ApptuneError(d, None, "not a run directory")
         for base in ("output", "stage"):
             for f in sorted((d / base).rglob(RESULT_FILE)):
-                r = records.load_record(f)
+                r = records.read_record(f)
                 if r:
-                    found.setdefault((str(d), r.get("test")), r)
+                    found.setdefault((str(d), r.test), r)
     return list(found.values())
 
 
@@ -263,21 +264,17 @@ def check(plan: dict, run_dirs: list[str | Path]) -> tuple[list[str], bool]:
     ok, t_sum, e_sum, e_grades = True, 0.0, 0.0, set()
     for job in plan["chosen"]:
         key = (job["app"], job["tier"], job["environment"], job["variant"])
-        mine = [
-            r
-            for r in recs
-            if (r.get("app"), r.get("tier"), r.get("environment"), r.get("variant")) == key
-        ]
-        verified = [r for r in mine if (r.get("verification") or {}).get("ok")]
+        mine = [r for r in recs if (r.app, r.tier, r.environment, r.variant) == key]
+        verified = [r for r in mine if r.verification.ok]
         if not verified:
             ok = False
             why = "its run did not verify" if mine else "no run of it in the run directories"
             lines.append(f"{job['app']} {job['environment']}/{job['variant']}: {why}")
             continue
         r = verified[-1]
-        figs = r.get("figures") or {}
+        figs = r.figures or {}
         t, e = figs.get("wall_time"), figs.get("energy_J")
-        grade = (r.get("energy") or {}).get("trust", "none")
+        grade = r.energy.trust if r.energy else "none"
         t_sum += t or 0.0
         if e is not None:
             e_sum += e
