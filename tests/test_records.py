@@ -114,3 +114,18 @@ def test_a_part_keeps_the_keys_of_a_newer_version(tmp_path):
     run.write_record(tmp_path, rec)
     assert RunRecord.model_validate(rec).energy.model_extra == {"meter_firmware": "2.1"}
     assert records.load_record(tmp_path) == rec
+
+
+def test_the_energy_part_has_every_field_the_sampler_writes():
+    import dataclasses
+
+    from apptune.energy import EnergyRecord
+    from apptune.models import RunEnergy
+
+    written = EnergyRecord(trust="none").to_dict()
+    assert (
+        set(RunEnergy.model_fields)
+        == set(written)
+        == {f.name for f in dataclasses.fields(EnergyRecord)}
+    )
+    assert RunEnergy.model_validate(written).data() == written
