@@ -204,13 +204,18 @@ def between(
         res.notes = trial.notes
         return res
 
+    known: dict[frozenset, bool] = {}
+
     def carries(subset: list[str]) -> bool:
+        if frozenset(subset) in known:  # the search may ask twice (its verification)
+            return known[frozenset(subset)]
         if trial.cycles >= max_cycles:
             raise ApptuneError(None, "--max-cycles", f"{max_cycles} cycles spent")
         cand, base = trial.pair(set(), set(subset))
         res.medians[" + ".join(subset) or "(none)"] = cand
         s = trial.slowdown(cand, base)
-        return s is not None and s > max(SHARE * gap, trial.noise(base))
+        known[frozenset(subset)] = s is not None and s > max(SHARE * gap, trial.noise(base))
+        return known[frozenset(subset)]
 
     try:
         found = bisect_search(testable, carries, noun="change")
