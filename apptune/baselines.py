@@ -79,6 +79,11 @@ POWER_Z = 1.2816
 CAP = SIGMAS * DETECT / (SIGMAS + POWER_Z)
 #: Clean runs a baseline needs before its noise, and so a threshold, exists.
 MIN_RUNS = 3
+#: A figure noisier than this per run is not judged at all: its runs' spread comes from a
+#: few stalled runs (heavy tails: mpi-micro's allreduce_large at ci size on a 2-core VM had
+#: 247 %, and an unchanged night's median of 3 repeats was 12x its baseline), where a
+#: threshold of standard deviations assumes a bell curve.
+NOISE_MAX = 1.0
 
 #: Verdicts of one figure against its baseline.
 VERDICTS = ("regression", "improvement", "within noise", "no verdict")
@@ -230,6 +235,12 @@ def judge(
     elif base.noise is None or base.runs < MIN_RUNS:
         out["why"] = (
             f"noise unknown: the baseline comes from {base.runs} clean run(s), it needs {MIN_RUNS}"
+        )
+    elif base.noise > NOISE_MAX:
+        out["why"] = (
+            f"not judged: noise {_noise_words(base.noise, base)}, beyond {NOISE_MAX:.0%}: its "
+            "clean runs differ by more than their own size (a few stalled runs make its "
+            "spread), so no multiple of it is evidence"
         )
     else:
         noise = effective_noise(base.noise, base.runs)

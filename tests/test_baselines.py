@@ -413,3 +413,13 @@ def test_repeats_do_not_shrink_the_noise_between_nights(toy_root):
     _, text, _ = baselines.merge("local", "hpcc", back_to_back)
     tight = BaselineFile.model_validate(__import__("yaml").safe_load(text))
     assert judged(tight, {"lat": sixth}, repeats=3)["lat"]["verdict"] == "regression"
+
+
+def test_a_figure_noisier_than_its_own_size_is_never_judged():
+    """mpi-micro's allreduce_large at ci size: 247 % noise per run (a few stalled runs), and an
+    unchanged night's median 12x its baseline. No threshold of standard deviations holds
+    such a spread: not judged, saying why."""
+    c = judged(bfile(noise=2.47, runs=12, lat=1343.2), {"lat": 16280.3}, repeats=3)
+    assert c["lat"]["verdict"] == "no verdict" and "beyond 100%" in c["lat"]["why"]
+    c = judged(bfile(noise=0.4, runs=12, lat=0.2), {"lat": 10.0}, repeats=3)  # TCP: x50
+    assert c["lat"]["verdict"] == "regression"
