@@ -251,7 +251,9 @@ def write_run(
                     "quality": r.get("quality", CLEAN),
                     "machine_id": (r.get("machine") or this_machine())[0],
                     "machine": (r.get("machine") or this_machine())[1],
-                    **{k: r[k] for k in ("placement_layout", "cpu_freq", "job") if k in r},
+                    **{
+                        k: r[k] for k in ("placement_layout", "cpu_freq", "job", "launch") if k in r
+                    },
                 }
             )
         )

@@ -111,3 +111,17 @@ def test_bisect_between_tests_what_it_can_undo_and_names_the_rest():
     assert params == {"n": 1000}
     p, s, params = between._config(chs, {"env B"}, plan, site)  # only the variable changed
     assert p["cflags"] == ["-O3", "-march=native"] and s.env["B"] == "tcp" and params == {"n": 1000}
+
+
+def test_a_report_row_keeps_what_its_verdict_compares(tmp_path):
+    """The report judges the repeats of a variant again from its rows: a row without the
+    run's launch named every variable of the site as removed since the baseline."""
+    from conftest import write_run
+
+    from apptune.report.collect import collect
+
+    launch = {"launcher": ["srun"], "env_vars": {"OMPI_ALLOW_RUN_AS_ROOT": "1"}, "modules": []}
+    r = {"app": "toy", "tier": "ci", "environment": "gnu", "variant": "tuned"}
+    d = write_run(tmp_path / "run", "u1", 1.7e9, [dict(r, figures={"rate": 1.0}, launch=launch)])
+    (row,) = collect(d / "report.json")["results"]
+    assert row["launch"] == launch

@@ -133,6 +133,8 @@ def collect(report_file: Path) -> dict:
             "curves": r.curves or {},
             "job": as_data(r.job),
             "placement_layout": as_data(r.placement_layout),
+            # what a repeat's verdict compares with its baseline's runs (changes.facts)
+            "launch": as_data(r.launch),
             "quality": as_data(r.quality),
             "machine_id": r.machine_id,
             "machine": r.machine,
