@@ -59,6 +59,24 @@ def test_record_runs_the_sessions_shows_the_diff_and_writes_with_yes(tmp_path):
     assert (kt["noise"] is not None) == (kt["runs"] >= 3)
 
 
+def record_args(**kw) -> argparse.Namespace:
+    """The options of `apptune baseline record -c reframe-checks/toy --mode ci`."""
+    base = dict(
+        sessions=5,
+        mode="ci",
+        checks=["reframe-checks/toy"],
+        config="site-config/settings.py",
+        wait_for_quiet=60,
+        no_history=True,
+        reframe_args=[],
+        system=None,
+        yes=False,
+        from_history=None,
+        history=None,
+    )
+    return argparse.Namespace(**(base | kw))
+
+
 @pytest.mark.unit
 def test_without_a_tty_or_yes_nothing_is_written(toy_root, tmp_path, monkeypatch, capsys):
     """From cron or a job without --yes: the diff is shown, the file is not written, exit 1."""
@@ -86,19 +104,7 @@ def test_without_a_tty_or_yes_nothing_is_written(toy_root, tmp_path, monkeypatch
 
     monkeypatch.setattr(baseline_command, "cmd_run", fake_run)
     monkeypatch.setattr(sys, "stdin", open(os.devnull))
-    a = argparse.Namespace(
-        sessions=3,
-        mode="ci",
-        checks=["reframe-checks/toy"],
-        config="site-config/settings.py",
-        wait_for_quiet=60,
-        no_history=True,
-        reframe_args=[],
-        system=None,
-        yes=False,
-        from_history=None,
-        history=None,
-    )
+    a = record_args(sessions=3, yes=False)
     assert baseline_command.cmd_baseline_record(a) == 1
     out = capsys.readouterr()
     f = toy_root / "reference/baselines/local/toy.yaml"
@@ -134,19 +140,7 @@ def test_from_history_records_the_stored_nights_and_runs_nothing(toy_root, tmp_p
             tmp_path / "dev", "d0", 1.7e9 + 9, [dict(r, figures={"rate": 99.0})], mode="dev"
         )
         db.ingest(other)
-    a = argparse.Namespace(
-        sessions=5,
-        mode="ci",
-        checks=["reframe-checks/toy"],
-        config="site-config/settings.py",
-        wait_for_quiet=60,
-        no_history=True,
-        reframe_args=[],
-        system=None,
-        yes=True,
-        from_history=4,
-        history=str(h),
-    )
+    a = record_args(sessions=5, yes=True, from_history=4, history=str(h))
     assert baseline_command.cmd_baseline_record(a) == 0
     out = capsys.readouterr().out
     assert "from 4 stored session(s)" in out and "night-0" not in out.split("\n")[0]
