@@ -1,5 +1,6 @@
-"""The interface every meter implements, the readings and record it deals in, and the
-registry the sampler picks meters from (``METERS``, filled by :func:`register`).
+"""The interface every meter implements, the readings it deals in, and the registry the
+sampler picks meters from (``METERS``, filled by :func:`register`). The record a meter
+fills in, :class:`EnergyRecord`, is the run record's energy part (apptune/models/record.py).
 
 A meter module imports only this module, never the package: the package loads the
 meter modules to register them.
@@ -7,9 +8,10 @@ meter modules to register them.
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from ..models.record import EnergyRecord
 
 
 @dataclass
@@ -72,46 +74,6 @@ class Meter:
     def after(self, record: EnergyRecord) -> None:
         """Post-run fill-in (e.g. Slurm accounting); default: nothing to add."""
         return None
-
-
-@dataclass
-class EnergyRecord:
-    trust: str
-    source: str | None = None
-    energy_J: float | None = None
-    energy_integrated_J: float | None = None
-    disagreement: float | None = None
-    avg_power_W: float | None = None
-    peak_power_W: float | None = None
-    duration_s: float | None = None
-    sample_hz: float | None = None
-    samples: int = 0
-    coverage: float | None = None
-    exclusive: bool | None = None
-    sampler_cpu_s: float | None = None
-    trace: str | None = None
-    reason: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def figures(self, wall_time: float | None, rates: dict[str, float] | None = None) -> dict:
-        """Perf figures: energy_J, avg/peak power, EDP and rate per watt."""
-        if self.trust == "none" or self.energy_J is None:
-            return {}
-        out = {
-            "energy_J": self.energy_J,
-            "avg_power_W": self.avg_power_W,
-            "peak_power_W": self.peak_power_W,
-        }
-        if wall_time:
-            out["edp_Js"] = self.energy_J * wall_time
-        if self.avg_power_W:
-            for name, v in (rates or {}).items():
-                if isinstance(v, (int, float)):
-                    out[f"{name}_per_W"] = v / self.avg_power_W
-        return {k: v for k, v in out.items() if v is not None and math.isfinite(v)}
 
 
 METERS: dict[str, type[Meter]] = {}

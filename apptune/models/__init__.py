@@ -64,11 +64,11 @@ from .recipe import (
 )
 from .record import (
     BaselineVerdicts,
+    EnergyRecord,
     FigureVerdict,
     PlacementLayout,
     RankBinding,
     RunBinding,
-    RunEnergy,
     RunJob,
     RunLaunch,
     RunQuality,
@@ -98,6 +98,7 @@ __all__ = [
     "BaselineVerdicts",
     "BuildSpec",
     "BuildStep",
+    "EnergyRecord",
     "CurveDerived",
     "CurvePlot",
     "DebianSource",
@@ -134,7 +135,6 @@ __all__ = [
     "ReferenceFile",
     "RegexField",
     "RunBinding",
-    "RunEnergy",
     "RunJob",
     "RunLaunch",
     "RunQuality",

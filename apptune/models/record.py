@@ -9,6 +9,7 @@ unknown key at the top level only.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -74,11 +75,14 @@ class RunQuality(_Part):
     others: list | None = None
 
 
-class RunEnergy(_Part):
-    """The energy of the run (apptune/energy, ``EnergyRecord``): how far it can be trusted
-    and, measured or modelled, what it was."""
+class EnergyRecord(_Part):
+    """The energy of a run: how far it can be trusted and, measured or modelled, what it
+    was. The sampler (:class:`apptune.energy.Sampler`) and the per-node agents make it;
+    the run record keeps it as its ``energy`` part."""
 
+    #: ``measured``, ``measured-shared``, ``modelled`` or ``none`` (apptune.energy.GRADES).
     trust: str
+    #: The meter it came from, or None.
     source: str | None = None
     energy_J: float | None = None
     energy_integrated_J: float | None = None
@@ -95,6 +99,27 @@ class RunEnergy(_Part):
     trace: str | None = None
     reason: str = ""
     notes: list[str] = []
+
+    def to_dict(self) -> dict:
+        """Every field, as ``energy.json`` holds it."""
+        return self.model_dump()
+
+    def figures(self, wall_time: float | None, rates: dict[str, float] | None = None) -> dict:
+        """Perf figures: energy_J, avg/peak power, EDP and rate per watt."""
+        if self.trust == "none" or self.energy_J is None:
+            return {}
+        out = {
+            "energy_J": self.energy_J,
+            "avg_power_W": self.avg_power_W,
+            "peak_power_W": self.peak_power_W,
+        }
+        if wall_time:
+            out["edp_Js"] = self.energy_J * wall_time
+        if self.avg_power_W:
+            for name, v in (rates or {}).items():
+                if isinstance(v, (int, float)):
+                    out[f"{name}_per_W"] = v / self.avg_power_W
+        return {k: v for k, v in out.items() if v is not None and math.isfinite(v)}
 
 
 class RunJob(_Part):
@@ -237,7 +262,7 @@ class RunRecord(_Part):
     #: A tune or bisect candidate, not a check of a tier.
     trial: bool = False
     provenance: dict | None = None
-    energy: RunEnergy | None = None
+    energy: EnergyRecord | None = None
     quality: RunQuality | None = None
     #: The CPUs each rank of the program seen on the job's first node could run on
     #: (apptune/procfs.py ``observe_binding``), judged against ``placement_layout.binding``.
