@@ -73,6 +73,11 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
     run_words = [("run.args", w) for w in r.run.args] + [
         (f"run.prerun[{i}].command", w) for i, s in enumerate(r.run.prerun) for w in s.command
     ]
+    run_words += [(f"run.env.{k}", v) for k, v in r.run.env.items()]
+    if r.run.scratch is not None:
+        run_words += [("run.scratch.bytes", r.run.scratch.bytes or "")] + [
+            (f"run.scratch.files[{i}].file", f.file) for i, f in enumerate(r.run.scratch.files)
+        ]
     for tier in tiers:
         loaded = _collect(found, inputs.load_input, app, tier)
         params = None
@@ -80,6 +85,8 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
             d, spec = loaded
             specs[d / "input.yaml"] = spec
             params = set(spec.parameters) | {"ranks"}
+            if r.run.scratch is not None:  # the run's scratch directory
+                params.add("scratch")
             _collect(found, inputs.check_stands_for, app, tier, tiers)
             _check_stdin(r, rfile, d / "input.yaml", spec, tier, found)
             for tmpl in spec.files.values():

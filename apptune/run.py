@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pydantic
 
-from . import energy, inputs, outputs, placement, quality, recipes, runner, verify
+from . import energy, inputs, outputs, placement, quality, recipes, runner, scratch, verify
 from .constants import CURVES_DIR, RESULT_FILE
 from .errors import ApptuneError, format_validation_error
 from .models import Recipe, RunRecord
@@ -44,10 +44,14 @@ def steps(
     launch: list[str],
     stdout: str | None = None,
     stderr: str | None = None,
+    scratch_path: str | None = None,
 ) -> list[runner.Step]:
     """The run's commands: each pre-run step (a build product named by its file name runs
     from the build), then the program, started with ``launch`` (the job's parallel launch);
-    a ``stdin`` file of the recipe is the step's standard input (the launcher passes it on)."""
+    a ``stdin`` file of the recipe is the step's standard input (the launcher passes it on).
+    ``scratch_path``: the run's scratch directory, ``{{ scratch }}`` in their words."""
+    if scratch_path is not None:  # not an input parameter: the path differs from run to run
+        params = dict(params, scratch=scratch_path)
     out = []
     for i, step in enumerate(recipe.run.prerun):
         argv = inputs.render_words(step.command, params, recipe.name, f"run.prerun[{i}]")
@@ -99,6 +103,46 @@ class Where:
         return f"{self.system}:{self.partition}"
 
 
+def scratch_spec(recipe: Recipe, where: Where, params: dict, tag: str, root: str | None):
+    """The runner's scratch spec of a recipe that writes files (``run.scratch``), in a new
+    directory under ``root`` (``-S scratch_dir``), else the partition's ``scratch_dir``;
+    None for a recipe that writes none."""
+    want = recipe.run.scratch
+    if want is None:
+        return None
+    root = root or where.extras.get("scratch_dir")
+    if not root:
+        raise ApptuneError(
+            None,
+            f"partition {where.fullname}",
+            f"{recipe.name} writes files and the partition has no scratch directory: set "
+            "extras.scratch_dir (scratch_dir: in a cluster file) or -S scratch_dir=DIR",
+        )
+    root = os.path.expandvars(os.path.expanduser(str(root)))
+    path = os.path.join(root, "apptune-" + "".join(c if c.isalnum() else "-" for c in tag))
+    words = dict(params, scratch=path)
+    rendered = inputs.render_words(
+        [want.bytes or "", *(f.file for f in want.files)], words, recipe.name, "run.scratch"
+    )
+    size = rendered.pop(0) if want.bytes else None
+    try:
+        nbytes = int(float(size)) if size is not None else None
+    except ValueError:
+        raise ApptuneError(
+            recipes.recipe_path(recipe.name), "run.scratch.bytes", f"{size!r} is not a number"
+        ) from None
+    return scratch.ScratchSpec(
+        root=root,
+        path=path,
+        bytes=nbytes,
+        files=[
+            scratch.ScratchFile(file=file, name=f.name, format=f.format)
+            for f, file in zip(want.files, rendered, strict=True)
+        ],
+        sums_file=want.sums_file,
+    )
+
+
 @dataclass
 class Prepared:
     """A run ready to start (:func:`prepare`)."""
@@ -134,6 +178,7 @@ def prepare(
     quiet_wait: float | None = None,
     meters: list[str] | None = None,
     exclusive: bool = False,
+    scratch_dir: str | None = None,
 ) -> Prepared:
     """Prepare one run of ``recipe`` on ``tier`` in ``stage``: the runner's spec of its
     steps (:func:`steps`, started with ``launch``), the energy sampler of the partition's
@@ -141,11 +186,21 @@ def prepare(
     the record's identity. ``quiet_wait``: the wait for a quiet node (default the
     partition's ``extras.quiet_wait_s``); ``exclusive``: the job has its nodes to itself
     (or ``extras.exclusive_node`` says the partition's jobs do); ``job_id``: the job's id
-    once it runs (with the local scheduler, the process the meters follow)."""
+    once it runs (with the local scheduler, the process the meters follow);
+    ``scratch_dir``: where a recipe that writes files writes them (default the partition's
+    ``scratch_dir``)."""
     ex = where.extras
+    scr = scratch_spec(recipe, where, params, tag, scratch_dir)
+    words = dict(params, scratch=scr.path) if scr else params
+    # a value of the recipe's run.env is a template like its arguments (HDF5_PARAPREFIX)
+    env = {
+        k: inputs.render_words([v], words, recipe.name, f"run.env.{k}")[0] if "{{" in v else v
+        for k, v in run_env.items()
+    }
     spec = runner.Spec(
-        steps=steps(recipe, params, build_dir, launch),
-        env=run_env,
+        steps=steps(recipe, params, build_dir, launch, scratch_path=scr and scr.path),
+        scratch=scr,
+        env=env,
         tag=tag,
         # ReFrame polls the job (and samples energy) beside a run on its own node: it is
         # the harness, not a disturbance; the boot id tells whether the job's node is this
@@ -268,7 +323,11 @@ def launch_facts(run_dir: Path, site: dict | None) -> dict:
     if program in argv:
         out["launcher"] = argv[: argv.index(program)]
     if spec.get("env"):
-        out["env_vars"] = dict(spec["env"], **out.get("env_vars", {}))
+        env = dict(spec["env"])
+        path = (spec.get("scratch") or {}).get("path")
+        if path:  # the run's own scratch directory is new each run: no change of the launch
+            env = {k: v.replace(path, "{{ scratch }}") for k, v in env.items()}
+        out["env_vars"] = dict(env, **out.get("env_vars", {}))
     return out
 
 
@@ -320,6 +379,8 @@ def evaluate(
     if nodes > 1 and q:
         # the runner watches the node its job script runs on; the others are not measured
         q["scope"] = f"measured on the first of the job's {nodes} nodes"
+    if rec.get("scratch") is not None:
+        result["scratch"] = rec["scratch"]
     result.update(
         quality=q or None,
         machine=rec.get("machine"),

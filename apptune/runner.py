@@ -41,7 +41,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import machine, quality
+from . import machine, quality, scratch
+from .scratch import ScratchSpec
 from .yamlio import atomic_write_json
 
 #: The run record's default name in the run's directory.
@@ -87,6 +88,9 @@ class Spec(BaseModel):
     limits: dict[str, float] = {}
     #: Touched when the timed region ends (stops the per-node energy agents).
     stop_file: str | None = None
+    #: The run's own directory under the site's scratch directory (:mod:`apptune.scratch`):
+    #: checked before the steps, its files read after them, removed at the end.
+    scratch: ScratchSpec | None = None
 
 
 def exit_status(returncode: int) -> int:
@@ -132,12 +136,30 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
         rec["quiet_wait"] = quality.wait_for_quiet(
             spec.quiet_wait_s, limits, spec.harness_pid, **who
         )
+    status, steps, failed, message = 0, [], None, None
+    info = None
+    if spec.scratch is not None:
+        info, message = scratch.prepare(spec.scratch)
+        rec["scratch"] = info
+        if message:
+            status, failed = 1, "scratch"
+    try:
+        _timed(spec, cwd, env, sig, rec, limits, who, (status, steps, failed, message))
+    finally:
+        if info is not None:
+            scratch.cleanup(spec.scratch, info)
+    atomic_write_json(cwd / spec.record, rec)
+    return rec["exit_status"], rec
+
+
+def _timed(spec, cwd, env, sig, rec, limits, who, state) -> None:
+    """The timed region (the steps, unless the scratch check failed) and the record."""
+    status, steps, failed, message = state
     mon = quality.Monitor(harness_pid=spec.harness_pid, program=spec.program, **who)
     mon.start()
     rec["t_start"] = time.time()
     t0 = time.monotonic()
-    status, steps, failed, message = 0, [], None, None
-    for step in spec.steps:
+    for step in spec.steps if failed is None else []:
         if sig.received is not None:
             break
         s0 = time.monotonic()
@@ -202,6 +224,12 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
             else f"exited with status {st}"
         )
         message = f"{failed} ({' '.join(steps[-1]['argv'])[:200]}) {how}"
+        if spec.scratch is not None:
+            message = scratch.full(spec.scratch, rec["scratch"]) or message
+    if spec.scratch is not None and failed is None and sig.received is None:
+        problem = scratch.summarize(spec.scratch, cwd)
+        if problem:
+            status, failed, message = 1, "scratch", problem
     rec.update(
         exit_status=status,
         failed_step=failed,
@@ -209,8 +237,6 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
         steps=steps,
         completed=failed is None and sig.received is None,
     )
-    atomic_write_json(cwd / spec.record, rec)
-    return status, rec
 
 
 def load_record(run_dir: str | os.PathLike, name: str = RECORD_FILE) -> dict | None:

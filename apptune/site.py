@@ -94,6 +94,9 @@ class ClusterPartition(Strict):
     run_quality: RunQuality = RunQuality()
     #: Seconds each timed run may wait for a quiet node before it starts (0: no wait).
     quiet_wait_s: float = Field(default=0, ge=0, le=86400)
+    #: Where I/O benchmarks write (a parallel file system's directory; ``$VAR`` and ``~``
+    #: are expanded): each run makes a directory of its own in it and removes it.
+    scratch_dir: str | None = None
 
     #: Not a field: what ReFrame keeps in a partition's ``extras`` is written directly here.
     extras: None = Field(default=None, exclude=True)
@@ -182,6 +185,8 @@ def cluster_system(name: str, c: Cluster, base_envs: dict[str, dict], file: Path
             extras["run_quality"] = limits
         if p.quiet_wait_s:
             extras["quiet_wait_s"] = p.quiet_wait_s
+        if p.scratch_dir:
+            extras["scratch_dir"] = p.scratch_dir
         part = {
             "name": pname,
             "descr": p.descr or f"{name}: {' '.join(p.sbatch) or 'default partition'}",

@@ -58,7 +58,13 @@ class Verification:
             w = f"; most tolerance used: {worst.field} {worst.used:.0%}" if worst else ""
             s = f"; {len(self.skipped)} not compared (inputs changed)" if self.skipped else ""
             return f"verified {len(self.fields)} fields against {self.reference}{w}{s}"
-        return "; ".join(self.failures)
+        # a forbidden line that was found says where (a file, a value, an offset)
+        found = {
+            c["message"]: f"{c['message']} (first of {c['matches']}: {c['first']})"
+            for c in self.own_checks
+            if not c["ok"] and c.get("first")
+        }
+        return "; ".join(found.get(m, m) for m in self.failures)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -164,16 +170,16 @@ def run_own_checks(checks: list[OwnCheck], text: str | dict, default_file: str =
     out = []
     for c in checks:
         t = text if isinstance(text, str) else text.get(c.file or default_file, "")
-        n = len(re.findall(c.pattern, t, flags=re.M))
+        found = list(re.finditer(c.pattern, t, flags=re.M))
+        n = len(found)
         ok = (n == 0) if c.forbid else (n >= c.min_count)
-        out.append(
-            {
-                "pattern": c.pattern,
-                "matches": n,
-                "ok": ok,
-                "message": c.message if not ok else f"{c.message}: ok ({n} matches)",
-            }
-        )
+        message = c.message if not ok else f"{c.message}: ok ({n} matches)"
+        entry = {"pattern": c.pattern, "matches": n, "ok": ok, "message": message}
+        if c.forbid and found:  # what was found says where (a file, a value, an offset)
+            start = t.rfind("\n", 0, found[0].start()) + 1
+            end = t.find("\n", found[0].end())
+            entry["first"] = t[start : end if end >= 0 else len(t)].strip()[:300]
+        out.append(entry)
     return out
 
 

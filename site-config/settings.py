@@ -58,6 +58,10 @@ site_configuration = {
                         # recipe's requires.debian names one that is not installed is
                         # skipped, naming it (ci/bootstrap.sh installs them).
                         'debian_packages': True,
+                        # Where I/O benchmarks write (a directory of their own in it, removed
+                        # after each run): the local disk. `-S scratch_dir=/dev/shm` measures
+                        # a tmpfs instead; a cluster names its parallel file system.
+                        'scratch_dir': '/var/tmp',
                     },
                 },
             ],

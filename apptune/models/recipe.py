@@ -386,6 +386,31 @@ class Placement(Strict):
         return self
 
 
+class ScratchFileSpec(Strict):
+    #: A file the program writes into its scratch directory (a template with the input
+    #: parameters), read before the directory is removed.
+    file: str
+    #: The prefix of its fields: ``chk`` gives ``chk.VAR.count``, ``.crc32``, ``.min``,
+    #: ``.max`` and ``.sum`` for every variable.
+    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
+    #: ``netcdf``: a classic, 64-bit offset or CDF-5 netCDF file (apptune/netcdf.py).
+    format: Literal["netcdf"] = "netcdf"
+
+
+class RunScratchSpec(Strict):
+    """The program writes data files: it runs with a directory of its own under the
+    partition's scratch directory (``{{ scratch }}`` in ``args`` and ``prerun``), checked
+    before the run and removed after it (apptune/scratch.py)."""
+
+    #: What one run writes at most, in bytes (a template with the input parameters and
+    #: ``ranks``): refused beforehand when the file system has less free; the record says
+    #: whether it exceeds the node's memory (the page cache).
+    bytes: str | None = None
+    #: Files whose per-variable checksums go to ``sums_file`` (a ``keyvalue`` output).
+    files: list[ScratchFileSpec] = []
+    sums_file: str = Field(default="scratch-data.txt", pattern=r"^[^/]+$")
+
+
 class RunSpec(Strict):
     #: Installed name of a build product.
     executable: str
@@ -409,6 +434,8 @@ class RunSpec(Strict):
     own_checks: list[OwnCheck] = []
     #: Rate figures also reported per watt when energy is known (e.g. HPL: the Green500 measure).
     per_watt: list[str] = []
+    #: The program writes data files into a scratch directory of the site (:class:`RunScratchSpec`).
+    scratch: RunScratchSpec | None = None
 
     @field_validator("figures")
     @classmethod

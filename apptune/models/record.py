@@ -226,6 +226,30 @@ class RunLaunch(_Part):
     modules: list[str] = []
 
 
+class RunScratch(_Part):
+    """Where an I/O benchmark wrote its files (apptune/scratch.py): the file system measured
+    (the same bandwidth means different things on a parallel file system, a local disk and
+    a tmpfs), its space, and whether the run wrote more than the node's memory."""
+
+    #: The site's scratch directory and the run's own directory in it (removed after the run).
+    root: str | None = None
+    path: str | None = None
+    #: The file system's type (``/proc/mounts``: ``ext4``, ``tmpfs``, ``lustre``, ...),
+    #: mount point and device.
+    fstype: str | None = None
+    mount: str | None = None
+    device: str | None = None
+    size_bytes: int | None = None
+    free_bytes: int | None = None
+    #: What the run writes at most (the recipe's ``run.scratch.bytes``) ...
+    bytes: int | None = None
+    #: ... against the node's memory: reads of less than it may come from the page cache.
+    memory_bytes: int | None = None
+    exceeds_memory: bool | None = None
+    #: The run's directory was removed after the run.
+    removed: bool | None = None
+
+
 class RunRecord(_Part):
     """``apptune-result.json``: one run of one input, as the checks (apptune/rfm/check.py) and tune
     and bisect trials (apptune/localrun.py) write it through :func:`apptune.run.write_record`
@@ -271,6 +295,8 @@ class RunRecord(_Part):
     machine_id: str | None = None
     #: The runner's summary: exit status, failed step, wall time, start time.
     run: RunSummary | None = None
+    #: The file system an I/O benchmark wrote to (``run.scratch`` recipes).
+    scratch: RunScratch | None = None
     values: dict | None = None
     curves: dict | None = None
     figures: dict[str, float | None] | None = None

@@ -139,6 +139,7 @@ def collect(report_file: Path) -> dict:
             "machine_id": r.machine_id,
             "machine": r.machine,
             "run": as_data(r.run),
+            "scratch": as_data(r.scratch),
         }
         rows.append(row)
         if res != "pass":

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from .. import quality, templating
+from .. import quality, scratch, templating
 from ..figures import fmt_figure
 from ..yamlio import atomic_write_json, atomic_write_text
 from .collect import collect, history_verdicts
@@ -60,6 +60,8 @@ def render(
     env = templating.environment(keep_trailing_newline=False)
     env.filters.update(
         quality=quality.summary,
+        filesystem=scratch.describe,
+        wrote_files=lambda rows: any(r.get("scratch") for r in rows),
         summary_line=summary_line,
         fmt=functools.partial(fmt_figure, missing="–"),
         pct=_pct,

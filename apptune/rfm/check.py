@@ -65,6 +65,12 @@ class AppRun(rfm.RunOnlyRegressionTest):
     #: :type: float or None
     quiet_wait = variable(float, int, type(None), value=None, loggable=True)
 
+    #: Where an application that writes files (``run.scratch`` of its recipe) writes them: a
+    #: new directory under this one, removed after the run. None: the partition's
+    #: ``extras.scratch_dir`` (``scratch_dir:`` of a cluster file's partition).
+    #: :type: str or None
+    scratch_dir = variable(str, type(None), value=None, loggable=True)
+
     # Runtime placement (apptune/placement.py). Variables, so that the default names stay;
     # ``-P ranks_per_node=full,half`` turns one into a parameter (the clusters' ``placement`` mode).
     #: Ranks per node: ``full`` (a node's cores / threads per rank), ``half`` (half of them,
@@ -209,6 +215,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
             quiet_wait=wait,
             meters=central,
             exclusive=exclusive,
+            scratch_dir=self.scratch_dir,
         )
         self.spec, self.sampler, self.record_identity = (
             prepared.spec,

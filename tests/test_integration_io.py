@@ -1,0 +1,80 @@
+"""Integration: the parallel I/O benchmarks build, write into the partition's scratch
+directory, verify what they wrote and remove it.
+
+h5perf through ``apptune run --mode ci`` (gnu: baseline, tuned and the planted wrong byte,
+the expected failure naming the file and the byte), then through plain ReFrame with the
+scratch directory given on the command line. About two minutes on 2 cores. Asserts
+correctness, the file system recorded and the removal, never timings.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+APPTUNE = [sys.executable, "-m", "apptune"]
+REFRAME = [str(Path(sys.executable).with_name("reframe"))]
+
+pytestmark = pytest.mark.integration
+
+
+def _results(run_dir: Path) -> dict:
+    out = {}
+    for f in [*run_dir.rglob("apptune-result.json")]:
+        r = json.loads(f.read_text())
+        out[(r["environment"], r["variant"])] = r
+    return out
+
+
+def test_h5perf_ci_verifies_every_byte_and_names_a_wrong_one(tmp_path):
+    run_dir = tmp_path / "run"
+    p = subprocess.run(
+        APPTUNE
+        + ["run", "--mode", "ci", "--run-dir", str(run_dir), "-c", "reframe-checks/h5perf"]
+        + ["--", "-S", "valid_prog_environs=gnu"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+    )
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    results = _results(run_dir)
+    for variant in ("baseline", "tuned"):
+        r = results[("gnu", variant)]
+        assert r["verification"]["ok"], r["verification"]["summary"]
+        fields = {f["field"]: f for f in r["verification"]["fields"]}
+        assert fields["verify_errors"]["value"] == 0 and fields["verify_apis"]["value"] == 3
+        assert all(r["figures"][f] > 0 for f in ("posix_write", "mpiio_coll_read", "hdf5_read"))
+        s = r["scratch"]
+        assert s["root"] == "/var/tmp" and s["fstype"] and s["removed"], s
+        assert not Path(s["path"]).exists()
+    v = results[("gnu", "baseline+data=planted")]["verification"]
+    assert not v["ok"] and v.get("xfail"), v
+    assert (
+        "#pio_tmp_1.posix, dataset 1, byte 524288 of rank 0's data: expected (1), got (254)"
+        in (v["summary"])
+    )
+    assert "#pio_tmp_1.mpio, dataset 1, byte 524288" in v["summary"]
+
+
+def test_h5perf_plain_reframe_writes_where_it_is_told(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    p = subprocess.run(
+        REFRAME
+        + ["-C", "site-config/settings.py", "-c", "reframe-checks/h5perf", "--mode", "ci", "-r"]
+        + ["-n", "build.variant=tuned$", "-S", "valid_prog_environs=gnu"]
+        + ["-S", f"scratch_dir={scratch}", "--prefix", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+    )
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    (r,) = _results(tmp_path).values()
+    assert r["verification"]["ok"], r["verification"]["summary"]
+    assert r["scratch"]["root"] == str(scratch) and r["scratch"]["removed"]
+    assert list(scratch.iterdir()) == []
