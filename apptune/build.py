@@ -23,7 +23,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import buildcache, paths, sources
+from . import buildcache, envfile, paths, sources
 from .constants import XFAIL_FILE
 from .errors import ApptuneError
 from .recipes import (
@@ -78,8 +78,6 @@ def apply_patches(plan: dict, src: Path) -> None:
 
 def patch_failures(output: str, strip: int = 1) -> list[tuple[str | None, str]]:
     """(file inside the patch, what failed) for each failure GNU patch reports."""
-    import re
-
     out: list[tuple[str | None, str]] = []
     current, missing, named = None, False, None
     for line in output.splitlines():
@@ -234,6 +232,7 @@ def cache_inputs(recipe, plan: dict, source_sha256: str, compilers: dict, librar
     build = {
         "system": b.system,
         "languages": list(b.languages),
+        "env_file": b.env_file.model_dump() if b.env_file else None,
         "steps": [
             {"directory": st.directory, "argv": step_argv(recipe, st, i, ctx)}
             for i, st in enumerate(steps_of(recipe))
@@ -501,6 +500,8 @@ def _build(
     )
     ctx = dict(plan, cc=shims["cc"], cxx=shims["cxx"], ftn=shims["ftn"])
     rfile = paths.recipes_dir() / f"{plan['app']}.yaml"
+    if (ef := recipe.build.env_file) is not None:  # e.g. OpenFOAM's etc/bashrc, read safely
+        env.update(envfile.read(src / ef.file, ef.args, env, where=(rfile, "build.env_file")))
     xfail = expected_build_failure(recipe, plan["environment"], plan["variant"])
     pattern = re.compile(xfail[1].match) if xfail else None
     matched = None  # the known message, from any step so far (a makefile may carry on past it)

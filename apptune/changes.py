@@ -36,6 +36,8 @@ def facts(record: dict) -> dict[str, str]:
             out[f"per-file flags {files}"] = _text(rest)
     for name, lib in sorted((prov.get("libraries") or {}).items()):
         out[f"library {name}"] = _text(lib)
+    for name, version in sorted((prov.get("packages") or {}).items()):
+        out[f"package {name}"] = str(version)
     for p in prov.get("patches") or []:
         out[f"patch {p.get('file')}"] = str(p.get("sha256", ""))[:12]
     if (prov.get("source") or {}).get("sha256"):

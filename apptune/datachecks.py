@@ -50,6 +50,7 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
         return found
     rfile = recipes.recipe_path(app)
     _check_requires(r, rfile, found)
+    _check_installs(r, rfile, site, found)
     families = _check_variants(r, rfile, site, found)
     _check_recipe_refs(r, rfile, site, families, found)
     produced = output_fields(r)
@@ -246,6 +247,28 @@ def _check_requires(r: Recipe, rfile: Path, found: list) -> None:
         )
 
 
+def _check_installs(r: Recipe, rfile: Path, site: SiteFacts, found: list) -> None:
+    """``installs.NAME.debian`` as ci/bootstrap.sh reads it; an install's name is no flag
+    ladder (a tier's variant would name both)."""
+    read = syspackages.install_packages(rfile.read_text(errors="replace"))
+    want = {n: list(i.debian) for n, i in r.installs.items() if i.debian}
+    if read != want:
+        found.append(
+            ApptuneError(
+                rfile,
+                "installs",
+                "write each install's debian list on one line (debian: [a, b]): "
+                "ci/bootstrap.sh reads it without a YAML parser and read "
+                f"{read if read is not None else 'nothing'}",
+            )
+        )
+    ladders = {n for fam in site.ladders.families.values() for n in fam} if site.ladders else set()
+    for name in sorted(set(r.installs) & ladders):
+        found.append(
+            ApptuneError(rfile, f"installs.{name}", "is a flag ladder's name: name it otherwise")
+        )
+
+
 def _check_stdin(r: Recipe, rfile: Path, input_file: Path, spec, tier: str, found: list) -> None:
     """A step's standard input is a file the tier's input makes (``files``, ``from_build``)."""
     made = [*spec.files, *spec.from_build]
@@ -309,7 +332,7 @@ def _check_variants(r: Recipe, rfile: Path, site: SiteFacts, found: list) -> set
                 except ApptuneError as e:
                     found.append(e)
                     continue
-                if site.ladders is None:
+                if site.ladders is None or v.ladder in r.installs:
                     continue
                 ladders = site.ladders.families.get(fam) if fam else None
                 if ladders is not None and v.ladder not in ladders:

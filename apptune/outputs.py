@@ -109,6 +109,12 @@ def _parse_regex(spec: OutputSpec, path: Path) -> dict:
         found = re.findall(rf.pattern, text, flags=re.M)
         if rf.occurrence == "count":
             out[name] = len(found)
+        elif found and rf.occurrence in ("min", "max"):
+            values = [_number((m[0] if isinstance(m, tuple) else m).strip()) for m in found]
+            bad = next((v for v in values if isinstance(v, str)), None)
+            if bad is not None:
+                raise ApptuneError(path, name, f"{bad!r} is not a number ({rf.occurrence})")
+            out[name] = min(values) if rf.occurrence == "min" else max(values)
         elif found:
             m = found[0] if rf.occurrence == "first" else found[-1]
             out[name] = _number((m[0] if isinstance(m, tuple) else m).strip())
@@ -170,10 +176,23 @@ def _parse_curve(spec: OutputSpec, path: Path) -> dict:
             out[name] = min(ys)
         elif d.op == "count":
             out[name] = len(ys)
+        elif d.op == "relative_range":
+            out[name] = (max(ys) - min(ys)) / abs(ys[0]) if ys[0] else math.inf
+        elif d.op == "at":
+            out[name] = _y_at(col[d.x], ys, d.at, path, name)
         else:
             target = d.fraction * max(ys)
             out[name] = next(x for x, y in zip(col[d.x], ys, strict=True) if y >= target)
     return out
+
+
+def _y_at(xs: list[float], ys: list[float], at: float, path: Path, name: str) -> float:
+    """``y`` of the row whose ``x`` is ``at`` (to 1e-9 relative: a time printed with fewer
+    digits); an error naming the field when the curve has no such row."""
+    for x, y in zip(xs, ys, strict=True):
+        if math.isclose(x, at, rel_tol=1e-9, abs_tol=1e-12):
+            return y
+    raise ApptuneError(path, name, f"no row at {at} (rows from {xs[0]} to {xs[-1]})")
 
 
 def write_curves(curves: dict, directory: Path) -> dict:

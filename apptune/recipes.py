@@ -157,6 +157,12 @@ class Variant:
     def parse(cls, spec: str, recipe: Recipe, where: str = "variant") -> Variant:
         parts = spec.strip().split("+")
         ladder, choices = parts[0], []
+        if ladder in recipe.installs and len(parts) > 1:
+            raise ApptuneError(
+                recipe_path(recipe.name),
+                where,
+                f"'{spec}': '{ladder}' is an install (installs.{ladder}): it has no axes",
+            )
         if not ladder:
             raise ApptuneError(recipe_path(recipe.name), where, f"'{spec}': empty flag ladder name")
         for part in parts[1:]:
@@ -194,6 +200,21 @@ def all_variants(recipe: Recipe) -> list[str]:
                 if name not in seen:
                     seen.append(name)
     return seen or ["unbuilt"]
+
+
+def install_of(recipe: Recipe, variant: str):
+    """The recipe's install (``installs.NAME``) a variant names, None for a built one."""
+    return recipe.installs.get(variant)
+
+
+def built_variants(recipe: Recipe) -> list[str]:
+    """The variants compiled here (the :class:`apptune.rfm.AppBuild` fixture's parameter)."""
+    return [v for v in all_variants(recipe) if v not in recipe.installs] or ["unbuilt"]
+
+
+def installed_variants(recipe: Recipe) -> list[str]:
+    """The variants that are installs (the :class:`apptune.rfm.InstalledBuild` fixture's)."""
+    return [v for v in all_variants(recipe) if v in recipe.installs] or ["unbuilt"]
 
 
 def placements(recipe: Recipe) -> list[str]:

@@ -394,6 +394,11 @@ def evaluate(
         if tail and tail not in crash and not tail.startswith("apptune: error:"):
             crash += f" ({tail})"
     run = recipe.run
+    said = app_error(recipe, run_dir, [stdout, stderr]) if crash else None
+    if said:  # the application said why, one line: that is the verdict
+        steps = rec.get("steps") or [{}]
+        prog = Path((steps[-1].get("argv") or ["the run"])[0]).name
+        return failed(result, f"{said} ({prog}: {crash})", run_dir)
     try:
         values, curves = outputs.parse_all(run.outputs, run_dir, stdout, tier)
     except ApptuneError as e:
@@ -432,6 +437,35 @@ def evaluate(
     atomic_write_json(run_dir / "verification.json", v.to_dict())
     result["verification"] = v.to_dict()
     return _typed(run_dir, result)
+
+
+def app_error(recipe: Recipe, run_dir: Path, streams: list) -> str | None:
+    """The first of the recipe's ``run.errors`` that a failed run's outputs hold (the job's
+    stdout and stderr, each pre-run step's stdout file), as its one-line message."""
+    import re
+
+    files = [*streams, *(s.stdout for s in recipe.run.prerun if s.stdout)]
+    texts = []
+    for f in files:
+        p = Path(run_dir, f) if f else None
+        if p is not None and p.is_file():
+            texts.append(p.read_text(errors="replace"))
+    for e in recipe.run.errors:
+        for text in texts:
+            m = re.search(e.pattern, text, flags=re.M)
+            if m is None:
+                continue
+            groups = {k: _in_run(v, run_dir) for k, v in m.groupdict(default="").items()}
+            return re.sub(r"\{(\w+)\}", lambda g, d=groups: d[g.group(1)], e.message)
+    return None
+
+
+def _in_run(text: str, run_dir: Path) -> str:
+    """A path inside the run directory relative to it; anything else as it is."""
+    for d in (Path(run_dir), Path(run_dir).resolve()):
+        if text and Path(text).is_absolute() and Path(text).is_relative_to(d):
+            return os.path.relpath(text, d)
+    return text
 
 
 def write_record(run_dir: str | os.PathLike, record: RunRecord | dict) -> Path:

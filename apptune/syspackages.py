@@ -16,6 +16,13 @@ any other (:func:`apptune.validate.app_problems`), so it and the YAML parser agr
       debian:                                       # or a block list, one name a line
         - libfftw3-dev
 
+An install of the recipe (``installs.NAME.debian``, the distribution's build of the
+application, a variant of its own) writes its packages as a flow list on one line::
+
+    installs:
+      debian:
+        debian: [openfoam, libopenfoam]
+
 A build on a partition whose ``extras`` say ``debian_packages: True`` (this machine's) is
 skipped when one of its recipe's packages is not installed, naming it (:func:`missing`).
 """
@@ -85,6 +92,33 @@ def _block(lines: list[str], indent: int) -> list[str] | None:
     return out
 
 
+def install_packages(text: str) -> dict[str, list[str]] | None:
+    """Each install's ``debian`` list (``installs.NAME.debian``, a flow list on one line) of a
+    recipe's YAML text; None when one is written in a form this reader does not know."""
+    lines = [_code(ln) for ln in text.splitlines()]
+    out: dict[str, list[str]] = {}
+    inside, name, indent = False, None, None
+    for line in lines:
+        if line and not line[0].isspace():
+            inside = re.match(r"^installs:\s*$", line) is not None
+            continue
+        if not inside or not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        indent = depth if indent is None else indent
+        if depth == indent:
+            name = line.strip().rstrip(":")
+            continue
+        m = re.match(r"^\s+debian:\s*(.*)$", line)
+        if m and depth > indent:
+            flow = re.fullmatch(r"\[(.*)\]", m.group(1))
+            names = _flow(flow.group(1)) if flow else None
+            if names is None:
+                return None
+            out[name] = names
+    return out
+
+
 def recipes_packages(recipes_dir: str | Path) -> list[str]:
     """Every Debian package the recipes in ``recipes_dir`` name, sorted, each once."""
     out: set[str] = set()
@@ -96,6 +130,14 @@ def recipes_packages(recipes_dir: str | Path) -> list[str]:
                 "(apptune validate says how to write it)"
             )
         out.update(names)
+        installs = install_packages(f.read_text())
+        if installs is None:
+            raise ValueError(
+                f"{f}: installs.*.debian: not a list this reader knows "
+                "(apptune validate says how to write it)"
+            )
+        for names in installs.values():
+            out.update(names)
     return sorted(out)
 
 

@@ -69,6 +69,11 @@ def test_bootstrap_installs_its_own_list_and_every_package_a_recipe_names():
         pkg
         for f in (REPO / "build-recipes").glob("*.yaml")
         for pkg in (yaml.safe_load(f.read_text()).get("requires") or {}).get("debian", [])
+    } | {  # and the packages of the recipes' installs (the distribution's builds)
+        pkg
+        for f in (REPO / "build-recipes").glob("*.yaml")
+        for install in (yaml.safe_load(f.read_text()).get("installs") or {}).values()
+        for pkg in install.get("debian", [])
     }
     assert named, "no recipe names a Debian package"
     # one list each: an application's package is in its recipe, not also in the harness's

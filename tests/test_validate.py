@@ -340,7 +340,7 @@ def test_an_unknown_field_lists_the_fields_allowed_there(tree):
         "tree/build-recipes/toy.yaml: run.output.beginn: unknown field (allowed: file, format, "
         "begin, end, patterns, reference, field, columns, name, derived, plot)",
         "tree/build-recipes/toy.yaml: tiers.ci.rank: unknown field (allowed: ranks, variants, "
-        "time_limit)",
+        "time_limit, tags)",
     ]
 
 

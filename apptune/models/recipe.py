@@ -20,6 +20,7 @@ from .base import (
     _env_names,
     _valid_regex,
 )
+from .install import EnvFile, Install
 
 
 # --------------------------------------------------------------------------- recipes
@@ -118,6 +119,9 @@ class BuildSpec(Strict):
     #: ... and those one compiler family needs (gfortran's -fallow-argument-mismatch,
     #: flang-new's -flang-experimental-exec to link), keyed by family.
     family_flags: dict[str, FamilyFlags] = {}
+    #: A shell file that sets up the build's environment (OpenFOAM's ``etc/bashrc``), read
+    #: after the templates are written; its variables reach every build step.
+    env_file: EnvFile | None = None
     #: Builds known to fail, e.g. a compiler that cannot compile the source yet. The
     #: build is reported as an expected failure (XFAIL) when its log matches ``match``;
     #: any other failure, or a success, is reported as such.
@@ -210,6 +214,9 @@ class TierSpec(Strict):
     variants: dict[str, list[str]] = Field(min_length=1)
     #: ReFrame's time limit of the run: ``5m``, ``1h30m``, ``90s``, ``2d`` or seconds.
     time_limit: str = "10m"
+    #: Other tags the tier's runs carry besides its name, so that a mode selects them: a
+    #: planted fault's input (``tags: [ci]``) runs with ``--mode ci``.
+    tags: list[str] = []
 
     @field_validator("time_limit", mode="before")
     @classmethod
@@ -238,7 +245,9 @@ class Figure(Strict):
 class RegexField(Strict):
     #: Regex whose first group is the value (``occurrence: count`` counts matches instead).
     pattern: str
-    occurrence: Literal["first", "last", "count"] = "last"
+    #: ``min``/``max``: the least/greatest of all matches (numbers), e.g. a bound over
+    #: every time step of a solver's log.
+    occurrence: Literal["first", "last", "count", "min", "max"] = "last"
 
     @field_validator("pattern")
     @classmethod
@@ -249,17 +258,24 @@ class RegexField(Strict):
 class CurveDerived(Strict):
     """A figure computed from a curve: ``y`` at the first/last row, its max/min, or the
     first ``x`` where ``y`` reaches ``fraction`` of its maximum (NetPIPE's half-peak size),
-    or the number of rows (``count``)."""
+    or the number of rows (``count``); ``y`` at the row where ``x`` is ``at`` (a sample at
+    a fixed time); ``relative_range``: (max - min) / |first| of ``y`` (how far a conserved
+    quantity moved)."""
 
-    op: Literal["first", "last", "max", "min", "count", "x_at_fraction_of_max"]
+    op: Literal[
+        "first", "last", "max", "min", "count", "x_at_fraction_of_max", "at", "relative_range"
+    ]
     y: str
     x: str | None = None
     fraction: float | None = Field(default=None, gt=0, le=1)
+    at: float | None = None
 
     @model_validator(mode="after")
     def _shape(self):
         if self.op == "x_at_fraction_of_max" and (self.x is None or self.fraction is None):
             raise ValueError("op x_at_fraction_of_max needs 'x' and 'fraction'")
+        if (self.op == "at") != (self.at is not None) or (self.op == "at" and self.x is None):
+            raise ValueError("op 'at' needs 'x' and 'at' (and only it takes 'at')")
         return self
 
 
@@ -339,6 +355,31 @@ class OwnCheck(Strict):
     @classmethod
     def _regex(cls, v):
         return _valid_regex(v)
+
+
+class ErrorMessage(Strict):
+    """An application's own fatal message, said in one line when a run fails (OpenFOAM's
+    ``FOAM FATAL IO ERROR`` naming a dictionary and the missing keyword)."""
+
+    #: Regex over the failed run's outputs (the job's stdout and stderr, each pre-run
+    #: step's ``stdout`` file), multiline; named groups are the message's ``{NAME}``s.
+    pattern: str
+    #: The line the verdict gives: ``{NAME}`` is the group's text (a path inside the run
+    #: directory relative to it).
+    message: str
+
+    @field_validator("pattern")
+    @classmethod
+    def _regex(cls, v):
+        return _valid_regex(v)
+
+    @model_validator(mode="after")
+    def _names(self):
+        groups = set(re.compile(self.pattern).groupindex)
+        used = set(re.findall(r"\{(\w+)\}", self.message))
+        if used - groups:
+            raise ValueError(f"message: {sorted(used - groups)} not a named group of the pattern")
+        return self
 
 
 #: What a recipe placement is spelled for (apptune/placement.py ``TARGETS``): srun, and the
@@ -432,6 +473,9 @@ class RunSpec(Strict):
     output: OutputSpec | list[OutputSpec]
     figures: dict[str, Figure] = Field(min_length=1)
     own_checks: list[OwnCheck] = []
+    #: The application's fatal messages: the first that matches a failed run's outputs is
+    #: its verdict, one line.
+    errors: list[ErrorMessage] = []
     #: Rate figures also reported per watt when energy is known (e.g. HPL: the Green500 measure).
     per_watt: list[str] = []
     #: The program writes data files into a scratch directory of the site (:class:`RunScratchSpec`).
@@ -482,6 +526,9 @@ class Recipe(Strict):
     #: What the build and the run need from the system (``debian`` packages).
     requires: SystemRequirements = SystemRequirements()
     build: BuildSpec
+    #: Builds not compiled here (the distribution's packages, a site's module): name ->
+    #: install; a tier names one as a variant (``gnu: [debian]``).
+    installs: dict[str, Install] = {}
     patches: list[PatchSpec] = []
     #: Library/feature axes besides the flag ladder: axis -> option -> spec.
     axes: dict[str, dict[str, AxisOption]] = {}
@@ -504,6 +551,11 @@ class Recipe(Strict):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"build.products: installed name {dup[0]!r} used twice (give 'name')")
+        for iname, inst in self.installs.items():
+            if self.run.executable not in inst.programs:
+                raise ValueError(
+                    f"installs.{iname}.programs: lacks run.executable '{self.run.executable}'"
+                )
         if self.run.executable not in names:
             raise ValueError(
                 f"run.executable: '{self.run.executable}' is not a build product "

@@ -5,6 +5,8 @@ An application check is three short classes (see ``reframe-checks/hpcc/hpcc.py``
 * ``<App>Source(SourceFetch)``   session-scoped fixture: fetch + verify the tarball once;
 * ``<App>Build(AppBuild)``       environment-scoped fixture, ``variant`` parameter:
                                  one build per (environment, variant), reused by every input;
+* ``<App>Installed(InstalledBuild)`` for a recipe's ``installs`` (a distribution's build,
+                                 a site's module): nothing compiled, its programs found;
 * ``<App>Check(AppRun)``         the test: ``tier`` parameter selects the input,
                                  reference outputs and baselines.
 
@@ -28,11 +30,13 @@ from .fixtures import (
     missing_in_environment,
     selected_environment_patterns,
 )
+from .installed import InstalledBuild
 
 __all__ = [
     "AppBuild",
     "AppRun",
     "DataProblems",
+    "InstalledBuild",
     "SourceFetch",
     "expected_build_failure",
     "expected_wrong_result",

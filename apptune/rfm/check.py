@@ -19,6 +19,7 @@ from .. import (
     baselines,
     energy,
     inputs,
+    installed,
     outputs,
     placement,
     recipes,
@@ -133,7 +134,10 @@ class AppRun(rfm.RunOnlyRegressionTest):
         if patterns:
             envs = [e for e in envs if any(re.match(p, e) for p in patterns)]
         self.valid_prog_environs = envs
-        self.tags |= {self.tier, self.app}
+        install = recipes.install_of(r, self.build_variant)
+        if install is not None:  # a site's module: loaded in the run's job too
+            self.modules = list(install.modules)
+        self.tags |= {self.tier, self.app, *r.tiers[self.tier].tags}
         self.descr = f"{self.app} {r.version} {self.build_variant} on tier {self.tier}"
         t = r.tiers[self.tier]
         if self.time_limit is None:  # `-S time_limit=...` wins over the tier's
@@ -164,7 +168,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
             self.num_tasks,
             build_dir=Path(self.build.stagedir),
         )
-        self.run_env = dict(r.run.env)
+        # an install's environment (its environment file's variables), then the recipe's
+        self.run_env = dict(installed.run_environment(self.build.stagedir), **r.run.env)
         self.apply_placement()
         part = self.current_partition
         wait = self.quiet_wait
