@@ -2,8 +2,7 @@
 
 ``reference/baselines/<system>/APP.yaml`` holds, per machine fingerprint
 (:mod:`apptune.machine`) and (environment, variant, tier), each figure's median over
-clean runs, its relative noise and the number of runs. A run is compared with a
-baseline only when
+clean runs, its relative noise and the number of runs. A run is compared only when
 
 * the run's machine has the baseline's fingerprint (the ReFrame system name
   ``local`` matches any host; the fingerprint does not);
@@ -13,29 +12,22 @@ baseline only when
 * the noise lets a 10 % change be seen, or the change is beyond the threshold (below).
 
 **The noise** of a figure is the standard deviation of its clean runs over their median,
-raised to its upper 80 % confidence bound (``run_noise``): a few runs that happen to agree
-do not make a threshold tighter than the machine is. Record baselines from several
-sessions (the drift between sessions is part of the noise a later run meets).
-
-**The threshold rule.** With ``s`` the baseline's noise of one run, ``n`` its runs and
-``r`` the repeats being compared (1 for one ReFrame test), the noise of the
-difference is ``sd = s * sqrt(f(r) + f(n))`` (``f(1) = 1``, ``f(2) = 1/2``,
-``f(k) = pi / (2k)``: the variance of a median of k runs) and the threshold is
-``t = max(5 %, 4 sd)``. "Within noise" is said only when a change of ``DETECT``
-(10 %) would exceed ``t`` nine times in ten (``t + 1.28 sd <= 10 %``, so ``t`` is at
-most ``CAP``, 7.6 %). A noisier figure is "not judged here: noise N %" unless its
-change is beyond ``t`` anyway: a change beyond 4 sd is a regression (or an
-improvement) whatever the noise, while a change inside it could hide 10 %. Baselines
-need at least ``MIN_RUNS`` (3) clean runs to have a noise at all.
+raised to its upper 80 % confidence bound (``run_noise``). **The threshold rule**: with
+``s`` that noise, ``n`` the baseline's runs and ``r`` the repeats compared, the noise of
+the difference is ``sd = s * sqrt(f(r) + f(n))`` (``f(k)``: the variance of a median of
+k runs) and the threshold ``t = max(5 %, 4 sd)``. "Within noise" is said only when a
+change of ``DETECT`` (10 %) would exceed ``t`` nine times in ten (``t`` at most ``CAP``,
+7.6 %); a noisier figure is "not judged here" unless its change is beyond ``t`` anyway.
+Baselines need at least ``MIN_RUNS`` (3) clean runs to have a noise at all.
 
 **Sessions.** Repeats within one session do not average out the level a session (a
-night) happens to run at: on a VM an intra-node latency can sit 30 % higher for a whole
-night. A baseline recorded from at least 3 sessions also holds the noise *between*
-them, ``b`` (the spread of the sessions' medians), and then
-``sd = sqrt(b^2 * (1 + 1/S) + s^2 * (f(r) + f(n)))`` for ``S`` sessions: repeats shrink
-the run-to-run part only. Back-to-back sessions show little of the night-to-night
-level; a baseline recorded from stored nights (``apptune baseline record
---from-history``) holds it.
+night) runs at. A baseline recorded from at least 3 sessions holds the noise *between*
+them, ``b``, and ``sd = sqrt(b^2 * (1 + 1/S) + s^2 * (f(r) + f(n)))`` for ``S``
+sessions; a baseline recorded from stored nights (``--from-history``) holds it.
+
+**Nothing changed.** A change beyond the threshold while nothing recorded differs from
+the baseline's runs (build, inputs, launch, environment) is ``unexplained``: said, and
+a regression only once ``CONFIRM`` runs in a row hold it (``apptune check-regressions``).
 """
 
 from __future__ import annotations
@@ -85,8 +77,14 @@ MIN_RUNS = 3
 #: threshold of standard deviations assumes a bell curve.
 NOISE_MAX = 1.0
 
-#: Verdicts of one figure against its baseline.
-VERDICTS = ("regression", "improvement", "within noise", "no verdict")
+#: Runs in a row beyond the threshold that make a shift with nothing changed a regression
+#: (``apptune check-regressions``; one such run alone is "unexplained").
+CONFIRM = 3
+
+#: Verdicts of one figure against its baseline. ``unexplained``: beyond the threshold while
+#: nothing recorded changed since the baseline's runs (the figure's ``direction`` says which
+#: way); it fails nothing until ``CONFIRM`` runs in a row hold it.
+VERDICTS = ("regression", "improvement", "unexplained", "within noise", "no verdict")
 
 
 def record_command(apps, tier: str, system: str = "local", partition: str | None = None) -> str:
@@ -368,7 +366,26 @@ def verdicts(system: str, app: str, runs: list[dict], figures: dict[str, Figure]
         energy_trust=(first.get("energy") or {}).get("trust"),
         repeats=out["repeats"],
     )
+    if out.get("changed") == []:
+        for name, j in out["figures"].items():
+            base = entry.figures.get(name)
+            unexplained(j, base.sessions if base else None)
     return out
+
+
+def unexplained(j: dict, sessions: int | None) -> None:
+    """A verdict beyond the threshold with nothing recorded changed since the baseline's
+    runs becomes ``unexplained``: a VM can run a whole night at another level, which a few
+    baseline sessions need not show; ``apptune check-regressions`` confirms it (CONFIRM)."""
+    if j["verdict"] not in ("regression", "improvement"):
+        return
+    seen = f"its {sessions} session(s)" if sessions else "its runs"
+    j["direction"], j["verdict"] = j["verdict"], "unexplained"
+    j["why"] = (
+        f"{j['why']}; nothing recorded changed since the baseline's runs (build, inputs, "
+        f"launch, environment): the machine's state, or noise {seen} did not show; a "
+        f"{j['direction']} once {CONFIRM} runs in a row hold it (apptune check-regressions)"
+    )
 
 
 def run_facts(r: dict) -> dict[str, str]:
@@ -390,18 +407,6 @@ NO_PROVENANCE = (
     "the baseline was recorded without its runs' provenance (before baselines kept it): "
     "record it again to see what changed"
 )
-
-
-def reframe_reference(judged: dict, figures: dict[str, Figure]) -> dict:
-    """``{'*': {fig: (value, lower, upper, unit)}}`` for the figures that get a verdict."""
-    ref = {}
-    for name, j in judged.items():
-        if j["verdict"] == "no verdict" or name not in figures:
-            continue
-        t = j["threshold"]
-        bounds = (-t, None) if figures[name].better == "higher" else (None, t)
-        ref[name] = (j["baseline"], *bounds, figures[name].unit)
-    return {"*": ref} if ref else {}
 
 
 # --------------------------------------------------------------------------- recording

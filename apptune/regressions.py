@@ -11,8 +11,12 @@ Per series (system, application, tier, environment, variant, figure):
   first bad run, and the provenance of the runs on either side says what
   changed (compiler, flags, patches, source, libraries);
 * a change is *accepted* once the baseline (``apptune bless``) sits at the new
-  level; without a change point, the history's median is compared with the
-  baseline, with a threshold of 3 times the measured run-to-run noise.
+  level; without a change point, the latest runs are judged against the baseline by
+  the rule ``apptune run`` uses (:func:`apptune.baselines.judge`: the baseline's
+  noise per run and between sessions): a regression when the latest run is beyond the
+  threshold and its provenance differs from the run before it (a change that names its
+  cause), or when the last ``baselines.CONFIRM`` runs are each beyond it in the same
+  direction; one run beyond it with nothing changed is ``unexplained``.
 """
 
 from __future__ import annotations
@@ -24,9 +28,7 @@ from dataclasses import dataclass, field
 
 from . import baselines, changepoint, changes
 from .errors import ApptuneError
-
-#: Noise multiple for the baseline comparison without a change point.
-BASELINE_SIGMAS = 3.0
+from .models import BaselineFigure, Figure
 
 
 #: Provenance keys that change with every build without meaning a different build.
@@ -186,25 +188,27 @@ def _bad(change: float, better: str) -> bool:
 
 def analyse(
     v: Verdict,
-    baseline_value: float | None = None,
+    baseline: BaselineFigure | None = None,
     min_size: int = changepoint.MIN_SIZE,
     alpha: float = changepoint.ALPHA,
     min_change: float = 0.0,
+    spec: Figure | None = None,
 ) -> Verdict:
-    """Fill in the verdict of one series from its points."""
+    """Fill in the verdict of one series from its points (``baseline``: this machine's
+    baseline of the figure, ``spec``: the recipe's figure)."""
     x = [p.value for p in v.points]
     n = len(x)
     med = statistics.median(x) if x else None
+    baseline_value = baseline.value if baseline is not None else None
+    if baseline is not None and x:
+        v.baseline = against_baseline(v, baseline, spec)
     if n < 2 * min_size:
         v.verdict = "insufficient data"
         v.reason = (
             f"{n} run(s) in the history; a change needs at least {min_size} runs on each side"
         )
-        if baseline_value is not None:
-            v.baseline = {
-                "value": baseline_value,
-                "change": (med - baseline_value) / baseline_value if baseline_value else None,
-            }
+        if v.baseline and v.baseline["verdict"] in ("regression", "improvement", "unexplained"):
+            v.verdict, v.change, v.reason = _baseline_words(v)
         return v
     cps = changepoint.detect(x, alpha=alpha, min_size=min_size)
     # relative noise: residuals about each segment's median
@@ -236,25 +240,6 @@ def analyse(
         }
         for c in cps
     ]
-    current = statistics.median(x[bounds[-2] :])
-    if baseline_value is not None:
-        thr = BASELINE_SIGMAS * v.noise if v.noise is not None else None
-        ch = (current - baseline_value) / baseline_value if baseline_value else None
-        v.baseline = {
-            "value": baseline_value,
-            "current": current,
-            "change": ch,
-            "threshold": thr,
-            "verdict": (
-                "no verdict"
-                if ch is None or thr is None
-                else "regression"
-                if _bad(ch, v.better) and abs(ch) > thr
-                else "improvement"
-                if not _bad(ch, v.better) and abs(ch) > thr
-                else "within noise"
-            ),
-        }
     if cps:
         last = cps[-1]
         v.change = last.change
@@ -281,14 +266,9 @@ def analyse(
                 f"p={last.p_value:.3f}; {last.n_before} runs before, {last.n_after} after)"
             )
         return v
-    if v.baseline and v.baseline["verdict"] in ("regression", "improvement"):
-        v.verdict = v.baseline["verdict"]
-        v.change = v.baseline["change"]
-        v.reason = (
-            f"no change point in {n} runs, but their median {current:.4g} is "
-            f"{v.change:+.1%} from the baseline {baseline_value:.4g} "
-            f"(threshold {v.baseline['threshold']:.1%} = {BASELINE_SIGMAS:g} x noise)"
-        )
+    if v.baseline and v.baseline["verdict"] in ("regression", "improvement", "unexplained"):
+        v.verdict, v.change, v.reason = _baseline_words(v)
+        v.reason = f"no change point in {n} runs; {v.reason}"
         return v
     v.verdict = "unchanged"
     v.reason = (
@@ -297,6 +277,63 @@ def analyse(
         else f"no change point in {n} runs"
     )
     return v
+
+
+def against_baseline(v: Verdict, base: BaselineFigure, spec: Figure | None) -> dict:
+    """The latest runs of a series against its baseline, by :func:`apptune.baselines.judge`
+    (each run: the median of its repeats). The latest run's verdict stands when its
+    provenance differs from the run before it (the cause is named) or when the last
+    ``CONFIRM`` runs all have it; beyond the threshold otherwise: ``unexplained``."""
+    fig = spec or Figure.model_construct(better=v.better, discrete=False)
+    last = v.points[-baselines.CONFIRM :]
+    js = [
+        baselines.judge(
+            fig, v.figure, p.value, base, blocked=None, energy_trust="measured", repeats=p.repeats
+        )
+        for p in last
+    ]
+    j = js[-1]
+    out = {
+        "value": base.value,
+        "current": last[-1].value,
+        "change": j["change"],
+        "threshold": j["threshold"],
+        "verdict": j["verdict"],
+        "why": j["why"],
+        "held": sum(x["verdict"] == j["verdict"] for x in js),
+        "cause": [],
+    }
+    if j["verdict"] in ("regression", "improvement"):
+        if len(v.points) > 1:
+            out["cause"] = provenance_diff(v.points[-2].provenance, v.points[-1].provenance)
+        if not out["cause"] and out["held"] < baselines.CONFIRM:
+            out["direction"], out["verdict"] = j["verdict"], "unexplained"
+    return out
+
+
+def _baseline_words(v: Verdict) -> tuple[str, float | None, str]:
+    """(verdict, change, reason) of a series judged by its baseline comparison."""
+    b = v.baseline
+    said = (
+        f"the latest run {b['current']:.4g} is {b['change']:+.1%} from the baseline "
+        f"{b['value']:.4g} (threshold {b['threshold']:.1%}, the rule of apptune run)"
+    )
+    if b["verdict"] == "unexplained":
+        return (
+            "unexplained",
+            b["change"],
+            f"{said}, with nothing changed since the run before it: a {b['direction']} "
+            f"once {baselines.CONFIRM} runs in a row hold it",
+        )
+    if b["cause"]:
+        v.provenance_diff = b["cause"]
+        v.first_bad, v.last_good = v.points[-1], v.points[-2]
+        return (
+            b["verdict"],
+            b["change"],
+            f"{said}; changed since the run before: " + (changes.short(b["cause"])),
+        )
+    return b["verdict"], b["change"], f"{said}; so were the {b['held'] - 1} run(s) before it"
 
 
 #: Expected range of n normal values in standard deviations (d2, for n = 2..10).
@@ -332,7 +369,7 @@ def _nearby_diff(points: list[Point], i: int, reach: int = 2) -> list[str]:
     return []
 
 
-def _baseline_value(
+def _baseline_figure(
     system: str,
     machine_id: str,
     app: str,
@@ -341,7 +378,7 @@ def _baseline_value(
     tier: str,
     figure: str,
     cache: dict,
-) -> float | None:
+) -> BaselineFigure | None:
     """The committed baseline of the series' machine (None for another machine's)."""
     sysname = system.split(":")[0]
     if (sysname, app) not in cache:
@@ -350,11 +387,10 @@ def _baseline_value(
         except ApptuneError:
             cache[(sysname, app)] = None
     entry = baselines.lookup(cache[(sysname, app)], machine_id, env, variant, tier)
-    base = entry.figures.get(figure) if entry else None
-    return base.value if base else None
+    return entry.figures.get(figure) if entry else None
 
 
-def _discrete(app: str, figure: str, cache: dict) -> bool:
+def _spec(app: str, figure: str, cache: dict) -> Figure | None:
     from . import recipes
 
     if ("specs", app) not in cache:
@@ -362,8 +398,7 @@ def _discrete(app: str, figure: str, cache: dict) -> bool:
             cache[("specs", app)] = recipes.figure_specs(recipes.load_recipe(app))
         except ApptuneError:
             cache[("specs", app)] = {}
-    spec = cache[("specs", app)].get(figure)
-    return bool(spec and spec.discrete)
+    return cache[("specs", app)].get(figure)
 
 
 def check(
@@ -391,20 +426,27 @@ def check(
             ser["points"],
             machine_id=mid,
         )
+        spec = _spec(app_, figure, cache)
         # a discrete figure (values on a grid) flips between grid points on unchanged
         # nights: only its change points judge it, never its distance from the baseline
         base = (
             None
-            if _discrete(app_, figure, cache)
-            else _baseline_value(
+            if spec is not None and spec.discrete
+            else _baseline_figure(
                 baseline_system or sysname, mid, app_, env, variant, tier, figure, cache
             )
         )
-        out.append(analyse(v, base, **kw))
+        out.append(analyse(v, base, spec=spec, **kw))
     return out
 
 
-ORDER = {"regression": 0, "improvement": 1, "insufficient data": 2, "unchanged": 3}
+ORDER = {
+    "regression": 0,
+    "improvement": 1,
+    "unexplained": 2,
+    "insufficient data": 3,
+    "unchanged": 4,
+}
 
 
 def format_verdict(v: Verdict) -> str:

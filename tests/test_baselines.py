@@ -12,6 +12,7 @@ from conftest import CLEAN, this_machine
 from apptune import baselines, machine, recipes
 from apptune.errors import ApptuneError
 from apptune.models import BaselineFile, Figure
+from apptune.rfm.reference import reframe_reference
 
 FIGS = {
     "HPL": Figure(field="HPL_Tflops", unit="Gflop/s", better="higher", scale=1000),
@@ -97,7 +98,7 @@ def test_verdicts_follow_direction_and_noise():
 def test_reframe_reference_holds_only_judged_figures():
     b = bfile()
     c = judged(b, {"HPL": 39.0, "lat": 1.0, "energy_J": 500.0}, energy_trust="modelled")
-    ref = baselines.reframe_reference(c, FIGS)
+    ref = reframe_reference(c, FIGS)
     t = c["HPL"]["threshold"]
     assert ref == {"*": {"HPL": (40.0, -t, None, "Gflop/s"), "lat": (1.0, None, t, "us")}}
     assert c["energy_J"]["verdict"] == "no verdict" and "modelled" in c["energy_J"]["why"]
@@ -113,7 +114,7 @@ def test_a_baseline_of_another_machine_gives_no_verdict_and_says_how_to_record_o
     assert "apptune baseline" not in why  # the advice is said once per run, not per figure
     c = judged(b, {"HPL": 1.0}, blocked=why)
     assert c["HPL"]["verdict"] == "no verdict" and c["HPL"]["why"] == why
-    assert baselines.reframe_reference(c, FIGS) == {}
+    assert reframe_reference(c, FIGS) == {}
 
 
 def test_the_advice_names_the_tier_system_and_partition_of_the_run(toy_root):
@@ -134,7 +135,7 @@ def test_noisy_figures_and_short_baselines_are_not_judged():
         "not judged here: noise 6.0% per run"
     )
     assert c["HPL"]["threshold"] is None
-    assert baselines.reframe_reference(c, FIGS) == {}
+    assert reframe_reference(c, FIGS) == {}
     c = judged(bfile(noise=None, runs=1), {"HPL": 20.0})
     assert c["HPL"]["verdict"] == "no verdict" and "1 clean run(s)" in c["HPL"]["why"]
 
@@ -147,7 +148,7 @@ def test_a_change_beyond_the_threshold_of_a_noisy_figure_is_judged(value, verdic
     t = c["HPL"]["threshold"]
     assert c["HPL"]["verdict"] == verdict and 0.2 < t < 0.5, c["HPL"]
     assert "noise 6.0% per run: a change inside it would not be judged" in c["HPL"]["why"]
-    assert baselines.reframe_reference(c, FIGS)["*"]["HPL"] == (40.0, -t, None, "Gflop/s")
+    assert reframe_reference(c, FIGS)["*"]["HPL"] == (40.0, -t, None, "Gflop/s")
 
 
 def result(value, run, quality=CLEAN, ok=True, energy="measured", mach=None, **figs):

@@ -125,3 +125,29 @@ def test_a_report_row_keeps_what_its_verdict_compares(tmp_path):
     d = write_run(tmp_path / "run", "u1", 1.7e9, [dict(r, figures={"rate": 1.0}, launch=launch)])
     (row,) = collect(d / "report.json")["results"]
     assert row["launch"] == launch
+
+
+def test_a_shift_with_nothing_changed_is_unexplained_and_a_named_change_is_a_regression(toy_root):
+    """A run 60 % slower than its baseline: a regression when the flags changed, but only
+    ``unexplained`` (said, failing nothing, no ReFrame bound) when every recorded fact is
+    the baseline's: a VM's night at another level is no regression of the build."""
+    from test_baselines import FIGS, result
+
+    from apptune.rfm.reference import reframe_reference
+
+    rs = [dict(record(), **result(40.0 + i / 10, r)) for i, r in enumerate("abc")]
+    f, text, _ = baselines.merge("local", "hpcc", rs)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(text)
+    same = dict(record(), **result(16.0, "d"))
+    v = baselines.verdicts("local", "hpcc", [same], FIGS)
+    hpl = v["figures"]["HPL"]
+    assert v["changed"] == [] and hpl["verdict"] == "unexplained", hpl
+    assert hpl["direction"] == "regression" and "nothing recorded changed" in hpl["why"]
+    assert reframe_reference(v["figures"], FIGS)["*"]["HPL"][1:3] == (None, None)
+    slip = dict(record(cflags=("-O0",)), **result(16.0, "e"))
+    v = baselines.verdicts("local", "hpcc", [slip], FIGS)
+    assert v["changed"] == ["cflags -O3 -march=native → -O0"]
+    assert v["figures"]["HPL"]["verdict"] == "regression"
+    low, high = reframe_reference(v["figures"], FIGS)["*"]["HPL"][1:3]
+    assert low < 0 and high is None  # the threshold below the baseline fails ReFrame

@@ -59,7 +59,7 @@ def cmd_check_regressions(a) -> int:
     verdicts.sort(key=lambda v: (regressions.ORDER[v.verdict], v.name))
     count = {k: sum(v.verdict == k for v in verdicts) for k in regressions.ORDER}
     for v in verdicts:
-        if v.verdict in ("regression", "improvement") or a.verbose:
+        if v.verdict in ("regression", "improvement", "unexplained") or a.verbose:
             print(regressions.format_verdict(v))
     if a.json:
         from ..yamlio import atomic_write_json
@@ -67,7 +67,8 @@ def cmd_check_regressions(a) -> int:
         atomic_write_json(a.json, [v.to_dict() for v in verdicts])
     print(
         f"apptune: check-regressions: {count['regression']} regression(s), "
-        f"{count['improvement']} improvement(s), {count['unchanged']} unchanged, "
+        f"{count['improvement']} improvement(s), {count['unexplained']} unexplained (a run "
+        f"beyond noise, nothing changed), {count['unchanged']} unchanged, "
         f"{count['insufficient data']} with insufficient data; {len(verdicts)} series over "
         f"{len(runs)} run(s){' of mode ' + a.mode if a.mode else ''} in {path.resolve()}"
     )

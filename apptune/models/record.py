@@ -163,8 +163,11 @@ class FigureVerdict(_Part):
     change: float | None = None
     noise: float | None = None
     threshold: float | None = None
-    #: ``regression``, ``improvement``, ``within noise`` or ``no verdict``.
+    #: ``regression``, ``improvement``, ``unexplained`` (beyond the threshold with nothing
+    #: changed since the baseline: fails nothing yet), ``within noise`` or ``no verdict``.
     verdict: str = "no verdict"
+    #: Of an ``unexplained`` verdict: ``regression`` or ``improvement``.
+    direction: str | None = None
     why: str = ""
 
 

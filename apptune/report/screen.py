@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .. import recipes
+from .. import baselines, recipes
 from .values import _key, _num, _pct
 
 #: How many regressed variants a cell of the first screen names, and how many of each one's
@@ -133,14 +133,16 @@ def _baseline_verdict(rows: list[dict]) -> dict:
     """The verdict of an application's rows against this machine's baseline: the
     regressions per variant with what changed since the baseline's runs (the largest change
     first), the number of figures judged, or why none was."""
-    judged, found, whys = 0, [], {}
+    judged, found, whys, shifted = 0, [], {}, []
     for r in rows:
         if not r["verified"]:  # a wrong number is no performance: only the failure counts
             continue
         for n, c in ((r.get("baseline") or {}).get("figures") or {}).items():
             if c.get("verdict") == "regression":
                 found.append((_key(r), n, c.get("change"), changed_since_baseline(r)))
-            if c.get("verdict") in ("regression", "improvement", "within noise"):
+            if c.get("verdict") == "unexplained":
+                shifted.append(f"{_key(r)} {n} {_pct(c.get('change'))}")
+            if c.get("verdict") in ("regression", "improvement", "unexplained", "within noise"):
                 judged += 1
             elif c.get("why"):
                 # why the time figures are not judged matters more than the energy ones
@@ -162,6 +164,13 @@ def _baseline_verdict(rows: list[dict]) -> dict:
         out["verdict_text"] = (
             f"no regression ({judged} figure(s) judged against this machine's baseline)"
         )
+        if shifted:
+            out["verdict_text"] += (
+                f"; {len(shifted)} beyond noise with nothing changed since the baseline "
+                f"(unexplained, a regression if {baselines.CONFIRM} runs in a row hold it): "
+                + ", ".join(shifted[:3])
+                + (f" and {len(shifted) - 3} more" if len(shifted) > 3 else "")
+            )
     else:
         out["why"] = max(whys, key=whys.get) if whys else "no baseline"
         out["verdict"], out["verdict_text"] = "no verdict", f"no verdict: {out['why']}"

@@ -39,6 +39,7 @@ from ..errors import ApptuneError
 from ..models import BaselineVerdicts, RunRecord
 from ..yamlio import atomic_write_json
 from .fixtures import _site_environments, expected_wrong_result, selected_environment_patterns
+from .reference import reframe_reference
 
 
 @rfm.xfail(
@@ -453,7 +454,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         # the run (one repeat's outlier is no regression); ReFrame judges no single repeat
         repeated = int(os.environ.get(REPEATS_ENV, "1") or 1) > 1
         judged_figures = judged.data()["figures"]
-        self.reference = {} if repeated else baselines.reframe_reference(judged_figures, specs)
+        self.reference = {} if repeated else reframe_reference(judged_figures, specs)
         self.perf_variables = {
             name: sn.make_performance_function(self._figure(name), fig.unit)
             for name, fig in specs.items()
