@@ -3,8 +3,10 @@
 ``benchmarks/nightly_slurm.sh WORK`` leaves the nights' history (``WORK/history``) and
 the tree with the baseline it recorded (``WORK/tree``). This runs the check-regressions
 of *this* tree's code as it would have run after each night (the history cut after that
-night, in a copy), and prints per night the REGRESSION and UNEXPLAINED lines: how the
-rules judge recorded unchanged nights and the planted one, without running them again.
+night, in a copy), and prints per night the REGRESSION and UNEXPLAINED lines; and it
+judges each night's stored run records against the recorded baseline as ``apptune run``
+does (:func:`apptune.baselines.verdicts` over each variant's repeats): how the rules
+judge recorded unchanged nights and the planted one, without running them again.
 
     .venv/bin/python benchmarks/replay_nights.py /tmp/apptune-nightly-slurm [--mode ci]
 
@@ -14,6 +16,8 @@ Not a test; what it prints goes into docs/measurements.md with the recorded run 
 from __future__ import annotations
 
 import argparse
+import collections
+import json
 import os
 import shutil
 import sqlite3
@@ -36,6 +40,23 @@ def cut(src: Path, dst: Path, keep: int) -> None:
     db.close()
 
 
+def judge_night(run_dir: Path) -> collections.Counter:
+    """The figure verdicts ``apptune run`` gives a stored night (in this process: run with
+    APPTUNE_ROOT set to the benchmark's tree, whose baseline the night was judged by)."""
+    from apptune import baselines, recipes
+
+    groups = collections.defaultdict(list)
+    for f in sorted(run_dir.glob("stage/**/apptune-result.json")):
+        r = json.loads(f.read_text())
+        groups[(r["system"], r["app"], r["tier"], r["environment"], r["variant"])].append(r)
+    out: collections.Counter = collections.Counter()
+    for (system, app, _tier, _env, _variant), rs in groups.items():
+        specs = recipes.figure_specs(recipes.load_recipe(app))
+        for j in baselines.verdicts(system, app, rs, specs)["figures"].values():
+            out[j["verdict"]] += 1
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("work", type=Path, help="the work directory of benchmarks/nightly_slurm.sh")
@@ -46,9 +67,16 @@ def main() -> int:
     nights = sqlite3.connect(hist / "history.sqlite").execute("SELECT count(*) FROM runs")
     n = nights.fetchone()[0]
     env = dict(os.environ, APPTUNE_ROOT=str(a.work / "tree"))
+    os.environ["APPTUNE_ROOT"] = env["APPTUNE_ROOT"]
+    nights_dirs = sorted(
+        d for d in (a.work / "runs").iterdir() if d.is_dir() and d.name[:1].isdigit()
+    )
     total = {"REGRESSION": 0, "UNEXPLAINED": 0}
-    print("| night | exit | REGRESSION | UNEXPLAINED | what was flagged |")
-    print("|---|---|---|---|---|")
+    print(
+        "| night | apptune run: regression / unexplained / within noise / no verdict "
+        "| check-regressions: exit | REGRESSION | UNEXPLAINED | what was flagged |"
+    )
+    print("|---|---|---|---|---|---|")
     for k in range(a.first, n + 1):
         with tempfile.TemporaryDirectory() as tmp:
             cut(hist, Path(tmp) / "h", k)
@@ -67,9 +95,13 @@ def main() -> int:
         named = "; ".join(
             " ".join(x.split(": ", 1)[1].split(" (")[0].split()[-2:]) for x in got["REGRESSION"][:3]
         ) + ("; …" if len(got["REGRESSION"]) > 3 else "")
+        run = judge_night(nights_dirs[k - 1]) if k <= len(nights_dirs) else {}
+        said = " / ".join(
+            str(run.get(w, 0)) for w in ("regression", "unexplained", "within noise", "no verdict")
+        )
         print(
-            f"| {k} | {p.returncode} | {len(got['REGRESSION'])} | {len(got['UNEXPLAINED'])} "
-            f"| {named or '-'} |"
+            f"| {k} | {said} | {p.returncode} | {len(got['REGRESSION'])} "
+            f"| {len(got['UNEXPLAINED'])} | {named or '-'} |"
         )
     print(f"\nnights {a.first}-{n - 1} (the last is the planted one): {total}")
     return 0
