@@ -9,7 +9,6 @@ On failure it prints one line ``apptune: error: FILE: FIELD: what`` and exits 1.
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
 import platform
@@ -24,11 +23,13 @@ from pathlib import Path
 import jinja2
 
 from . import buildcache, envfile, paths, sources
+from .buildid import compiler_identity, library_versions
+from .compilelines import LANGS, check_compile_lines
 from .constants import XFAIL_FILE
 from .errors import ApptuneError
+from .patching import apply_patches
 from .recipes import (
     expected_build_failure,
-    load_libraries,
     load_recipe,
     recipe_path,
     sha256_file,
@@ -36,71 +37,10 @@ from .recipes import (
 from .templating import data_environment
 from .yamlio import atomic_write_json, atomic_write_text, inside
 
-LANGS = {"cc": "cflags", "cxx": "cflags", "ftn": "fflags"}
-
 
 def make_flags(flags) -> str:
     """Flags for a Makefile variable: shell-quoted (make runs recipes in sh), '$' escaped."""
     return " ".join(shlex.quote(f).replace("$", "$$") for f in flags)
-
-
-def apply_patches(plan: dict, src: Path) -> None:
-    for p in plan["patches"]:
-        pf = paths.patches_dir(plan["app"]) / p["file"]
-        if sha256_file(pf) != p["sha256"]:
-            raise ApptuneError(pf, "sha256", "patch changed since the build was planned")
-        base = [
-            "patch",
-            f"-p{p['strip']}",
-            "--forward",
-            "--batch",
-            "--fuzz=0",
-            "--no-backup-if-mismatch",
-            "-i",
-            str(pf),
-        ]
-        dry = subprocess.run(base + ["--dry-run"], cwd=src, capture_output=True, text=True)
-        if dry.returncode != 0:
-            out = dry.stdout + dry.stderr
-            bad = patch_failures(out, p["strip"]) or [
-                (None, (out.strip().splitlines() or ["patch failed with no output"])[-1])
-            ]
-            first = bad[0][0]
-            what = "; ".join(why if f == first else f"{f or 'patch'}: {why}" for f, why in bad)
-            raise ApptuneError(
-                pf,
-                first or "hunks",
-                f"{what} (the patch does not apply to {plan['app']} {plan['version']})",
-            )
-        subprocess.run(base, cwd=src, check=True, capture_output=True)
-        print(f"apptune: applied {p['file']} (sha256 {p['sha256'][:12]})", flush=True)
-
-
-def patch_failures(output: str, strip: int = 1) -> list[tuple[str | None, str]]:
-    """(file inside the patch, what failed) for each failure GNU patch reports."""
-    out: list[tuple[str | None, str]] = []
-    current, missing, named = None, False, None
-    for line in output.splitlines():
-        m = re.match(r"^(?:checking|patching) file (.+)$", line)
-        if m:
-            current = m.group(1).strip("'\"")
-        elif line.startswith("can't find file to patch"):
-            missing, named = True, None
-        elif missing and re.match(r"^\|(\+\+\+|---) ", line):
-            # the headers patch shows: the new name (+++) wins over the old one (---)
-            path = line[5:].split("\t")[0].strip()
-            if path != "/dev/null" and (named is None or line.startswith("|+++")):
-                named = "/".join(path.split("/")[strip:]) or path
-        elif missing and line.startswith("No file to patch"):
-            out.append((named, "file to patch not found (a wrong 'strip', or not in this version)"))
-            missing = False
-        elif m := re.match(r"^Hunk #(\d+) FAILED at (\d+)", line):
-            out.append((current, f"hunk #{m.group(1)} does not apply at line {m.group(2)}"))
-        elif line.startswith("Reversed (or previously applied) patch detected"):
-            out.append((current, "already applied (or reversed)"))
-        elif line.startswith("patch: **** "):
-            out.append((current, line[len("patch: **** ") :]))
-    return out
 
 
 def write_wrappers(plan: dict, stage: Path, src: Path) -> dict[str, str]:
@@ -242,121 +182,6 @@ def cache_inputs(recipe, plan: dict, source_sha256: str, compilers: dict, librar
     return buildcache.key_inputs(
         plan, source_sha256, build, rendered_templates(recipe, ctx), compilers, libraries
     )
-
-
-def is_probe(entry: dict) -> bool:
-    """A build system testing the compiler, not compiling the product: autoconf's
-    conftest programs, CMake's compiler identification and try_compile projects
-    (run under a ``CMakeFiles`` directory), and preprocessor-only runs (``-E``)."""
-    if entry.get("sources") and all(Path(x).stem == "conftest" for x in entry["sources"]):
-        return True
-    if "CMakeFiles" in Path(entry.get("cwd", "")).parts:
-        return True
-    return "-E" in entry.get("argv", [])[1:]
-
-
-def check_compile_lines(plan: dict, log: Path) -> dict:
-    """Every compile line must carry its resolved flags; return a summary for provenance."""
-    if not log.exists():
-        raise ApptuneError(
-            log,
-            "compile lines",
-            "the build compiled nothing through the apptune "
-            "compiler wrappers (does the template set CC to {{ cc }}?)",
-        )
-    entries = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
-    compiles = [e for e in entries if e["kind"] == "compile" and not is_probe(e)]
-    if not compiles:
-        raise ApptuneError(log, "compile lines", "no compile commands were recorded")
-    for e in compiles:
-        rule = next(
-            (
-                r
-                for r in plan["per_file"]
-                if e["source"] and any(fnmatch.fnmatch(e["source"], g) for g in r["files"])
-            ),
-            None,
-        )
-        key = LANGS[e["lang"]]
-        want = rule[key] if rule else plan[key]
-        if rule is None:
-            want = plan["app_" + key] + want + [f for f in plan["cppflags"] if f.startswith("-D")]
-        argv = e["argv"][1:]
-        missing = [f for f in want if f not in argv]
-        extra = []
-        if rule is not None:
-            other = set(plan[key]) - set(rule[key])
-            extra = [f for f in argv if f in other]
-        if missing or extra:
-            what = []
-            if missing:
-                what.append(f"missing {' '.join(missing)}")
-            if extra:
-                what.append(f"unexpected {' '.join(extra)}")
-            raise ApptuneError(
-                e["source"] or f"({shlex.join(e['argv'])[:120]})",
-                "flags",
-                f"flags did not reach the compiler: {'; '.join(what)}",
-            )
-    return {
-        "log": log.name,
-        "sha256": sha256_file(log),
-        "compiles": len(compiles),
-        "links": len(entries) - len(compiles),
-        "overridden": sorted({e["source"] for e in compiles if e["rule"]}),
-    }
-
-
-def _first_line(cmd: list[str]) -> str:
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"unavailable ({e})"
-    out = (p.stdout or p.stderr).strip().splitlines()
-    return out[0] if out else "unknown"
-
-
-def library_versions(plan: dict) -> dict:
-    libs = load_libraries().libraries
-    out = {}
-    for axis, key in plan["libraries"].items():
-        lib = libs[key]
-        ver = "unknown"
-        if lib.debian_package:
-            ver = _first_line(["dpkg-query", "-W", "-f=${Version}", lib.debian_package])
-            ver = f"{lib.debian_package} {ver}"
-        elif lib.pypi_package:
-            from importlib import metadata
-
-            try:
-                ver = f"{lib.pypi_package} {metadata.version(lib.pypi_package)} (PyPI)"
-            except metadata.PackageNotFoundError:
-                ver = f"{lib.pypi_package} not installed"
-        out[axis] = {"library": key, "version": ver}
-    return out
-
-
-def mpi_identity(exe: str) -> str:
-    """The MPI library behind a wrapper: Open MPI answers --showme:version, MPICH -v."""
-    for probe in (["--showme:version"], ["-v"]):
-        line = _first_line([exe, *probe])
-        if "MPI" in line and "error" not in line:
-            return line
-    return "unknown MPI"
-
-
-def compiler_identity(plan: dict, languages) -> dict:
-    ident = {}
-    for lang in (
-        ["cc"]
-        + (["ftn"] if "fortran" in languages else [])
-        + (["cxx"] if "cxx" in languages else [])
-    ):
-        exe = plan[lang]
-        ident[lang] = {"command": exe, "version": _first_line([exe, "--version"])}
-        if exe.startswith("mpi"):
-            ident[lang]["mpi"] = mpi_identity(exe)
-    return ident
 
 
 class ExpectedFailure(Exception):

@@ -74,7 +74,15 @@ def digest(obj) -> str:
 
 
 #: apptune's modules whose code decides how a build is made.
-BUILD_CODE = ("build.py", "ccwrap.py", "envfile.py", "sources.py")
+BUILD_CODE = (
+    "build.py",
+    "buildid.py",
+    "ccwrap.py",
+    "compilelines.py",
+    "envfile.py",
+    "patching.py",
+    "sources.py",
+)
 
 
 def code_identity(files: tuple[str, ...] = BUILD_CODE) -> str:

@@ -307,7 +307,7 @@ def test_a_cmake_build_is_bisected_like_a_make_build(toy_root, tmp_path, toy_sit
 
 
 def test_build_system_probes_are_not_the_product():
-    from apptune.build import is_probe
+    from apptune.compilelines import is_probe
 
     assert is_probe({"cwd": "/s/src", "argv": ["cc", "conftest.c"], "sources": ["conftest.c"]})
     assert is_probe(

@@ -10,7 +10,7 @@ import tarfile
 import pytest
 from conftest import PATCH
 
-from apptune import build, inputs, recipes, sources
+from apptune import build, compilelines, inputs, patching, recipes, sources
 from apptune.errors import ApptuneError
 
 
@@ -182,7 +182,7 @@ def test_flags_that_did_not_reach_the_compiler_fail(toy_root, tmp_path, gnu_tool
         + "\n"
     )
     with pytest.raises(ApptuneError) as e:
-        build.check_compile_lines(plan, log)
+        compilelines.check_compile_lines(plan, log)
     assert "main.c" in str(e.value) and "missing -march=native -funroll-loops" in str(e.value)
 
 
@@ -231,7 +231,7 @@ def test_patch_failures_are_read_from_patchs_output():
         "|+++ b/src/c.c\t2020-01-02\n--------------------------\nNo file to patch.  Skipping "
         "patch.\n"
     )
-    assert build.patch_failures(out) == [
+    assert patching.patch_failures(out) == [
         ("a.c", "hunk #1 does not apply at line 1"),
         ("a.c", "hunk #3 does not apply at line 40"),
         ("b.c", "already applied (or reversed)"),

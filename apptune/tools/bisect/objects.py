@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ... import build
+from ...compilelines import is_probe
 from ...errors import ApptuneError
 from ...models import Recipe
 from ...site import Site
@@ -103,7 +104,7 @@ def objects(stage: Path) -> dict[str, dict]:
     for e in compile_lines(stage):
         if e["kind"] != "compile" or "-c" not in e["argv"] or len(e.get("sources") or []) != 1:
             continue
-        if build.is_probe(e):
+        if is_probe(e):
             continue  # the build system testing the compiler (configure, CMake)
         obj = object_of(e)
         if obj is None:
