@@ -56,6 +56,9 @@ from .procfs import (
     processes,
 )
 
+#: How long a rank's CPU mask must hold before it counts as its binding (seconds).
+AFFINITY_SETTLE_S = 0.05
+
 GRADES = ("clean", "disturbed", "unmeasured")
 #: How many of the heaviest other processes a disturbed record names.
 TOP_OTHERS = 3
@@ -278,6 +281,14 @@ class Monitor:
             if os.path.realpath(exe) != os.path.realpath(self.program):
                 continue
             cpus = allowed_cpus(self.proc, s.pid)
+            if cpus and cpus != self.affinity.get(s.pid):
+                # hwloc's topology discovery in MPI_Init binds the process to one CPU for a
+                # moment (sched_setaffinity([0]), then back): a mask only counts once it
+                # holds for AFFINITY_SETTLE_S
+                time.sleep(AFFINITY_SETTLE_S)
+                again = allowed_cpus(self.proc, s.pid)
+                if again != cpus:
+                    continue
             if cpus:
                 self.affinity[s.pid] = cpus
 

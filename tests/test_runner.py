@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from apptune import machine, quality, runner
+from apptune import machine, procfs, quality, runner
 
 PAYLOADS = [
     "; touch PWNED1",
@@ -439,6 +439,38 @@ def test_the_harness_and_its_job_never_count_and_short_lived_processes_are_named
         (72, "1", 1, 1),
     ]
     assert b["program"] == "mpi-micro"
+
+
+def test_a_rank_bound_for_a_moment_by_hwlocs_topology_discovery_is_not_its_binding(
+    tmp_path, monkeypatch
+):
+    """Open MPI's MPI_Init (hwloc) binds a rank to CPU 0 and back in microseconds
+    (strace: sched_setaffinity([0]), then [0 1]); a sample that read the mask in between
+    failed an unbound NetPIPE run in about 1 of 24. A mask counts once it holds; one that
+    holds (a launcher's binding, or Intel MPI's pinning inside MPI_Init) still counts."""
+    fake = FakeProc(tmp_path)
+    program = str(tmp_path / "NPmpi")
+    Path(program).write_text("")
+    _slurm_node(fake, program)
+    mon = _monitor(fake, program)
+    mon.start(watch=False)
+    ranks = ["APPTUNE_RUN_TAG=t1", "SLURM_JOB_ID=7"]
+    for pid, cpus in ((71, "0-1"), (72, "0")):  # 72: bound to CPU 0 for good
+        fake.process(pid, "NPmpi", 70, own=1.0, env=ranks, exe=program, cpus=cpus)
+    reads = {71: ["0"]}  # 71: read once in the middle of the discovery
+    real = quality.allowed_cpus
+
+    def mask(proc, pid):
+        if pid in reads and reads[pid]:
+            return procfs.parse_cpulist(reads[pid].pop(0))
+        return real(proc, pid)
+
+    monkeypatch.setattr(quality, "allowed_cpus", mask)
+    mon._sample()
+    b = mon.binding()
+    assert [(r["pid"], r["cpus"]) for r in b["ranks"]] == [(72, "0")]
+    mon._sample()  # 71 read again later: its mask of the whole run
+    assert [(r["pid"], r["cpus"]) for r in mon.binding()["ranks"]] == [(71, "0-1"), (72, "0")]
 
 
 def test_a_quiet_node_is_clean_whatever_the_harness_used(tmp_path):
