@@ -239,12 +239,13 @@ def label(ranks_per_node, threads_per_rank: int, binding) -> str:
 
 
 def run_variant(
-    build_variant: str, name: str, ranks_per_node, threads_per_rank: int, binding
+    build_variant: str, name: str, ranks_per_node, threads_per_rank: int, binding, knobs=()
 ) -> str:
     """A result's variant: the build variant, plus ``@NAME`` for a named placement of the
-    recipe and ``@rpn=..,tpr=..,bind=..`` for a runtime placement, e.g. ``tuned@rpn=half``."""
+    recipe and ``@rpn=..,tpr=..,bind=..`` for a runtime placement, e.g. ``tuned@rpn=half``,
+    with the machine knobs asked for after it (``knobs``: ``freq=1800000``, ``smt=off``)."""
     v = build_variant if name == "default" else f"{build_variant}@{name}"
-    rt = label(ranks_per_node, threads_per_rank, binding)
+    rt = ",".join(x for x in [label(ranks_per_node, threads_per_rank, binding), *knobs] if x)
     return f"{v}@{rt}" if rt else v
 
 

@@ -185,22 +185,31 @@ def observe_binding(
 
 def frequency_mhz(proc: Path, sysfs: Path) -> list[float]:
     """Current frequency of every CPU (cpufreq in kHz, else /proc/cpuinfo's MHz); [] if unknown."""
-    f = []
+    return list(frequency_by_cpu(proc, sysfs).values())
+
+
+def frequency_by_cpu(proc: Path, sysfs: Path) -> dict[int, float]:
+    """CPU -> current frequency in MHz: cpufreq's ``scaling_cur_freq`` (kHz) where the CPUs
+    have it, else each processor's ``cpu MHz`` in /proc/cpuinfo; {} if unknown."""
+    f = {}
     for p in sorted((sysfs / "devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_cur_freq")):
         try:
-            f.append(int(p.read_text()) / 1000)
+            f[int(p.parent.parent.name[3:])] = int(p.read_text()) / 1000
         except (OSError, ValueError):
             continue
     if f:
-        return f
+        return dict(sorted(f.items()))
+    cpu = None
     try:
-        return [
-            float(line.split(":")[1])
-            for line in (proc / "cpuinfo").read_text().splitlines()
-            if line.startswith("cpu MHz")
-        ]
-    except (OSError, ValueError, IndexError):
-        return []
+        for line in (proc / "cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "processor":
+                cpu = int(value)
+            elif key.strip() == "cpu MHz" and cpu is not None:
+                f[cpu] = float(value)
+    except (OSError, ValueError):
+        return {}
+    return f
 
 
 def load1(proc: Path) -> float | None:

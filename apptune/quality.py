@@ -36,6 +36,7 @@ import os
 import resource
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -50,7 +51,7 @@ from .procfs import (
     boot_id,
     cpu_times,
     cpu_topology,
-    frequency_mhz,
+    frequency_by_cpu,
     load1,
     observe_binding,
     processes,
@@ -146,6 +147,7 @@ class Monitor:
         job_id: str | None = None,
         program: str | None = None,
         hz: float = 1.0,
+        probe: Callable[[], dict] | None = None,
     ):
         self.proc, self.sysfs = Path(proc), Path(sysfs)
         self.harness_pid = harness_pid
@@ -164,6 +166,10 @@ class Monitor:
         self.current: dict[int, tuple[int, int]] = {}
         self.harness: set[int] = set()
         self.freq: list[float] = []
+        #: Each CPU's frequency samples (MHz), for the frequency a run asked for.
+        self.freq_cpu: dict[int, list[float]] = {}
+        #: ``probe()`` (the machine knobs' state) at each sample, the last one kept.
+        self.probe, self.probed = probe, None
         self.running: list[int] = []
         self.affinity: dict[int, set[int]] = {}
         self.error: str | None = None
@@ -298,7 +304,7 @@ class Monitor:
             self.cpu0 = cpu_times(self.proc)
             self._sample()
             self.load0 = load1(self.proc)
-            self.freq += frequency_mhz(self.proc, self.sysfs)
+            self._frequency()
         except (OSError, ValueError, KeyError, IndexError) as e:
             self.error = f"cannot read {self.proc}: {e}"
             return
@@ -311,11 +317,18 @@ class Monitor:
     def _run(self) -> None:
         while not self._stop.wait(self.period):
             try:
-                self.freq += frequency_mhz(self.proc, self.sysfs)
+                self._frequency()
                 self.running.append(cpu_times(self.proc).get("procs_running", 0))
                 self._sample()
             except (OSError, ValueError, IndexError, KeyError):
                 pass
+
+    def _frequency(self) -> None:
+        for cpu, mhz in frequency_by_cpu(self.proc, self.sysfs).items():
+            self.freq.append(mhz)
+            self.freq_cpu.setdefault(cpu, []).append(mhz)
+        if self.probe is not None:
+            self.probed = self.probe()
 
     # ------------------------------------------------------------------ accounting
     def account(self) -> dict:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pydantic
 
-from . import energy, inputs, outputs, placement, quality, recipes, runner, scratch, verify
+from . import energy, inputs, knobs, outputs, placement, quality, recipes, runner, scratch, verify
 from .constants import CURVES_DIR, RESULT_FILE
 from .errors import ApptuneError, format_validation_error
 from .models import Recipe, RunRecord
@@ -179,6 +179,7 @@ def prepare(
     meters: list[str] | None = None,
     exclusive: bool = False,
     scratch_dir: str | None = None,
+    knob_spec: dict | None = None,
 ) -> Prepared:
     """Prepare one run of ``recipe`` on ``tier`` in ``stage``: the runner's spec of its
     steps (:func:`steps`, started with ``launch``), the energy sampler of the partition's
@@ -209,6 +210,7 @@ def prepare(
         program=program(recipe, build_dir),
         limits=dict(ex.get("run_quality", {})),
         quiet_wait_s=float(ex.get("quiet_wait_s", 0)) if quiet_wait is None else quiet_wait,
+        knobs=knob_spec if knob_spec and knob_spec.get("asked") else None,
     )
     sampler = energy.Sampler(
         list(ex.get("energy_meters", [])) if meters is None else meters,
@@ -243,6 +245,9 @@ def prepare(
         "placement_layout": dict(layout.to_dict(), binding=binding),
         "launch": dict(where.declared),
     }
+    if spec.knobs:  # what the run asked for, also when the runner leaves no record
+        identity["knobs"] = {"asked": dict(spec.knobs["asked"])}
+        identity["cpu_freq"] = spec.knobs["asked"].get("cpu_freq")
     return Prepared(spec, sampler, identity)
 
 
@@ -387,6 +392,10 @@ def evaluate(
         machine_id=rec.get("machine_id"),
         run=run_summary(rec),
     )
+    if identity.get("knobs"):
+        result["knobs"] = knob_record(identity["knobs"], rec)
+        if rec.get("failed_step") == "knobs":  # refused on the node: nothing ran
+            return failed(result, rec.get("message") or "a knob was refused", run_dir)
     crash = None
     if rec.get("exit_status") != 0:
         tail = last_line(stderr)
@@ -432,11 +441,26 @@ def evaluate(
     if wrong:
         v.ok = False
         v.own_checks.append({"pattern": "binding", "matches": 0, "ok": False, "message": wrong})
+    for line in (result.get("knobs") or {}).get("problems") or []:
+        v.ok = False
+        v.own_checks.append({"pattern": "knobs", "matches": 0, "ok": False, "message": line})
     result["figures"] = figures(recipe, values, rec.get("wall_s"), energy_record)
     verify.check_figures(v, result["figures"])
     atomic_write_json(run_dir / "verification.json", v.to_dict())
     result["verification"] = v.to_dict()
     return _typed(run_dir, result)
+
+
+def knob_record(asked: dict, rec: dict) -> dict:
+    """The run record's knob part: what was asked, the runner's record of the node and of
+    what was in effect, and one line per knob that was not (:func:`apptune.knobs.problems`)."""
+    out = dict(asked, **(rec.get("knobs") or {}))
+    out["problems"] = knobs.problems(
+        knobs.Asked.of(**out.get("asked", {})), rec.get("knobs"), rec.get("binding")
+    )
+    if not rec.get("knobs"):
+        out["problems"] = ["the runner recorded no knobs: what was in effect is unknown"]
+    return out
 
 
 def app_error(recipe: Recipe, run_dir: Path, streams: list) -> str | None:

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import machine, quality, scratch
+from . import knobs, machine, quality, scratch
 from .scratch import ScratchSpec
 from .yamlio import atomic_write_json
 
@@ -91,6 +91,10 @@ class Spec(BaseModel):
     #: The run's own directory under the site's scratch directory (:mod:`apptune.scratch`):
     #: checked before the steps, its files read after them, removed at the end.
     scratch: ScratchSpec | None = None
+    #: The machine knobs asked for (:mod:`apptune.knobs`: ``asked``, ``launcher``, ``mpi``):
+    #: refused before the steps where the node cannot set one (nothing runs then), the
+    #: runner's sysfs writes done and put back after them, what was in effect recorded.
+    knobs: dict | None = None
 
 
 def exit_status(returncode: int) -> int:
@@ -143,19 +147,36 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
         rec["scratch"] = info
         if message:
             status, failed = 1, "scratch"
+    kn = None
+    if spec.knobs is not None and failed is None:
+        kn = knobs.before_run(spec.knobs, _affinity())
+        refused = kn[0].get("refused")
+        if refused:
+            status, failed, message = 1, "knobs", "; ".join(refused.values())
     try:
-        _timed(spec, cwd, env, sig, rec, limits, who, (status, steps, failed, message))
+        _timed(spec, cwd, env, sig, rec, limits, who, (status, steps, failed, message), kn)
     finally:
         if info is not None:
             scratch.cleanup(spec.scratch, info)
+        if kn is not None and "knobs" not in rec:  # the timed region broke off
+            knobs.restore(kn[1])
     atomic_write_json(cwd / spec.record, rec)
     return rec["exit_status"], rec
 
 
-def _timed(spec, cwd, env, sig, rec, limits, who, state) -> None:
-    """The timed region (the steps, unless the scratch check failed) and the record."""
+def _affinity() -> set[int]:
+    try:
+        return os.sched_getaffinity(0)
+    except OSError:
+        return set()
+
+
+def _timed(spec, cwd, env, sig, rec, limits, who, state, kn=None) -> None:
+    """The timed region (the steps, unless the scratch or the knobs' check failed) and
+    the record; ``kn``: the knob record and what puts the knobs back (:mod:`apptune.knobs`)."""
     status, steps, failed, message = state
-    mon = quality.Monitor(harness_pid=spec.harness_pid, program=spec.program, **who)
+    probe = knobs.probe if kn is not None else None
+    mon = quality.Monitor(harness_pid=spec.harness_pid, program=spec.program, probe=probe, **who)
     mon.start()
     rec["t_start"] = time.time()
     t0 = time.monotonic()
@@ -210,6 +231,8 @@ def _timed(spec, cwd, env, sig, rec, limits, who, state) -> None:
         Path(cwd, spec.stop_file).touch()
     rec["quality"] = mon.stop(limits)
     rec["binding"] = mon.binding()
+    if kn is not None:
+        rec["knobs"] = knobs.after_run(*kn, mon.freq_cpu, mon.probed, rec["binding"], _affinity())
     if sig.received is not None:
         status = 128 + sig.received
         message = f"run ended by signal {signal.Signals(sig.received).name}" + (

@@ -220,6 +220,27 @@ class RunBinding(_Part):
     ranks: list[RankBinding] = []
 
 
+class RunKnobs(_Part):
+    """The machine knobs a run asked for and what was in effect (apptune/knobs.py)."""
+
+    #: ``cpu_freq``, ``smt``, ``turbo`` as asked (the check's variables).
+    asked: dict = {}
+    #: Who sets each: the launcher's option (``srun --cpu-freq=...``) or the runner's sysfs.
+    set_by: dict = {}
+    #: What the job's node offers: cpufreq, the turbo switch, SMT (``node_state``).
+    node: dict | None = None
+    #: What was in effect: the frequency measured on the ranks' CPUs, the turbo switch and
+    #: the governor during the run.
+    observed: dict | None = None
+    #: The knobs the node could not set, one line each (nothing ran then).
+    refused: dict | None = None
+    #: The sysfs files the runner wrote (path, value), put back after the run.
+    written: list | None = None
+    restore_errors: list[str] = []
+    #: One line per knob asked for that was not in effect; the run then verifies nothing.
+    problems: list[str] = []
+
+
 class RunLaunch(_Part):
     """How the program was launched (:func:`apptune.run.launch_facts`)."""
 
@@ -283,6 +304,8 @@ class RunRecord(_Part):
     #: ``low``, ``high``, ...); None: the node's own. Runs of one variant at several
     #: frequencies are what ``apptune plan`` weighs time against energy with.
     cpu_freq: str | int | None = None
+    #: The machine knobs asked for (frequency, SMT, turbo) and what was in effect.
+    knobs: RunKnobs | None = None
     #: The job: scheduler, job id, final state (and nodes on a cluster); a trial's job is
     #: its runner, started on this node: scheduler ``local``, the runner's process id.
     job: RunJob | None = None

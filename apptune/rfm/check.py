@@ -20,6 +20,7 @@ from .. import (
     energy,
     inputs,
     installed,
+    knobs,
     outputs,
     placement,
     recipes,
@@ -86,6 +87,19 @@ class AppRun(rfm.RunOnlyRegressionTest):
     #: :type: str or None
     binding = variable(str, type(None), value=None, loggable=True)
 
+    # Machine knobs (apptune/knobs.py), set at run time: ``-P cpu_freq=1800000,2400000``
+    # runs the application at each frequency in one session.
+    #: The CPU frequency as Slurm's ``--cpu-freq`` takes it (kHz, low, medium, high,
+    #: highm1 or a governor); None: the node's own.
+    #: :type: str or None
+    cpu_freq = variable(str, type(None), value=None, loggable=True)
+    #: ``on``: ranks may share a core's hardware threads; ``off``: one thread per core.
+    #: :type: str or None
+    smt = variable(str, type(None), value=None, loggable=True)
+    #: ``on`` or ``off`` (``intel_pstate/no_turbo`` or ``cpufreq/boost``, written by the runner).
+    #: :type: str or None
+    turbo = variable(str, type(None), value=None, loggable=True)
+
     @property
     def recipe(self):
         return recipes.load_recipe(self.app)
@@ -105,7 +119,15 @@ class AppRun(rfm.RunOnlyRegressionTest):
             self.ranks_per_node,
             self.threads_per_rank,
             self.binding,
+            self.asked_knobs.label(),
         )
+
+    @property
+    def asked_knobs(self) -> knobs.Asked:
+        try:
+            return knobs.Asked.of(self.cpu_freq, self.smt, self.turbo)
+        except knobs.KnobError as e:
+            raise ApptuneError(None, f"{self.unique_name} (-S/-P)", str(e)) from None
 
     @run_after("init")
     def select_environments(self):
@@ -172,6 +194,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         # an install's environment (its environment file's variables), then the recipe's
         self.run_env = dict(installed.run_environment(self.build.stagedir), **r.run.env)
         self.apply_placement()
+        knob_spec = self.apply_knobs()
         part = self.current_partition
         wait = self.quiet_wait
         if wait is None:
@@ -222,6 +245,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
             meters=central,
             exclusive=exclusive,
             scratch_dir=self.scratch_dir,
+            knob_spec=knob_spec,
         )
         self.spec, self.sampler, self.record_identity = (
             prepared.spec,
@@ -285,6 +309,31 @@ class AppRun(rfm.RunOnlyRegressionTest):
         # every thread pool the recipe pins (OpenBLAS, MKL, BLIS), not only OpenMP's
         self.run_env.update(p.env)
         self.job.launcher.options = p.options
+
+    def apply_knobs(self) -> dict:
+        """The machine knobs asked for (apptune/knobs.py): the launcher's options for those it
+        sets, and the runner's spec of them. Where the node is this machine (the local
+        scheduler), a knob it cannot set skips the check with one line saying why; on a
+        cluster the runner refuses it on the job's node."""
+        asked = self.asked_knobs
+        if not asked.to_dict():
+            return {}
+        part = self.current_partition
+        launcher = part.launcher_type.registered_name
+        mpi = recipes.Toolchain.from_environ(self.current_environ).mpi
+        if part.scheduler.registered_name == "local":
+            refused = knobs.unavailable(asked, knobs.node_state(), launcher, mpi)
+            if refused:
+                self.skip_with("; ".join(refused.values()))
+        self.job.launcher.options = list(self.job.launcher.options) + knobs.launcher_options(
+            asked, launcher, mpi
+        )
+        return {"asked": asked.to_dict(), "launcher": launcher, "mpi": mpi}
+
+    def skip_with(self, reason: str):
+        """Skip this check, the reason kept for the report (ReFrame's report drops it)."""
+        Path(self.stagedir, SKIP_FILE).write_text(reason + "\n")
+        self.skip(reason)
 
     @run_before("run")
     def watch_slurm_job(self):
@@ -427,6 +476,9 @@ class AppRun(rfm.RunOnlyRegressionTest):
 
     @sanity_function
     def validate(self):
+        k = self.apptune_result.knobs
+        if k is not None and k.problems:  # the axis was not run: skipped, not failed
+            self.skip_with("; ".join(k.problems))
         v = self.apptune_result.verification
         if v.fields is None:  # nothing to verify: the reason is the whole verdict
             return sn.assert_true(False, msg=v.summary)
