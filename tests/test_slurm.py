@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from apptune import records
+from apptune import knobs, records
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "ci" / "slurm-local.sh"
@@ -281,6 +281,45 @@ def test_mpi_micro_placements_under_srun_get_the_binding_they_ask_for(one_node, 
         else:
             assert all(x["cpus"] == r["binding"]["node_cpus"] for x in ranks), r["binding"]
         assert r["quality"]["grade"] in ("clean", "disturbed") and "others_cpu_s" in r["quality"]
+
+
+def test_a_cpu_frequency_srun_accepts_is_judged_by_the_frequency_measured(one_node, tmp_path):
+    """NPB's class S under srun with ``-S cpu_freq=low``: srun gets ``--cpu-freq=low`` and
+    the record says who set it. Where the node has no cpufreq, Slurm accepts the option,
+    says in slurmd's log that it cannot set it and runs the step at the node's own
+    frequency: the check is skipped with that measured frequency, never passed; where it
+    has cpufreq, the frequency measured on the ranks' CPUs is the lowest the node lists."""
+    run_dir = tmp_path / "run"
+    env = dict(one_node["env"], APPTUNE_HISTORY=str(tmp_path / "history"))
+    rc, out = run(
+        APPTUNE
+        + ["run", "--mode", "ci", "--run-dir", str(run_dir), "-c", "reframe-checks/npb", "--"]
+        + ["--system", "localslurm:batch", "-S", "valid_prog_environs=gnu", "-S", "cpu_freq=low"]
+        + ["-n", "NPBCheck%tier=ci.*build.variant=tuned$"],
+        env,
+    )
+    (r,) = results(run_dir)
+    argv = json.loads((Path(r["dir"]) / ".apptune-run-spec.json").read_text())["steps"][-1]["argv"]
+    assert argv[:2] == ["srun", "--cpu-freq=low"], argv
+    k = r["knobs"]
+    assert (r["variant"], r["cpu_freq"]) == ("tuned@freq=low", "low")
+    assert k["set_by"] == {"cpu_freq": "srun --cpu-freq=low"} and k["observed"]["frequency"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    if knobs.node_state()["cpufreq"] is None:
+        log = (one_node["dir"] / "log/slurmd-n1.log").read_text()
+        assert "CPU frequency setting not configured for this node" in log
+        mhz = k["observed"]["frequency"]["median_mhz"]
+        why = (
+            "cpu_freq=low: not in effect: the node has no cpufreq interface "
+            "(/sys/devices/system/cpu/cpu0/cpufreq is missing); srun --cpu-freq=low was "
+            f"accepted and the CPUs ran at {mhz:g} MHz"
+        )
+        assert k["problems"] == [why] and not r["verification"]["ok"]
+        assert [s["reason"] for s in summary["skipped"]] == [why] and rc != 0, out[-3000:]
+    else:
+        low = knobs.target_khz("low", k["node"]["cpufreq"]) / 1000
+        assert abs(k["observed"]["frequency"]["median_mhz"] - low) <= knobs.FREQ_TOLERANCE * low
+        assert k["problems"] == [] and r["verification"]["ok"] and rc == 0, out[-3000:]
 
 
 def _tree(
