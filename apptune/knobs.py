@@ -88,6 +88,14 @@ class Asked:
         return [f"{names.get(k, k)}={v}" for k, v in self.to_dict().items()]
 
 
+def without_freq(variant: str) -> str:
+    """A run variant without its frequency (``tuned@rpn=half,freq=low`` ->
+    ``tuned@rpn=half``): the runs of one variant at several frequencies."""
+    build, *rest = variant.split("@")
+    parts = [",".join(x for x in p.split(",") if not x.startswith("freq=")) for p in rest]
+    return "@".join([build, *(p for p in parts if p)])
+
+
 # ----------------------------------------------------------------------------- readers
 def _read(path: Path) -> str | None:
     try:

@@ -165,6 +165,23 @@ def test_a_power_cap_picks_the_frequency_that_fits(tmp_path, capsys):
     assert "budget used: peak power 70 W of 80 W" in text  # 60 W + one idle node
 
 
+def test_runs_of_a_frequency_axis_are_one_variant_at_several_frequencies(tmp_path, capsys):
+    """A session with ``-P cpu_freq=...`` names each run's frequency in its variant: the plan
+    weighs them as options of one variant, and its script asks the check for the frequency."""
+    hdir = store(
+        tmp_path,
+        [[row("hpcc", 10, 1000, variant="tuned@rpn=full,freq=2400000", cpu_freq="2400000"),
+          row("hpcc", 14, 840, variant="tuned@rpn=full,freq=1800000", cpu_freq="1800000")]],
+    )  # fmt: skip
+    out = tmp_path / "plan"
+    assert apptune("plan", "--history", hdir, "--energy", "900J", "--out", out) == 0
+    text = capsys.readouterr().out
+    assert "frequency: hpcc gnu/tuned@rpn=full on 1 node(s): 2.4 GHz: 10 s" in text, text
+    chosen = json.loads((out / "plan.json").read_text())["chosen"][0]
+    assert (chosen["variant"], chosen["freq"]) == ("tuned@rpn=full", "1800000")
+    assert "-S ranks_per_node=full -S cpu_freq=1800000" in (out / "plan.sh").read_text()
+
+
 def test_a_cap_below_the_idle_cluster_is_an_infeasible_budget(tmp_path, capsys):
     hdir = store(tmp_path, [[row("hpcc", 10, 100)]])
     rc = apptune("plan", "--history", hdir, "--power-cap", "10A", "--voltage", "5", "--nodes",
@@ -245,5 +262,5 @@ def test_the_launch_repeats_the_recorded_selection():
     assert argv == [
         "py", "-m", "apptune", "run", "--mode", "dev", "--run-dir", "/r", "--app", "mpi-micro",
         "--env", "gnu", "--variant", "tuned", "--placement", "bound", "--",
-        "--system", "localslurm:batch", "-S", "threads_per_rank=2", "-J", "--cpu-freq=low",
+        "--system", "localslurm:batch", "-S", "threads_per_rank=2", "-S", "cpu_freq=low",
     ]  # fmt: skip

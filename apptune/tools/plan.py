@@ -28,7 +28,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import history, machine, recipes
+from .. import history, knobs, machine, recipes
 from ..errors import ApptuneError, first_of
 from ..models import PlanValues
 from ..yamlio import load_model
@@ -171,7 +171,9 @@ def load_options(
             continue
         lay = history.json_field(r["layout"]) or {}
         freq = lay.get("cpu_freq")
-        key = (r["app"], r["environment"], r["variant"], r["system"], lay.get("nodes") or 1, freq)
+        # a frequency is the option's, not its variant's (``-P cpu_freq=...`` names it there)
+        variant = knobs.without_freq(r["variant"])
+        key = (r["app"], r["environment"], variant, r["system"], lay.get("nodes") or 1, freq)
         groups.setdefault(key, []).append((r, lay))
     out: dict[str, list[Option]] = {}
     for (app, env, variant, sysname, nodes, freq), rows in sorted(groups.items(), key=str):

@@ -11,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .. import paths, records
+from .. import knobs, paths, records
 from ..constants import RESULT_FILE
 from ..errors import ApptuneError
 from ..models import RunRecord
@@ -161,8 +161,8 @@ def tradeoff_lines(plan: Plan) -> list[str]:
 # ------------------------------------------------------------------- the script
 def launch(o: Option, run_dir: Path, python: str = sys.executable) -> list[str]:
     """The ``apptune run`` that repeats an option's recorded run: its mode, application,
-    environment, build variant, placement and system (a Slurm cluster's job then gets
-    the frequency through ReFrame's ``-J``)."""
+    environment, build variant, placement and system, at its frequency (the check's
+    ``cpu_freq``: srun's ``--cpu-freq`` on a cluster, else the node's cpufreq files)."""
     build, *places = o.variant.split("@")
     argv = [python, "-m", "apptune", "run", "--mode", o.mode or o.tier, "--run-dir", str(run_dir)]
     argv += ["--app", o.app, "--env", o.environment, "--variant", build]
@@ -175,8 +175,8 @@ def launch(o: Option, run_dir: Path, python: str = sys.executable) -> list[str]:
         for kv in p.split(","):
             k, _, v = kv.partition("=")
             rf += ["-S", f"{names.get(k, k)}={v}"]
-    if o.freq is not None and is_cluster(o.system):
-        rf += ["-J", f"--cpu-freq={o.freq}"]
+    if o.freq is not None:
+        rf += ["-S", f"cpu_freq={o.freq}"]
     return [*argv, "--", *rf]
 
 
@@ -255,6 +255,12 @@ def _err(actual: float | None, expected: float | None) -> str:
     return f"{(actual - expected) / expected:+.1%}"
 
 
+def _job_key(r: RunRecord) -> tuple:
+    """A run as a planned job names it: its variant without the frequency, and that apart."""
+    freq = None if r.cpu_freq is None else str(r.cpu_freq)
+    return (r.app, r.tier, r.environment, knobs.without_freq(r.variant or ""), freq)
+
+
 def check(plan: dict, run_dirs: list[str | Path]) -> tuple[list[str], bool]:
     """What each planned job took against what the plan expected, and whether the plan
     kept its time (and energy) budget."""
@@ -263,8 +269,8 @@ def check(plan: dict, run_dirs: list[str | Path]) -> tuple[list[str], bool]:
     lines = [first_line(plan["energy_grade"])]
     ok, t_sum, e_sum, e_grades = True, 0.0, 0.0, set()
     for job in plan["chosen"]:
-        key = (job["app"], job["tier"], job["environment"], job["variant"])
-        mine = [r for r in recs if (r.app, r.tier, r.environment, r.variant) == key]
+        key = (job["app"], job["tier"], job["environment"], job["variant"], job.get("freq"))
+        mine = [r for r in recs if _job_key(r) == key]
         verified = [r for r in mine if r.verification.ok]
         if not verified:
             ok = False
