@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import buildcache, envfile, paths, sources
+from . import buildcache, buildcost, buildtree, envfile, paths, sources
 from .buildid import compiler_identity, library_versions
 from .compilelines import LANGS, check_compile_lines
 from .constants import XFAIL_FILE
@@ -122,6 +122,13 @@ def product_paths(recipe, ctx: dict) -> list[tuple[str, str]]:
     return out
 
 
+def tree_paths(recipe, ctx: dict) -> list[str]:
+    """The install tree's paths (``build.tree.paths``) rendered for ``ctx``."""
+    tree = recipe.build.tree
+    words = tree.paths if tree else []
+    return [render_word(p, ctx, "build.tree.paths", recipe.name) for p in words]
+
+
 def rendered_templates(recipe, ctx: dict) -> dict[str, str]:
     """The build's template files (``build.templates``) rendered for ``ctx``: dest -> text."""
     env = _jinja()
@@ -179,6 +186,8 @@ def cache_inputs(recipe, plan: dict, source_sha256: str, compilers: dict, librar
         ],
         "products": product_paths(recipe, ctx),
     }
+    if b.tree is not None:  # only where declared: other builds keep their keys' shape
+        build["tree"] = {"paths": tree_paths(recipe, ctx), **b.tree.model_dump(exclude={"paths"})}
     return buildcache.key_inputs(
         plan, source_sha256, build, rendered_templates(recipe, ctx), compilers, libraries
     )
@@ -250,6 +259,7 @@ def build(plan: dict, tarball: Path, stage: Path, use_cache: bool = True) -> dic
             entry = None  # the recipe no longer expects this failure: build again
         if entry is not None:
             buildcache.restore(entry, stage)
+            buildtree.run_environment(recipe, stage)  # the tree's paths where it landed
             prov = json.loads((stage / "provenance.json").read_text())
             prov["cache"] = {
                 "hit": True,
@@ -258,12 +268,9 @@ def build(plan: dict, tarball: Path, stage: Path, use_cache: bool = True) -> dic
                 "restore_seconds": round(time.monotonic() - t0, 2),
             }
             atomic_write_json(stage / "provenance.json", prov)
-            print(
-                f"apptune: build cache hit {key[:16]}: restored "
-                f"{', '.join(f['file'] for f in entry.manifest['files'])}",
-                flush=True,
-            )
+            print(f"apptune: build cache hit {key[:16]}: restored {restored(entry)}", flush=True)
             return prov
+        buildcost.announce(recipe, plan, stage)
         try:
             prov = _build(recipe, plan, tarball, stage, compilers, libraries, t0)
         except ExpectedFailure as e:
@@ -275,9 +282,19 @@ def build(plan: dict, tarball: Path, stage: Path, use_cache: bool = True) -> dic
         prov["cache"] = {"hit": False, "key": key}
         atomic_write_json(stage / "provenance.json", prov)
         files = [p["file"] for p in prov["products"]] + ["provenance.json", "compile-lines.jsonl"]
-        buildcache.store(key, inputs, stage, files)
+        files += [f["file"] for f in buildtree.tree_entries(stage)]
+        seconds, compiles = prov["build_seconds"], prov["compile_lines"]["compiles"]
+        buildcache.store(key, inputs, stage, files, build_seconds=seconds, compiles=compiles)
     buildcache.prune()
     return prov
+
+
+def restored(entry) -> str:
+    """The restored files, by name; an install tree's as a count."""
+    names = [f["file"] for f in entry.manifest["files"]]
+    tree = [n for n in names if n.startswith(buildtree.TREE + "/")]
+    out = ", ".join(n for n in names if n not in tree)
+    return out + (f" and an install tree of {len(tree)} files" if tree else "")
 
 
 def _is_expected_failure(entry) -> bool:
@@ -355,6 +372,16 @@ def _build(
             raise ApptuneError(rfile, "build.products", f"{rel} was not produced by the build")
         shutil.copy2(f, stage / name)
         products.append({"file": name, "sha256": sha256_file(f)})
+    tree = None
+    if recipe.build.tree is not None:
+        buildtree.copy_tree(tree_paths(recipe, ctx), src, stage, recipe.name)
+        entries = buildtree.tree_entries(stage)
+        tree = {
+            "paths": tree_paths(recipe, ctx),
+            "files": len(entries),
+            "bytes": sum((stage / f["file"]).stat().st_size for f in entries if "link" not in f),
+        }
+    buildtree.run_environment(recipe, stage)
     lines = check_compile_lines(plan, stage / "compile-lines.jsonl")
     return {
         "app": plan["app"],
@@ -376,6 +403,7 @@ def _build(
         "libraries": libraries,
         "compile_lines": lines,
         "products": products,
+        "tree": tree,
         "build_seconds": round(time.monotonic() - t0, 2),
         "host": platform.node(),
         "plan_sha256": buildcache.digest(plan),

@@ -13,10 +13,16 @@ the stage; different key: build and store.
 
 Layout under ``$APPTUNE_BUILD_CACHE`` (default ``<download cache>/builds``)::
 
-    <key[:2]>/<key>/manifest.json      key, inputs, products with sha256, size, times
-    <key[:2]>/<key>/last-used          touched on every use (LRU pruning)
-    <key[:2]>/<key>/files/...          products, provenance.json, compile-lines.jsonl
+    <key[:2]>/<key>/manifest.json      key, inputs, products with sha256, size, build time
+    <key[:2]>/<key>/last-used          touched on every use (pruning weighs it)
+    <key[:2]>/<key>/files/...          products, provenance.json, compile-lines.jsonl,
+                                       tree/... (an install tree, symbolic links kept)
     locks/<key>.lock                   one builder per key at a time (fcntl)
+    build-times.jsonl                  every stored build's time, kept after its entry
+
+Beyond its size limit (``APPTUNE_BUILD_CACHE_MAX_GB``, 5 by default) the cache removes
+the entries whose loss costs least: recorded build time, halved for every two weeks unused
+(:func:`prune`), so an hour of compiling is not thrown away to keep a minute's.
 
 Entries are written to a temporary directory and renamed into place, so a
 crash never leaves a half entry; each product's sha256 is checked on every
@@ -77,6 +83,7 @@ def digest(obj) -> str:
 BUILD_CODE = (
     "build.py",
     "buildid.py",
+    "buildtree.py",
     "ccwrap.py",
     "compilelines.py",
     "envfile.py",
@@ -173,6 +180,10 @@ def _check(entry_path: Path) -> tuple[dict | None, str | None]:
         return None, f"unreadable manifest ({e.__class__.__name__})"
     for f in m.get("files", []):
         p = entry_path / "files" / f["file"]
+        if "link" in f:  # a symbolic link of an install tree: its target is what it was
+            if not p.is_symlink() or os.readlink(p) != f["link"]:
+                return m, f"{f['file']} is not the link to {f['link']} it was"
+            continue
         if not p.is_file():
             return m, f"{f['file']} is missing"
         if sha256_file(p) != f["sha256"]:
@@ -194,27 +205,48 @@ def lookup(key: str) -> tuple[Entry | None, str | None]:
 
 
 def restore(entry: Entry, stage: Path) -> list[str]:
-    """Put the entry's files into the stage (hard links where possible)."""
+    """Put the entry's files into the stage (hard links where possible), an install tree's
+    with their relative paths and symbolic links; a tree already in the stage is replaced
+    whole, never merged."""
     out = []
-    for f in entry.manifest["files"]:
+    files = entry.manifest["files"]
+    for top in sorted({f["file"].split("/", 1)[0] for f in files if "/" in f["file"]}):
+        d = stage / top
+        if d.is_dir() and not d.is_symlink():
+            shutil.rmtree(d)
+    for f in files:
         src = entry.path / "files" / f["file"]
         dst = stage / f["file"]
+        dst.parent.mkdir(parents=True, exist_ok=True)
         dst.unlink(missing_ok=True)  # a link there too: replaced, never written through
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
+        if "link" in f:
+            dst.symlink_to(f["link"])
+        else:
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copy2(src, dst)
         out.append(f["file"])
     return out
 
 
-def store(key: str, inputs: dict, stage: Path, files: list[str]) -> Entry | None:
-    """Copy the build's files into a new entry, atomically (rename into place).
+def store(
+    key: str,
+    inputs: dict,
+    stage: Path,
+    files: list[str],
+    build_seconds: float | None = None,
+    compiles: int | None = None,
+) -> Entry | None:
+    """Copy the build's files (paths under ``stage``; a symbolic link is kept as a link) into
+    a new entry, atomically (rename into place). ``build_seconds``: what the build took,
+    what a rebuild costs (:func:`prune` weighs it), and ``compiles``, its compile lines, are
+    also kept in :data:`TIMES` after the entry is gone.
 
     Best effort: a cache that cannot take the entry (a full disk, no permission) is a
     warning, the partial entry is removed and None is returned; the build itself is good."""
     try:
-        return _store(key, inputs, stage, files)
+        entry = _store(key, inputs, stage, files, build_seconds, compiles)
     except OSError as e:
         print(
             f"apptune: warning: build not stored in the build cache {root()} "
@@ -223,6 +255,8 @@ def store(key: str, inputs: dict, stage: Path, files: list[str]) -> Entry | None
             flush=True,
         )
         return None
+    record_time(entry.manifest)
+    return entry
 
 
 def _free_space(d: Path) -> str:
@@ -234,7 +268,14 @@ def _free_space(d: Path) -> str:
     return "free space unknown"
 
 
-def _store(key: str, inputs: dict, stage: Path, files: list[str]) -> Entry:
+def _store(
+    key: str,
+    inputs: dict,
+    stage: Path,
+    files: list[str],
+    build_seconds: float | None,
+    compiles: int | None,
+) -> Entry:
     final = entry_dir(key)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key[:16]}.", dir=final.parent))
@@ -242,8 +283,13 @@ def _store(key: str, inputs: dict, stage: Path, files: list[str]) -> Entry:
         (tmp / "files").mkdir()
         recs, size = [], 0
         for name in files:
-            src = stage / name
-            shutil.copy2(src, tmp / "files" / name)
+            src, dst = stage / name, tmp / "files" / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_symlink():
+                recs.append({"file": name, "link": os.readlink(src)})
+                dst.symlink_to(recs[-1]["link"])
+                continue
+            shutil.copy2(src, dst)
             recs.append({"file": name, "sha256": sha256_file(src)})
             size += src.stat().st_size
         manifest = {
@@ -255,6 +301,8 @@ def _store(key: str, inputs: dict, stage: Path, files: list[str]) -> Entry:
             "app": inputs["plan"].get("app"),
             "variant": inputs["plan"].get("variant"),
             "environment": inputs["plan"].get("environment"),
+            "build_seconds": build_seconds,
+            "compiles": compiles,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str))
         (tmp / LAST_USED).touch()
@@ -284,20 +332,99 @@ def last_used(e: Entry) -> float:
         return 0.0
 
 
-def prune(limit: int | None = None) -> list[Entry]:
-    """Remove least recently used entries until the cache fits in ``limit`` bytes."""
-    limit = max_bytes() if limit is None else limit
-    es = sorted(entries(), key=last_used)
+#: An entry's worth (:func:`worth`) halves for every this many days it goes unused.
+HALF_LIFE_DAYS = 14.0
+
+
+def rebuild_seconds(e: Entry) -> float:
+    """What building the entry again costs: its recorded build time (an entry stored before
+    the manifest kept it: its provenance's; an expected failure's: 0)."""
+    s = e.manifest.get("build_seconds")
+    if s is None:
+        try:
+            s = json.loads((e.path / "files" / "provenance.json").read_text()).get("build_seconds")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            s = None
+    return float(s or 0.0)
+
+
+def worth(e: Entry, now: float | None = None) -> float:
+    """What removing the entry loses: its rebuild seconds, halved for every
+    :data:`HALF_LIFE_DAYS` it has gone unused (an hour of build used today outweighs a
+    minute's, and a build nobody used for months gives way in the end)."""
+    now = time.time() if now is None else now
+    idle_days = max(0.0, now - last_used(e)) / 86400
+    return rebuild_seconds(e) * 0.5 ** (idle_days / HALF_LIFE_DAYS)
+
+
+def eviction(es: list[Entry], limit: int, now: float | None = None) -> list[Entry]:
+    """The entries to remove so that the others fit in ``limit`` bytes: the least worth
+    first (the least recently used among equals) until the rest fit; then each of those,
+    the dearest first, is kept again if the rest still fit with it (a large cheap entry's
+    removal can spare a dear one it was ranked before)."""
     total = sum(e.size for e in es)
-    removed = []
-    for e in es:
+    out = []
+    for e in sorted(es, key=lambda e: (worth(e, now), last_used(e))):
         if total <= limit:
             break
+        out.append(e)
+        total -= e.size
+    for e in sorted(out, key=lambda e: worth(e, now), reverse=True):
+        if total + e.size <= limit:
+            out.remove(e)
+            total += e.size
+    return out
+
+
+def prune(limit: int | None = None) -> list[Entry]:
+    """Remove entries until the cache fits in ``limit`` bytes, the cheapest to rebuild and
+    longest unused first (:func:`eviction`)."""
+    limit = max_bytes() if limit is None else limit
+    removed = eviction(entries(), limit)
+    for e in removed:
         with locked(e.key):
             shutil.rmtree(e.path, ignore_errors=True)
-        total -= e.size
-        removed.append(e)
     return removed
+
+
+#: Every build stored, one JSON line each (app, variant, environment, seconds, compiles):
+#: the time of a build outlives its entry, for the estimate of the next one.
+TIMES = "build-times.jsonl"
+
+
+def record_time(manifest: dict) -> None:
+    """Append a stored build's time to :data:`TIMES` (best effort: an estimate is lost)."""
+    if manifest.get("build_seconds") is None:
+        return
+    line = {
+        "app": manifest.get("app"),
+        "variant": manifest.get("variant"),
+        "environment": manifest.get("environment"),
+        "seconds": manifest["build_seconds"],
+        "compiles": manifest.get("compiles"),
+        "when": manifest.get("created"),
+        "key": manifest.get("key"),
+    }
+    try:
+        with open(root() / TIMES, "a") as f:
+            f.write(json.dumps(line, sort_keys=True) + "\n")
+    except OSError:
+        pass
+
+
+def recorded_times() -> list[dict]:
+    """The builds :data:`TIMES` holds, oldest first."""
+    try:
+        text = (root() / TIMES).read_text()
+    except OSError:
+        return []
+    out = []
+    for ln in text.splitlines():
+        try:
+            out.append(json.loads(ln))
+        except json.JSONDecodeError:
+            continue
+    return out
 
 
 def verify_all() -> list[tuple[Entry, str]]:

@@ -131,7 +131,8 @@ def _loaded_modules() -> list[str]:
 
 
 def run_environment(build_dir: str | os.PathLike) -> dict[str, str]:
-    """The variables an install's run gets; {} for a compiled build."""
+    """The variables the run of the build in ``build_dir`` gets: an install's, or a compiled
+    build's install tree's (:mod:`apptune.buildtree`); {} for a build of single files."""
     f = Path(build_dir, ENV_FILE)
     return json.loads(f.read_text()) if f.is_file() else {}
 

@@ -39,7 +39,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import inputs, recipes, runner, sources
+from . import inputs, installed, recipes, runner, sources
 from . import placement as pl
 from . import run as runcore
 from .constants import XFAIL_FILE
@@ -211,6 +211,18 @@ def launch_line(
     return plan, pl.launch_argv(launcher, job)
 
 
+def run_env(build_dir: Path, recipe: Recipe, placement_env: dict, env: dict | None) -> dict:
+    """The run's variables: an install's or an install tree's environment
+    (:func:`apptune.installed.run_environment`), then the recipe's, the placement's and
+    the caller's."""
+    return {
+        **installed.run_environment(build_dir),
+        **recipe.run.env,
+        **placement_env,
+        **(env or {}),
+    }
+
+
 def run_tier(
     recipe: Recipe,
     tier: str,
@@ -276,7 +288,7 @@ def run_tier(
         build_dir=build_dir,
         params=params,
         launch=launch,
-        run_env={**recipe.run.env, **plan.env, **(env or {})},
+        run_env=run_env(build_dir, recipe, plan.env, env),
         tag=f"{os.getpid()}-{uuid.uuid4().hex[:12]}",
         test=TRIAL_TEST,
         ranks=ranks,

@@ -3,6 +3,9 @@
 ReFrame's own output passes through unchanged; beside it, apptune follows the run:
 
 * which test case of how many has finished (ReFrame's ``(k/N)`` on each result line);
+* a build that finds no copy in the build cache says first how long it will take
+  (:mod:`apptune.buildcost`: the ``build-notice.json`` it leaves in its stage), once, on
+  apptune's own output;
 * while a build runs, the files compiled so far (the lines of its
   ``compile-lines.jsonl``, which apptune's compiler wrappers append to) against the
   count of the last build of the same application in the build cache, the elapsed
@@ -22,6 +25,7 @@ import time
 from pathlib import Path
 
 from . import buildcache
+from .buildcost import NOTICE_FILE
 from .constants import SLURM_STATE_FILE
 
 _DONE = re.compile(r"\[\s*(?:OK|FAIL|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\(\s*(\d+)/(\d+)\)\s+(.*)")
@@ -58,6 +62,7 @@ class Follower:
         self.running: str | None = None
         self._expected: dict[str, tuple] = {}
         self._build_seen: dict[Path, float] = {}
+        self._noticed: set[Path] = set()
 
     def feed(self, line: str) -> None:
         text = _ANSI.sub("", line)
@@ -108,6 +113,24 @@ class Follower:
             "expected_s": self._expected[app][1],
             "elapsed": elapsed,
         }
+
+    def notices(self) -> list[str]:
+        """What builds of this run said before they started (their ``build-notice.json``)
+        since the last call: each once."""
+        stage = self.run_dir / "stage"
+        if not stage.is_dir():
+            return []
+        out = []
+        for f in sorted(stage.rglob(NOTICE_FILE)):
+            if f in self._noticed:
+                continue
+            try:
+                line = json.loads(f.read_text())["notice"]
+            except (OSError, json.JSONDecodeError, KeyError, TypeError):
+                continue  # being written: the next tick reads it
+            self._noticed.add(f)
+            out.append(line)
+        return out
 
     def slurm_says(self) -> str | None:
         """What Slurm said last of a job not yet ended (the newest ``slurm-state.txt`` of the
@@ -173,6 +196,11 @@ def relay(proc, run_dir: Path, out=sys.stdout) -> None:
     def ticker():
         last = f.clock()
         while not stop.wait(1.0):
+            for line in f.notices():
+                if bar is not None:
+                    bar.write("apptune: " + line, file=out)
+                else:
+                    print("apptune: " + line, file=out, flush=True)
             if bar is not None:
                 bar.set_description_str("apptune: " + f.status())
             elif f.clock() - last >= LOG_EVERY_S:

@@ -1,6 +1,6 @@
 """An install of a recipe (``installs.NAME``): a build not compiled here, the distribution's
-packages or a site's module; and the environment file (``etc/bashrc``) a build or an install
-reads."""
+packages or a site's module; the environment file (``etc/bashrc``) a build or an install
+reads; and what a compiled build installs beside its programs (``build.tree``)."""
 
 from __future__ import annotations
 
@@ -53,3 +53,35 @@ class Install(Strict):
         if not (self.debian or self.modules or self.env_file or self.env):
             raise ValueError("say where it comes from: debian, modules, env_file or env")
         return self
+
+
+class InstallTree(Strict):
+    """What a compiled build keeps besides its programs: the parts of the built tree its run
+    needs beside them (shared libraries, configuration files, data), kept with their paths
+    under the build's ``tree/`` directory, stored in and restored from the build cache with
+    it. The run gets the environment this declares, read again wherever the tree lands."""
+
+    #: Paths relative to the source root, directories or files (jinja2 templates, like
+    #: products): OpenFOAM's ``etc`` and ``platforms/<arch>/lib``, a CMake install prefix.
+    paths: list[str] = Field(min_length=1)
+    #: An environment file inside the tree (relative to it), read by apptune's one fixed
+    #: bash command after every build and every restore: its variables reach the run ...
+    env_file: EnvFile | None = None
+    #: ... and variables set after it (name -> value; ``{{ tree }}`` is the tree's absolute
+    #: path, e.g. ``LD_LIBRARY_PATH: "{{ tree }}/prefix/lib"``).
+    env: dict[str, str] = {}
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v):
+        return _env_names(v)
+
+
+class BuildEstimate(Strict):
+    """How long a first build takes, said before it starts when no earlier build of the
+    application was recorded on the machine (afterwards the recorded time is used)."""
+
+    #: Compile lines the build runs (counted from its declared sources).
+    compiles: int = Field(ge=1)
+    #: Wall seconds per compile line with the recipe's ``jobs`` (measured, said where).
+    seconds_per_compile: float = Field(gt=0)

@@ -20,7 +20,7 @@ from .base import (
     _env_names,
     _valid_regex,
 )
-from .install import EnvFile, Install
+from .install import BuildEstimate, EnvFile, Install, InstallTree
 
 
 # --------------------------------------------------------------------------- recipes
@@ -112,6 +112,10 @@ class BuildSpec(Strict):
     #: Files the build must produce (relative to the source root); copied to the install dir
     #: (a plain path keeps its base name; ``{src, name}`` renames).
     products: list[str | Product] = Field(min_length=1)
+    #: What the run needs beside the products (libraries, ``etc/``), kept as a tree.
+    tree: InstallTree | None = None
+    #: How long a first build takes when none was recorded on this machine.
+    estimate: BuildEstimate | None = None
     languages: list[Literal["c", "cxx", "fortran"]] = ["c"]
     #: Flags the source itself needs with every compiler and ladder (e.g. -fcommon).
     cflags: list[str] = []

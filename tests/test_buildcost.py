@@ -1,0 +1,139 @@
+"""The build cache keeps what is dear to rebuild, and a build the cache lacks says how long it
+will take before it starts."""
+
+import json
+import os
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from apptune import buildcache, buildcost, progress, recipes
+from apptune.models.install import BuildEstimate
+
+DAY = 86400.0
+HOUR, MINUTES = 5400.0, 300.0
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("APPTUNE_BUILD_CACHE", str(tmp_path / "builds"))
+    monkeypatch.delenv("APPTUNE_BUILD_CACHE_MAX_GB", raising=False)
+    return tmp_path / "builds"
+
+
+def entry(key: str, size: int, seconds: float | None, idle_days: float, now: float):
+    """A cache entry as the manifest describes it (its bytes are not needed to rank it)."""
+    d = buildcache.entry_dir(key)
+    (d / "files").mkdir(parents=True)
+    manifest = {"key": key, "files": [], "size": size, "created": now, "app": key}
+    if seconds is not None:
+        manifest["build_seconds"] = seconds
+    (d / buildcache.MANIFEST).write_text(json.dumps(manifest))
+    (d / buildcache.LAST_USED).touch()
+    t = now - idle_days * DAY
+    os.utime(d / buildcache.LAST_USED, (t, t))
+    return key
+
+
+def test_hours_of_build_are_not_evicted_to_keep_minutes_under_the_default_limit(cache):
+    now = time.time()
+    limit = buildcache.max_bytes()
+    # the hour-long build was used three days ago, the minutes' one just now: by age alone
+    # the hour would go
+    dear = entry("aa" + "1" * 62, limit // 2, HOUR, 3, now)
+    cheap = entry("bb" + "2" * 62, limit // 2 + 1, MINUTES, 0, now)
+    removed = buildcache.prune()
+    assert [e.key for e in removed] == [cheap]
+    assert [e.key for e in buildcache.entries()] == [dear]
+
+
+def test_a_dear_build_nobody_used_for_months_gives_way_in_the_end(cache):
+    now = time.time()
+    dear = entry("aa" + "1" * 62, 600, HOUR, 120, now)
+    cheap = entry("bb" + "2" * 62, 600, MINUTES, 0, now)
+    assert [e.key for e in buildcache.prune(limit=1000)] == [dear]
+    assert [e.key for e in buildcache.entries()] == [cheap]
+
+
+def test_a_large_cheap_removal_spares_a_dear_entry_ranked_before_it(cache):
+    now = time.time()
+    small_dear = entry("aa" + "1" * 62, 100, 2 * MINUTES, 0, now)
+    tiny_cheap = entry("cc" + "3" * 62, 10, 10.0, 0, now)
+    large_cheap = entry("bb" + "2" * 62, 900, 3 * MINUTES, 0, now)
+    # ranked by worth: tiny (10 s), small (600 s), large (900 s); removing the large one
+    # alone makes room, so the two before it stay
+    removed = buildcache.eviction(buildcache.entries(), limit=200, now=now)
+    assert [e.key for e in removed] == [large_cheap]
+    assert {e.key for e in buildcache.entries()} >= {small_dear, tiny_cheap}
+
+
+def test_entries_of_unknown_cost_go_least_recently_used_first(cache):
+    now = time.time()
+    old = entry("aa" + "1" * 62, 600, None, 5, now)
+    new = entry("bb" + "2" * 62, 600, None, 1, now)
+    assert [e.key for e in buildcache.prune(limit=700)] == [old]
+    assert [e.key for e in buildcache.entries()] == [new]
+
+
+def _recipe(estimate=None):
+    return SimpleNamespace(name="openfoam", build=SimpleNamespace(estimate=estimate))
+
+
+PLAN = {"app": "openfoam", "variant": "tuned", "environment": "gnu"}
+
+
+def test_the_notice_says_the_last_recorded_time_of_the_same_build():
+    times = [
+        {"app": "openfoam", "variant": "tuned", "environment": "gnu", "seconds": 4000.0},
+        {"app": "openfoam", "variant": "tuned", "environment": "llvm", "seconds": 9000.0},
+        {"app": "openfoam", "variant": "tuned", "environment": "gnu", "seconds": 5460.0},
+    ]
+    line = buildcost.notice(_recipe(BuildEstimate(compiles=10, seconds_per_compile=1)), PLAN, times)
+    assert line.startswith("no cached build of openfoam gnu/tuned: building takes ~1 h 31 min")
+    assert "(last recorded on " in line
+
+
+def test_the_notice_estimates_from_the_declared_file_count():
+    est = BuildEstimate(compiles=2000, seconds_per_compile=1.5)
+    line = buildcost.notice(_recipe(est), PLAN, [])
+    assert "building takes ~50 min" in line
+    assert "estimated from the declared 2000 compiles at the recipe's 1.5 s each" in line
+    # another variant's recorded rate on this machine wins over the recipe's
+    other = {"app": "openfoam", "variant": "tuned+exceptions=none", "environment": "gnu"}
+    line = buildcost.notice(_recipe(est), PLAN, [{**other, "seconds": 6000.0, "compiles": 2000}])
+    assert "building takes ~1 h 40 min" in line and "recorded 3.00 s each" in line
+
+
+def test_without_a_record_or_a_declaration_the_notice_says_it_cannot_tell():
+    line = buildcost.notice(_recipe(None), PLAN, [])
+    assert line == (
+        "no cached build of openfoam gnu/tuned: no earlier build recorded and no "
+        "build.estimate declared"
+    )
+
+
+def test_stored_builds_are_recorded_and_outlive_their_entries(cache, tmp_path):
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    (stage / "prog").write_text("x")
+    inputs = {"plan": PLAN}
+    e = buildcache.store("dd" + "4" * 62, inputs, stage, ["prog"], build_seconds=42.5, compiles=7)
+    assert e.manifest["build_seconds"] == 42.5
+    buildcache.prune(limit=0)
+    assert buildcache.entries() == []
+    [t] = buildcache.recorded_times()
+    assert (t["app"], t["variant"], t["seconds"], t["compiles"]) == ("openfoam", "tuned", 42.5, 7)
+    seconds, how = buildcost.estimate(_recipe(None), PLAN)
+    assert seconds == 42.5 and how.startswith("last recorded on")
+
+
+def test_apptune_run_says_a_builds_notice_once(tmp_path, toy_root, gnu_toolchain):
+    run_dir = tmp_path / "run"
+    stage = run_dir / "stage/local/default/gnu/ToyBuild_1234"
+    stage.mkdir(parents=True)
+    plan = recipes.resolve(recipes.load_recipe("toy"), "tuned", gnu_toolchain).to_dict()
+    said = buildcost.announce(recipes.load_recipe("toy"), plan, stage)
+    f = progress.Follower(run_dir)
+    assert f.notices() == [said] and said.startswith("no cached build of toy gnu/tuned")
+    assert f.notices() == []
