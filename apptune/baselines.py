@@ -41,7 +41,7 @@ import yaml
 
 from . import changes, machine, paths, quality
 from .errors import ApptuneError
-from .models import BaselineFile, Figure
+from .models import BaselineFile, Figure, RunRecord, as_data
 from .yamlio import (
     atomic_write_text,
     dump_yaml_roundtrip,
@@ -299,17 +299,11 @@ def compare(
     return out
 
 
-def _verified(r: dict) -> bool:
-    """A run record's verification (``verification.ok``), or a report row's (``verified``)."""
-    v = r.get("verification")
-    return bool(v.get("ok")) if isinstance(v, dict) else bool(r.get("verified"))
-
-
 def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def verdicts(system: str, app: str, runs: list[dict], figures: dict[str, Figure]) -> dict:
+def verdicts(system: str, app: str, runs: list[RunRecord], figures: dict[str, Figure]) -> dict:
     """The performance verdict of one run, or of the repeats of one variant (their medians,
     with the threshold for that many repeats): ``runs`` are run records of one app, tier,
     environment, variant and machine. The one place that decides what may be judged: a
@@ -319,32 +313,32 @@ def verdicts(system: str, app: str, runs: list[dict], figures: dict[str, Figure]
     no figure of the runs can be judged (None: each figure's own ``why`` says)."""
 
     first = runs[0]
-    env, variant, tier = first.get("environment"), first.get("variant"), first.get("tier")
+    env, variant, tier = first.environment, first.variant, first.tier
     out = {"file": _rel(paths.baselines_file(system, app)), "found": False, "why": None}
     try:
         bfile, b = load(system, app)
         blocked = None
     except ApptuneError as e:  # a bad baseline withholds the verdict, never the verification
         bfile, b, blocked = paths.baselines_file(system, app), None, f"baseline unusable: {e}"
-    mid = first.get("machine_id")
+    mid = first.machine_id
     entry = lookup(b, mid, env, variant, tier)
     out["found"] = entry is not None
-    verified = [r for r in runs if _verified(r)]
-    clean = [r for r in verified if (r.get("quality") or {}).get("grade") == "clean"]
+    verified = [r for r in runs if r.verification.ok]
+    clean = [r for r in verified if _grade(r) == "clean"]
     blocked = blocked or not_applicable(b, bfile, mid, system, app)
     if blocked is None and not verified:
         blocked = "not verified" + (f" (none of the {len(runs)} repeats)" if len(runs) > 1 else "")
     if blocked is None and not clean:
         blocked = (
-            f"run {quality.summary(verified[0].get('quality'))}"
+            f"run {quality.summary(as_data(verified[0].quality))}"
             if len(runs) == 1
             else f"none of the {len(runs)} repeats was clean"
             if len(verified) == len(runs)
             else f"none of the {len(verified)} verified repeats was clean"
         )
     values = {}
-    for n in {n for r in (clean or runs) for n in (r.get("figures") or {})}:
-        vals = [(r.get("figures") or {}).get(n) for r in (clean or runs)]
+    for n in {n for r in (clean or runs) for n in (r.figures or {})}:
+        vals = [(r.figures or {}).get(n) for r in (clean or runs)]
         vals = [v for v in vals if v is not None]
         if not vals:
             continue
@@ -353,7 +347,7 @@ def verdicts(system: str, app: str, runs: list[dict], figures: dict[str, Figure]
     out["why"] = blocked
     if not out["found"] and not (blocked or "").startswith("baseline unusable"):
         # the one piece of advice of a run without a baseline here (said once per run)
-        out["advice"] = record_command(app, tier, system, first.get("partition"))
+        out["advice"] = record_command(app, tier, system, first.partition)
     if entry is not None:
         out["changed"] = what_changed(entry, first)
     out["repeats"] = max(1, len(clean))
@@ -363,7 +357,7 @@ def verdicts(system: str, app: str, runs: list[dict], figures: dict[str, Figure]
         figures,
         values,
         blocked=blocked,
-        energy_trust=(first.get("energy") or {}).get("trust"),
+        energy_trust=first.energy.trust if first.energy else None,
         repeats=out["repeats"],
     )
     if out.get("changed") == []:
@@ -388,13 +382,13 @@ def unexplained(j: dict, sessions: int | None) -> None:
     )
 
 
-def run_facts(r: dict) -> dict[str, str]:
+def run_facts(r: RunRecord) -> dict[str, str]:
     """The facts of a run a baseline keeps: all but the machine's (a baseline applies
     only on the machine it names)."""
     return {k: v for k, v in changes.facts(r).items() if not k.startswith("machine ")}
 
 
-def what_changed(entry, run: dict) -> list[str] | None:
+def what_changed(entry, run: RunRecord) -> list[str] | None:
     """What differs between the runs of a baseline ``entry`` and ``run`` (an empty list:
     nothing recorded); None when the baseline did not keep its runs' provenance."""
     if entry.provenance is None:
@@ -446,19 +440,23 @@ def effective_noise(noise: float, runs: int) -> float:
     return max(noise, math.sqrt((PRIOR_DF * PRIOR_NOISE**2 + k * noise**2) / (PRIOR_DF + k)))
 
 
-def usable(r: dict) -> str | None:
+def _grade(r: RunRecord) -> str | None:
+    return r.quality.grade if r.quality else None
+
+
+def usable(r: RunRecord) -> str | None:
     """Why a result may not enter a baseline (None: it may)."""
-    if not (r.get("verification") or {}).get("ok"):
+    if not r.verification.ok:
         return "not verified"
-    q = (r.get("quality") or {}).get("grade")
+    q = _grade(r)
     if q != "clean":
         return f"run quality {q or 'unmeasured'}"
-    if not r.get("machine_id") or not r.get("machine"):
+    if not r.machine_id or not r.machine:
         return "no machine fingerprint"
     return None
 
 
-def update(system: str, app: str, results: list[dict], **kw) -> tuple[Path, list[str]]:
+def update(system: str, app: str, results: list[RunRecord], **kw) -> tuple[Path, list[str]]:
     """Merge results into the system's baseline file (atomically); see ``merge``."""
     f, text, notes = merge(system, app, results, **kw)
     if not text:
@@ -473,7 +471,7 @@ def update(system: str, app: str, results: list[dict], **kw) -> tuple[Path, list
 
 
 def merge(
-    system: str, app: str, results: list[dict], figures: dict[str, Figure] | None = None
+    system: str, app: str, results: list[RunRecord], figures: dict[str, Figure] | None = None
 ) -> tuple[Path, str, list[str]]:
     """The baseline file with ``results`` merged in: (path, new text, notes).
 
@@ -494,34 +492,31 @@ def merge(
     }
     notes, groups = [], {}
     for r in results:
-        if r.get("app") != app:
+        if r.app != app:
             continue
         why = usable(r)
         if why:
             notes.append(
-                f"{r.get('environment')}/{r.get('variant')} tier {r.get('tier')} "
-                f"({r.get('run_id', '?')}): left out: {why}"
+                f"{r.environment}/{r.variant} tier {r.tier} ({r.run_id or '?'}): left out: {why}"
             )
             continue
-        groups.setdefault((r["machine_id"], r["environment"], r["variant"], r["tier"]), []).append(
-            r
-        )
+        groups.setdefault((r.machine_id, r.environment, r.variant, r.tier), []).append(r)
     today = datetime.date.today().isoformat()
     for key, rs in groups.items():
         mid = key[0]
-        data["machines"].setdefault(mid, {k: v for k, v in rs[0]["machine"].items()})
+        data["machines"].setdefault(mid, dict(rs[0].machine))
         figs = {}
-        names = sorted({n for r in rs for n in (r.get("figures") or {})})
+        names = sorted({n for r in rs for n in (r.figures or {})})
         for n in names:
             if is_energy_figure(n) and any(
-                energy_no_verdict((r.get("energy") or {}).get("trust")) for r in rs
+                energy_no_verdict(r.energy.trust if r.energy else None) for r in rs
             ):
                 continue
             vals = [
-                r["figures"][n]
+                v
                 for r in rs
-                if isinstance(r["figures"].get(n), (int, float))
-                and not isinstance(r["figures"].get(n), bool)
+                for v in [(r.figures or {}).get(n)]
+                if isinstance(v, (int, float)) and not isinstance(v, bool)
             ]
             bad = [v for v in vals if not (math.isfinite(v) and v > 0)]
             if bad or not vals:
@@ -539,7 +534,7 @@ def merge(
             } | _sessions(rs, n)
         if not figs:
             continue
-        runs = sorted({str(r.get("run_id", "?")) for r in rs})
+        runs = sorted({r.run_id or "?" for r in rs})
         entries[key] = {
             "machine": mid,
             "environment": key[1],
@@ -561,13 +556,13 @@ def merge(
     return f, text, notes
 
 
-def _sessions(rs: list[dict], name: str) -> dict:
+def _sessions(rs: list[RunRecord], name: str) -> dict:
     """``sessions`` and ``between`` of a figure from runs of several sessions (run ids)."""
     by: dict[str, list[float]] = {}
     for r in rs:
-        v = r["figures"].get(name)
+        v = (r.figures or {}).get(name)
         if _finite(v) and v > 0:
-            by.setdefault(str(r.get("session") or r.get("run_id", "?")), []).append(v)
+            by.setdefault(r.session or r.run_id or "?", []).append(v)
     if len(by) < 2:
         return {}
     between = run_noise([statistics.median(v) for v in by.values()])

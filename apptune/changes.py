@@ -12,14 +12,37 @@ a cause, and is left out.
 
 from __future__ import annotations
 
+from .models import RunRecord, as_data
+
 #: Flag sets of a build, compared token by token.
 FLAG_SETS = ("cflags", "fflags", "cppflags", "ldflags")
 
 
-def facts(record: dict) -> dict[str, str]:
+def facts(record: RunRecord) -> dict[str, str]:
     """The comparable facts of one run record (see the module docstring)."""
+    prov = record.provenance or {}
+    out = _build_facts(prov)
+    for k, v in sorted(record.input.items()):
+        out[f"input {k}"] = _text(v)
+    lay = record.placement_layout
+    for k in ("binding", "nodes", "ranks", "ranks_per_node", "threads_per_rank"):
+        if lay is not None and getattr(lay, k) is not None:
+            out[f"placement {k}"] = _text(getattr(lay, k))
+    out.update(_launch_facts(as_data(record.launch) or prov.get("launch") or {}))
+    for k, v in sorted((record.machine or {}).items()):
+        out[f"machine {k}"] = _text(v)
+    return out
+
+
+def provenance_facts(prov: dict) -> dict[str, str]:
+    """The comparable facts of a build's provenance as the history keeps it, with the
+    launch of its run."""
+    return _build_facts(prov) | _launch_facts(prov.get("launch") or {})
+
+
+def _build_facts(prov: dict) -> dict[str, str]:
+    """Compilers, flags, libraries, patches, source and axes of a build's provenance."""
     out: dict[str, str] = {}
-    prov = record.get("provenance") or {}
     for name, c in sorted((prov.get("compilers") or {}).items()):
         if isinstance(c, dict):
             out[f"compiler {name}"] = " / ".join(
@@ -45,21 +68,18 @@ def facts(record: dict) -> dict[str, str]:
         out["source"] = " ".join(x for x in (src.get("file"), str(src["sha256"])[:12]) if x)
     for k, v in sorted((prov.get("axes") or {}).items()):
         out[f"axis {k}"] = _text(v)
-    for k, v in sorted((record.get("input") or {}).items()):
-        out[f"input {k}"] = _text(v)
-    lay = record.get("placement_layout") or {}
-    for k in ("binding", "nodes", "ranks", "ranks_per_node", "threads_per_rank"):
-        if lay.get(k) is not None:
-            out[f"placement {k}"] = _text(lay[k])
-    launch = record.get("launch") or prov.get("launch") or {}
+    return out
+
+
+def _launch_facts(launch: dict) -> dict[str, str]:
+    """The launcher, the modules and the environment variables a run was launched with."""
+    out = {}
     if launch.get("launcher"):
         out["launcher"] = " ".join(launch["launcher"])
     for m in launch.get("modules") or []:
         out[f"module {str(m).split('/')[0]}"] = str(m)
     for k, v in sorted((launch.get("env_vars") or {}).items()):
         out[f"env {k}"] = str(v)
-    for k, v in sorted((record.get("machine") or {}).items()):
-        out[f"machine {k}"] = _text(v)
     return out
 
 

@@ -313,7 +313,7 @@ def read_trials(session: TrialSession) -> RunRec:
     results = []
     for d in session.run_dirs:
         f = d / RESULT_FILE
-        r = records.read_record(f)  # a broken record: one line naming the file and field
+        r = records.load_record(f)  # a broken record: one line naming the file and field
         if r is None:
             raise ApptuneError(f, None, "no run record: the trial did not write one")
         if not r.trial:

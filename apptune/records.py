@@ -28,23 +28,12 @@ def load_json(path: Path):
         return None
 
 
-def read_record(path: str | Path) -> RunRecord | None:
+def load_record(path: str | Path) -> RunRecord | None:
     """The run record (``apptune-result.json``, :class:`apptune.models.RunRecord`) in
     ``path``, a file or its run directory; None if there is none. A record that is not
-    one (cut short, hand-edited, of another program) is an error naming the file and field."""
-    found = _read(path)
-    return found[1] if found else None
-
-
-def load_record(path: str | Path) -> dict | None:
-    """The run record in ``path`` (:func:`read_record`, checked the same way) as the JSON
-    object it was written as, for code that passes a record on as data (a baseline's
-    runs, the tests); a reader of its parts reads :func:`read_record`'s typed record."""
-    found = _read(path)
-    return found[0] if found else None
-
-
-def _read(path: str | Path) -> tuple[dict, RunRecord] | None:
+    one (cut short, hand-edited, of another program) is an error naming the file and field.
+    Records of older versions load: a part's missing fields read as their defaults and keys
+    a version no longer writes are kept (apptune/models/record.py)."""
     path = Path(path)
     if path.is_dir():
         path = path / RESULT_FILE
@@ -61,30 +50,19 @@ def _read(path: str | Path) -> tuple[dict, RunRecord] | None:
     if not isinstance(data, dict):
         raise ApptuneError(path, None, "not a run record: not a JSON object")
     try:
-        return data, RunRecord.model_validate(data)
+        return RunRecord.model_validate(data)
     except pydantic.ValidationError as e:
         raise format_validation_error(path, e, data, RunRecord, hint=None) from None
 
 
 def record_of(tc: dict) -> RunRecord | None:
-    """The run record of one ReFrame test case (:func:`read_record`), None if it wrote none
+    """The run record of one ReFrame test case (:func:`load_record`), None if it wrote none
     (or an unreadable one: that is said on stderr, in one line, and the case counts as
     without a record, so one broken file stops no report)."""
-    found = _of(tc)
-    return found[1] if found else None
-
-
-def result_of(tc: dict) -> dict | None:
-    """:func:`record_of` as the JSON object it was written as (:func:`load_record`)."""
-    found = _of(tc)
-    return found[0] if found else None
-
-
-def _of(tc: dict) -> tuple[dict, RunRecord] | None:
     for d in (tc.get("outputdir"), tc.get("stagedir")):
         if d:
             try:
-                r = _read(Path(d))
+                r = load_record(Path(d))
             except ApptuneError as e:
                 print(f"apptune: warning: {e}", file=sys.stderr)
                 continue
@@ -115,7 +93,8 @@ class Case:
     fail_phase: str | None
     fail_reason: str | None
     fixture: bool
-    record: dict | None
+    #: The run record, with the run directory it was read from (``run_id``, ``session``).
+    record: RunRecord | None
 
     @property
     def name(self) -> str:
@@ -123,7 +102,7 @@ class Case:
 
     @property
     def verified(self) -> bool:
-        return bool(((self.record or {}).get("verification") or {}).get("ok"))
+        return self.record is not None and self.record.verification.ok
 
 
 def cases(run_dir: Path, report_file: Path | None = None) -> list[Case]:
@@ -131,9 +110,9 @@ def cases(run_dir: Path, report_file: Path | None = None) -> list[Case]:
     run_dir = Path(run_dir)
     out = []
     for tc in testcases(read_report(run_dir, report_file)):
-        rec = None if tc.get("fixture") else result_of(tc)
+        rec = None if tc.get("fixture") else record_of(tc)
         if rec is not None:
-            rec = dict(rec, run_id=run_dir.name, session=str(run_dir.resolve()))
+            rec.run_id, rec.session = run_dir.name, str(run_dir.resolve())
         out.append(
             Case(
                 test=tc.get("display_name") or tc.get("unique_name", "?"),

@@ -177,9 +177,7 @@ def provenance_diff(before: dict | None, after: dict | None) -> list[str]:
     """What changed between two runs' build provenance (:func:`apptune.changes.describe`)."""
     if before is None or after is None:
         return []
-    return changes.describe(
-        changes.facts({"provenance": before}), changes.facts({"provenance": after})
-    )
+    return changes.describe(changes.provenance_facts(before), changes.provenance_facts(after))
 
 
 def _bad(change: float, better: str) -> bool:

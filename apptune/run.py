@@ -28,7 +28,7 @@ import pydantic
 from . import energy, inputs, knobs, outputs, placement, quality, recipes, runner, scratch, verify
 from .constants import CURVES_DIR, RESULT_FILE
 from .errors import ApptuneError, format_validation_error
-from .models import Recipe, RunRecord
+from .models import READER_FIELDS, Recipe, RunRecord
 from .yamlio import atomic_write_json
 
 
@@ -302,7 +302,7 @@ def _typed(run_dir: str | os.PathLike, record: dict) -> RunRecord:
     not one, is an error naming the record's file and the field (the checks and the trials
     cannot drift apart)."""
     path = Path(run_dir, RESULT_FILE)
-    unknown = sorted(set(record) - set(RunRecord.model_fields))
+    unknown = sorted(set(record) - set(RunRecord.model_fields) | set(record) & READER_FIELDS)
     if unknown:
         raise ApptuneError(
             path, unknown[0], "not a field of a run record (apptune.models.RunRecord)"

@@ -11,7 +11,7 @@ from conftest import CLEAN, this_machine
 
 from apptune import baselines, machine, recipes
 from apptune.errors import ApptuneError
-from apptune.models import BaselineFile, Figure
+from apptune.models import BaselineFile, Figure, RunRecord
 from apptune.rfm.reference import reframe_reference
 
 FIGS = {
@@ -118,7 +118,9 @@ def test_a_baseline_of_another_machine_gives_no_verdict_and_says_how_to_record_o
 
 
 def test_the_advice_names_the_tier_system_and_partition_of_the_run(toy_root):
-    r = dict(result(40.0, "a"), tier="nightly", system="cluster", partition="compute")
+    r = result(40.0, "a").model_copy(
+        update={"tier": "nightly", "system": "cluster", "partition": "compute"}
+    )
     v = baselines.verdicts("cluster", "hpcc", [r], FIGS)
     assert v["why"].startswith("no baseline file (reference/baselines/cluster/hpcc.yaml)")
     assert v["advice"] == (
@@ -153,19 +155,21 @@ def test_a_change_beyond_the_threshold_of_a_noisy_figure_is_judged(value, verdic
 
 def result(value, run, quality=CLEAN, ok=True, energy="measured", mach=None, **figs):
     mid, fp = mach or this_machine()
-    return {
-        "app": "hpcc",
-        "environment": "gnu",
-        "variant": "tuned",
-        "tier": "ci",
-        "run_id": run,
-        "verification": {"ok": ok},
-        "quality": quality,
-        "machine_id": mid,
-        "machine": fp,
-        "energy": {"trust": energy},
-        "figures": {"HPL": value, "energy_J": 500.0, **figs},
-    }
+    return RunRecord.model_validate(
+        {
+            "app": "hpcc",
+            "environment": "gnu",
+            "variant": "tuned",
+            "tier": "ci",
+            "run_id": run,
+            "verification": {"ok": ok, "summary": "verified" if ok else "wrong"},
+            "quality": quality,
+            "machine_id": mid,
+            "machine": fp,
+            "energy": {"trust": energy},
+            "figures": {"HPL": value, "energy_J": 500.0, **figs},
+        }
+    )
 
 
 def test_merge_takes_clean_verified_runs_their_median_and_noise(toy_root):

@@ -3,11 +3,26 @@
 import pytest
 
 from apptune import baselines, changes
+from apptune.models import RunRecord
 
 pytestmark = pytest.mark.unit
 
 
 def record(cflags=("-O3", "-march=native"), fflags=("-O3",), gcc="12.2.0", blas="0.3.21", **kw):
+    return RunRecord.model_validate(
+        {
+            "app": "hpcc",
+            "tier": "ci",
+            "variant": "tuned",
+            "environment": "gnu",
+            "verification": {"ok": True, "summary": "verified"},
+        }
+        | provenance(cflags, fflags, gcc, blas)
+        | kw
+    )
+
+
+def provenance(cflags, fflags, gcc, blas):
     return {
         "provenance": {
             "compilers": {"cc": {"version": f"gcc {gcc}", "mpi": "Open MPI 4.1.4"}},
@@ -23,7 +38,6 @@ def record(cflags=("-O3", "-march=native"), fflags=("-O3",), gcc="12.2.0", blas=
         "placement_layout": {"binding": "core", "ranks": 2},
         "launch": {"launcher": ["srun", "--cpu-bind=cores"], "env_vars": {"A": "1"}},
         "machine": {"kernel": "6.1"},
-        **kw,
     }
 
 
@@ -36,9 +50,9 @@ def test_a_flag_ladder_slip_is_one_line_for_both_languages():
 
 def test_what_a_build_produces_is_no_cause_and_each_cause_is_named():
     a, b = record(), record(gcc="13.1.0", blas="0.3.26", input={"n": 2000})
-    b["provenance"]["products"] = [{"file": "hpcc", "sha256": "e" * 64}]
-    b["provenance"]["build_seconds"] = 99
-    b["launch"] = {"launcher": ["mpirun", "-np", "2"], "env_vars": {"A": "1", "B": "tcp"}}
+    b.provenance["products"] = [{"file": "hpcc", "sha256": "e" * 64}]
+    b.provenance["build_seconds"] = 99
+    b.launch = {"launcher": ["mpirun", "-np", "2"], "env_vars": {"A": "1", "B": "tcp"}}
     d = changes.describe(changes.facts(a), changes.facts(b))
     assert d == [
         "compiler cc: gcc 12.2.0 / Open MPI 4.1.4 → gcc 13.1.0 / Open MPI 4.1.4",
@@ -61,13 +75,14 @@ def test_a_fact_the_baseline_runs_disagree_on_is_never_blamed():
 def test_a_baseline_keeps_its_runs_facts_but_not_the_machine(toy_root):
     from test_baselines import result
 
-    rs = [dict(record(), **result(40.0, r), provenance=record()["provenance"]) for r in "abc"]
+    rs = [record(**result(40.0, r).data()) for r in "abc"]
     f, text, notes = baselines.merge("local", "hpcc", rs)
     b = baselines.BaselineFile.model_validate(__import__("yaml").safe_load(text))
     (e,) = b.entries
     assert e.provenance["flags cflags"] == "-O3 -march=native"
     assert not any(k.startswith("machine ") for k in e.provenance)
-    slip = dict(rs[0], provenance=record(cflags=("-O0",), fflags=("-O0",))["provenance"])
+    slip_prov = record(cflags=("-O0",), fflags=("-O0",)).provenance
+    slip = rs[0].model_copy(update={"provenance": slip_prov})
     assert baselines.what_changed(e, slip) == ["cflags -O3 -march=native → -O0", "fflags -O3 → -O0"]
     old = e.model_copy(update={"provenance": None})
     assert baselines.what_changed(old, slip) is None
@@ -78,8 +93,8 @@ def test_the_history_keeps_how_a_run_was_launched_with_its_build(tmp_path):
     by the site's environment), not only the build's."""
     from apptune import regressions
 
-    before = dict(record()["provenance"], launch={"env_vars": {"A": "1"}})
-    after = dict(record()["provenance"], launch={"env_vars": {"A": "1", "OMPI_MCA_btl": "tcp"}})
+    before = dict(record().provenance, launch={"env_vars": {"A": "1"}})
+    after = dict(record().provenance, launch={"env_vars": {"A": "1", "OMPI_MCA_btl": "tcp"}})
     assert regressions.provenance_diff(before, after) == ["env OMPI_MCA_btl: (none) → tcp"]
 
 
@@ -89,8 +104,12 @@ def test_bisect_between_tests_what_it_can_undo_and_names_the_rest():
 
     base = changes.facts(record())
     now = changes.facts(
-        record(cflags=("-O0", "-march=native"), gcc="13.1.0", input={"n": 2000})
-        | {"launch": {"launcher": ["srun"], "env_vars": {"A": "1", "B": "tcp"}}}
+        record(
+            cflags=("-O0", "-march=native"),
+            gcc="13.1.0",
+            input={"n": 2000},
+            launch={"launcher": ["srun"], "env_vars": {"A": "1", "B": "tcp"}},
+        )
     )
     dims = {c.fact: c for c in between.dimensions(base, now)}
     assert {k for k, c in dims.items() if c.where} == {"flags cflags", "env B", "input n"}
@@ -114,8 +133,9 @@ def test_bisect_between_tests_what_it_can_undo_and_names_the_rest():
 
 
 def test_a_report_row_keeps_what_its_verdict_compares(tmp_path):
-    """The report judges the repeats of a variant again from its rows: a row without the
-    run's launch named every variable of the site as removed since the baseline."""
+    """A report row keeps how its run was launched (the repeats of a variant are judged
+    again from their run records, where a row without the launch named every variable of
+    the site as removed since the baseline)."""
     from conftest import write_run
 
     from apptune.report.collect import collect
@@ -135,17 +155,17 @@ def test_a_shift_with_nothing_changed_is_unexplained_and_a_named_change_is_a_reg
 
     from apptune.rfm.reference import reframe_reference
 
-    rs = [dict(record(), **result(40.0 + i / 10, r)) for i, r in enumerate("abc")]
+    rs = [record(**result(40.0 + i / 10, r).data()) for i, r in enumerate("abc")]
     f, text, _ = baselines.merge("local", "hpcc", rs)
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(text)
-    same = dict(record(), **result(16.0, "d"))
+    same = record(**result(16.0, "d").data())
     v = baselines.verdicts("local", "hpcc", [same], FIGS)
     hpl = v["figures"]["HPL"]
     assert v["changed"] == [] and hpl["verdict"] == "unexplained", hpl
     assert hpl["direction"] == "regression" and "nothing recorded changed" in hpl["why"]
     assert reframe_reference(v["figures"], FIGS)["*"]["HPL"][1:3] == (None, None)
-    slip = dict(record(cflags=("-O0",)), **result(16.0, "e"))
+    slip = record(cflags=("-O0",), **result(16.0, "e").data())
     v = baselines.verdicts("local", "hpcc", [slip], FIGS)
     assert v["changed"] == ["cflags -O3 -march=native → -O0"]
     assert v["figures"]["HPL"]["verdict"] == "regression"

@@ -31,7 +31,7 @@ def results(run_dir: Path) -> dict:
     out = {}
     for base in ("output", "stage"):
         for f in (run_dir / base).rglob("apptune-result.json"):
-            r = records.load_record(f)
+            r = records.load_record(f).data()
             out.setdefault((r["environment"], r["variant"]), r)
     return out
 
@@ -243,7 +243,7 @@ def test_examl_and_netpipe_ci_build_run_verify_and_plot(tmp_path):
     res = {}
     for base in ("output", "stage"):
         for f in (run_dir / base).rglob("apptune-result.json"):
-            r = records.load_record(f)
+            r = records.load_record(f).data()
             res.setdefault((r["app"], r["environment"], r["variant"]), r)
     ex = res[("examl", "gnu", "tuned")]
     assert ex["verification"]["ok"], ex["verification"]

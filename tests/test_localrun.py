@@ -280,7 +280,7 @@ def test_toy_builds_runs_and_verifies_like_a_check(toy_root, tmp_path, gnu_toolc
     res = localrun.run_tier(r, "ci", tmp_path / "b", tmp_path / "run", site)
     assert res.ok, res.summary
     assert res.figures["rate"] == 123.5 and res.figures["wall_time"] > 0
-    record = records.load_record(tmp_path / "run")
+    record = records.load_record(tmp_path / "run").data()
     assert record["trial"] and record["verification"]["ok"] and record["figures"] == res.figures
     # named as a check of this build on partition test:default would be
     assert (record["system"], record["partition"], record["test"]) == ("test", "default", "trial")

@@ -676,7 +676,7 @@ def test_the_walk_through_adds_an_application_without_editing_its_check(tmp_path
     assert rc == 0, out[-3000:]
     (case,) = [c for c in records.cases(root / "runs/latest") if not c.fixture]
     assert case.result == "pass" and case.verified
-    assert len(case.record["verification"]["fields"]) == 3
+    assert len(case.record.verification.fields) == 3
     assert check.read_text() == check_text
 
 
@@ -787,6 +787,6 @@ def test_the_walk_through_adds_a_debian_package_the_project_does_not_use(tmp_pat
     assert rc == 0, out[-3000:]
     (case,) = [c for c in records.cases(root / "runs/latest") if not c.fixture]
     assert case.result == "pass" and case.verified
-    assert len(case.record["verification"]["fields"]) == 5
-    assert case.record["figures"]["memcpy_bandwidth"] > 0
+    assert len(case.record.verification.fields) == 5
+    assert case.record.figures["memcpy_bandwidth"] > 0
     assert check.read_bytes() == check_bytes

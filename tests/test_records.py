@@ -31,21 +31,19 @@ def _record(**kw):
 def test_a_written_record_reads_back_unchanged(tmp_path):
     path = run.write_record(tmp_path, _record())
     assert path == tmp_path / RESULT_FILE
-    assert records.load_record(tmp_path) == _record()
-    assert records.load_record(path) == _record()
+    assert records.load_record(tmp_path).data() == _record()
+    assert records.load_record(path).data() == _record()
 
 
-def test_the_typed_reader_reads_the_same_record(tmp_path):
+def test_the_reader_gives_the_typed_record(tmp_path):
     run.write_record(tmp_path / "output", _record())
-    rec = records.read_record(tmp_path / "output")
+    rec = records.load_record(tmp_path / "output")
     assert rec.verification.ok and rec.verification.fields == [] and rec.figures["rate"] == 123.5
-    assert rec.model_dump(exclude_unset=True) == _record()
     assert records.record_of({"outputdir": str(tmp_path / "output")}) == rec
 
 
 def test_a_run_directory_without_a_record_has_none(tmp_path):
     assert records.load_record(tmp_path) is None
-    assert records.read_record(tmp_path) is None
 
 
 def test_the_writer_refuses_a_key_the_schema_does_not_know(tmp_path):
@@ -87,7 +85,7 @@ def test_a_broken_record_stops_no_report_it_is_a_warning(tmp_path, capsys):
     stage.mkdir()
     (out / RESULT_FILE).write_text("{")
     run.write_record(stage, _record())
-    assert records.result_of({"outputdir": str(out), "stagedir": str(stage)}) == _record()
+    assert records.record_of({"outputdir": str(out), "stagedir": str(stage)}).data() == _record()
     err = capsys.readouterr().err.strip()
     assert err.startswith("apptune: warning: ") and "invalid JSON" in err
     assert "\n" not in err
@@ -113,7 +111,18 @@ def test_a_part_keeps_the_keys_of_a_newer_version(tmp_path):
     rec = _record(energy={"trust": "measured", "energy_J": 5.0, "meter_firmware": "2.1"})
     run.write_record(tmp_path, rec)
     assert RunRecord.model_validate(rec).energy.model_extra == {"meter_firmware": "2.1"}
-    assert records.load_record(tmp_path) == rec
+    assert records.load_record(tmp_path).data() == rec
+
+
+def test_the_reader_sets_the_run_directory_and_the_writer_refuses_it(tmp_path):
+    run.write_record(tmp_path / "output", _record())
+    tc = {"display_name": "T", "unique_name": "T", "outputdir": str(tmp_path / "output")}
+    (tmp_path / "report.json").write_text(json.dumps({"runs": [{"testcases": [tc]}]}))
+    (case,) = records.cases(tmp_path)
+    assert case.verified and case.record.run_id == tmp_path.name
+    assert case.record.session == str(tmp_path.resolve())
+    with pytest.raises(ApptuneError, match="run_id: not a field"):
+        run.write_record(tmp_path, case.record)
 
 
 def test_the_energy_part_is_the_record_the_sampler_writes():

@@ -224,7 +224,7 @@ def _result_files(run_dir):
     return {
         (r["environment"], r["variant"]): (p, r)
         for p in (run_dir / "output").rglob("apptune-result.json")
-        for r in [records.load_record(p)]
+        for r in [records.load_record(p).data()]
     }
 
 

@@ -743,11 +743,11 @@ def test_the_check_and_a_trial_write_the_same_run_record(toy_root, tmp_path):
     p = _run(["--run-dir", str(run_dir), "--no-history", "--", "--keep-stage-files"])
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     (check_file,) = (run_dir / "output").rglob(RESULT_FILE)
-    check = records.load_record(check_file)
+    check = records.load_record(check_file).data()
     (build,) = (run_dir / "stage").rglob("ToyBuild_*")
     site = load_site("gnu", toy_root / "site-config/settings.py")
     trial = localrun.run_tier(recipes.load_recipe("toy"), "ci", build, tmp_path / "trial", site)
-    rec = records.load_record(tmp_path / "trial")
+    rec = records.load_record(tmp_path / "trial").data()
     assert trial.ok and rec["trial"] is True and "trial" not in check
     assert rec["test"] == localrun.TRIAL_TEST and check["test"].startswith("ToyCheck")
     assert set(check) - set(rec) == set(CHECK_ONLY), (sorted(check), sorted(rec))

@@ -97,7 +97,7 @@ def results(run_dir: Path) -> list[dict]:
     found = {}
     for base in ("output", "stage"):
         for f in (run_dir / base).rglob("apptune-result.json"):
-            r = records.load_record(f)
+            r = records.load_record(f).data()
             found.setdefault(r["test"], dict(r, dir=str(f.parent)))
     return list(found.values())
 

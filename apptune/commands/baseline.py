@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import baselines, paths
 from ..errors import ApptuneError
+from ..models import RunRecord
 from ..workflow import runs_dir
 from .run import cmd_run
 
@@ -160,10 +161,10 @@ def _selected(a) -> tuple[set[str], str | None]:
     return apps, system
 
 
-def _in_selection(r: dict, apps: set[str], system: str | None) -> bool:
-    if apps and r.get("app") not in apps:
+def _in_selection(r: RunRecord, apps: set[str], system: str | None) -> bool:
+    if apps and r.app not in apps:
         return False
-    if system and system not in (r.get("system"), f"{r.get('system')}:{r.get('partition')}"):
+    if system and system not in (r.system, f"{r.system}:{r.partition}"):
         return False
     return True
 
@@ -191,11 +192,11 @@ def cmd_baseline_update(a) -> int:
     return 0
 
 
-def _by_baseline_file(results: list[dict], system: str | None) -> dict:
+def _by_baseline_file(results: list[RunRecord], system: str | None) -> dict:
     """Run records by the baseline file they go into: (system, app) -> records."""
-    by: dict[tuple[str, str], list[dict]] = {}
+    by: dict[tuple[str, str], list[RunRecord]] = {}
     for r in results:
-        by.setdefault((system or r["system"], r["app"]), []).append(r)
+        by.setdefault((system or r.system, r.app), []).append(r)
     return dict(sorted(by.items()))
 
 

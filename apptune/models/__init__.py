@@ -65,6 +65,7 @@ from .recipe import (
     duration_seconds,
 )
 from .record import (
+    READER_FIELDS,
     BaselineVerdicts,
     EnergyRecord,
     FigureVerdict,
@@ -95,6 +96,7 @@ from .tuning import (
 )
 
 __all__ = [
+    "READER_FIELDS",
     "AxisOption",
     "BaselineEntry",
     "BaselineFigure",

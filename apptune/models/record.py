@@ -278,7 +278,7 @@ class RunRecord(_Part):
     """``apptune-result.json``: one run of one input, as the checks (apptune/rfm/check.py) and tune
     and bisect trials (apptune/localrun.py) write it through :func:`apptune.run.write_record`
     and everything that reads a run (report, history, bless) reads it through
-    :func:`apptune.records.read_record`. A run that produced nothing to verify has only its
+    :func:`apptune.records.load_record`. A run that produced nothing to verify has only its
     identity, provenance, energy and verification."""
 
     # unknown keys are refused by the writer (a reader keeps those of newer versions)
@@ -329,3 +329,11 @@ class RunRecord(_Part):
     verification: RunVerification
     #: Each figure against this machine's baseline (apptune/baselines.py), checks only.
     baseline: BaselineVerdicts | None = None
+    #: Set by the reader of a run directory (:func:`apptune.records.cases`), never written:
+    #: the run directory's name, and its path (one session of a baseline's runs).
+    run_id: str | None = None
+    session: str | None = None
+
+
+#: The fields of a run record its reader sets: a writer refuses them.
+READER_FIELDS = frozenset({"run_id", "session"})

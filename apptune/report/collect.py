@@ -13,7 +13,7 @@ from pathlib import Path
 from .. import machine, recipes, records
 from ..constants import RUN_NOTES_FILE, SKIP_FILE, XFAIL_FILE
 from ..errors import ApptuneError
-from ..models import as_data
+from ..models import RunRecord, as_data
 from .screen import app_summary, changed_since_baseline, first_screen, untested_summaries
 from .values import _key, _num
 
@@ -80,7 +80,7 @@ def _testcases(report_file: Path) -> tuple[dict, list[dict], dict]:
 
 def collect(report_file: Path) -> dict:
     rep, cases, by_name = _testcases(report_file)
-    rows, failures, skipped, xfailed = [], [], [], []
+    rows, runs, failures, skipped, xfailed = [], [], [], [], []
     for tc in cases:
         res = tc.get("result")
         if res == "xfail":
@@ -133,7 +133,6 @@ def collect(report_file: Path) -> dict:
             "curves": r.curves or {},
             "job": as_data(r.job),
             "placement_layout": as_data(r.placement_layout),
-            # what a repeat's verdict compares with its baseline's runs (changes.facts)
             "launch": as_data(r.launch),
             "quality": as_data(r.quality),
             "machine_id": r.machine_id,
@@ -142,6 +141,7 @@ def collect(report_file: Path) -> dict:
             "scratch": as_data(r.scratch),
         }
         rows.append(row)
+        runs.append(r)
         if res != "pass":
             failures.append(records.failure(tc, row))
     si = rep.get("session_info", {})
@@ -162,7 +162,7 @@ def collect(report_file: Path) -> dict:
     }
     for k in ("time_start", "time_end"):
         session[k] = _readable_time(session[k])
-    apps = _matrices(_merge_repeats(rows))
+    apps = _matrices(_merge_repeats(rows, runs))
     machines = {
         r["machine_id"]: machine.describe(r["machine"])
         for r in rows
@@ -282,19 +282,21 @@ def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
     }
 
 
-def _merge_repeats(rows: list[dict]) -> list[dict]:
+def _merge_repeats(rows: list[dict], runs: list[RunRecord]) -> list[dict]:
     """Repeats of a test (``--repeat``) as one matrix column: the median of each figure,
-    its spread ((max - min) / median), verified only when every repeat was."""
+    its spread ((max - min) / median), verified only when every repeat was. ``runs``: the
+    run record of each row, which the verdicts of the repeats' medians are judged from."""
     import re
     import statistics
 
     groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault(
-            (r["app"], r["tier"], r["environment"], r["variant"], r["system"]), []
-        ).append(r)
+    records_of: dict[tuple, list[RunRecord]] = {}
+    for r, run in zip(rows, runs, strict=True):
+        key = (r["app"], r["tier"], r["environment"], r["variant"], r["system"])
+        groups.setdefault(key, []).append(r)
+        records_of.setdefault(key, []).append(run)
     out = []
-    for (app, tier, env, variant, system), rs in groups.items():
+    for key, rs in groups.items():
         if len(rs) == 1:
             out.append(rs[0])
             continue
@@ -316,27 +318,25 @@ def _merge_repeats(rows: list[dict]) -> list[dict]:
         m["verification"] = (
             bad[0]["verification"] if bad else rs[0]["verification"]
         ) + f" ({len(rs)} repeats)"
-        if (rs[0].get("baseline") or {}).get(
-            "file"
-        ):  # the verdicts, again, for the clean repeats' medians
-            m["baseline"] = _judge_repeats(app, tier, env, variant, system, rs)
+        first = records_of[key][0].baseline
+        if first and first.file:  # the verdicts, again, for the clean repeats' medians
+            m["baseline"] = _judge_repeats(key[0], key[4], rs[0]["baseline"], records_of[key])
         out.append(m)
     return out
 
 
-def _judge_repeats(
-    app: str, tier: str, env: str, variant: str, system: str, rs: list[dict]
-) -> dict:
-    """The baseline verdicts of repeated runs (:func:`apptune.baselines.verdicts`)."""
+def _judge_repeats(app: str, system: str, first: dict, runs: list[RunRecord]) -> dict:
+    """The baseline verdicts of repeated runs (:func:`apptune.baselines.verdicts`); ``first``:
+    the first repeat's own."""
     from .. import baselines
 
-    out = dict(rs[0]["baseline"])
+    out = dict(first)
     try:
         specs = recipes.figure_specs(recipes.load_recipe(app))
     except ApptuneError as e:
         out["why"] = f"recipe unusable: {e}"
         return out
-    out.update(baselines.verdicts(system.split(":")[0], app, rs, specs))
+    out.update(baselines.verdicts(system.split(":")[0], app, runs, specs))
     return out
 
 

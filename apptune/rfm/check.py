@@ -489,7 +489,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         verdicts = baselines.verdicts(
             self.baseline_system or self.current_system.name,
             self.app,
-            [result.data()],
+            [result],
             recipes.figure_specs(self.recipe),
         )
         return BaselineVerdicts.model_validate(verdicts)

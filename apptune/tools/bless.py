@@ -34,7 +34,7 @@ import yaml
 
 from .. import baselines, outputs, paths, recipes, records, yamlio
 from ..errors import ApptuneError
-from ..models import FieldTolerance, ReferenceFile
+from ..models import FieldTolerance, ReferenceFile, RunRecord
 from ..verify import compare_field, load_reference
 from ..yamlio import atomic_write_text
 
@@ -48,11 +48,7 @@ def refusals(cs: list[records.Case]) -> list[str]:
             continue
         perf_only = c.result == "fail" and c.fail_phase == "performance" and c.verified
         if c.result != "pass" and not perf_only:
-            why = (
-                ((c.record or {}).get("verification") or {}).get("summary")
-                or c.fail_reason
-                or c.result
-            )
+            why = (c.record.verification.summary if c.record else None) or c.fail_reason or c.result
             bad.append(
                 f"{c.name}: {c.result}"
                 + (f" in {c.fail_phase}" if c.fail_phase else "")
@@ -63,17 +59,15 @@ def refusals(cs: list[records.Case]) -> list[str]:
     return bad
 
 
-def plan_drift(r: dict) -> list[str]:
+def plan_drift(r: RunRecord) -> list[str]:
     """What differs between a result's build and what its recipe resolves to now."""
     from ..site import load_site
 
-    prov = r.get("provenance") or {}
+    prov = r.provenance or {}
     try:
-        recipe = recipes.load_recipe(r["app"])
-        site = load_site(r["environment"], languages=recipe.build.languages)
-        plan = recipes.resolve(
-            recipe, r.get("build_variant") or r["variant"], site.toolchain
-        ).to_dict()
+        recipe = recipes.load_recipe(r.app)
+        site = load_site(r.environment, languages=recipe.build.languages)
+        plan = recipes.resolve(recipe, r.build_variant or r.variant, site.toolchain).to_dict()
     except (ApptuneError, KeyError):
         return []
     out = []
@@ -121,18 +115,18 @@ def _number(v) -> int | float:
     return int(v) if isinstance(v, int) or float(v).is_integer() and abs(v) < 1e15 else float(v)
 
 
-def _preferred(r: dict) -> tuple:
+def _preferred(r: RunRecord) -> tuple:
     """Order of the results a reference is taken from: gnu/baseline first."""
     return (
-        (r["environment"], r["variant"]) != ("gnu", "baseline"),
-        r["environment"],
-        r["variant"],
-        r.get("test", ""),
+        (r.environment, r.variant) != ("gnu", "baseline"),
+        r.environment,
+        r.variant,
+        r.test or "",
     )
 
 
-def _pick_reference(rs: list[dict]) -> dict:
-    ok = [r for r in rs if (r.get("verification") or {}).get("ok")]
+def _pick_reference(rs: list[RunRecord]) -> RunRecord:
+    ok = [r for r in rs if r.verification.ok]
     ok.sort(key=_preferred)
     return ok[0]
 
@@ -172,14 +166,14 @@ def plan(
         drift = plan_drift(r)
         if drift:
             notes.append(
-                f"warning: {r['environment']}/{r['variant']}: the recipe now resolves to another "
+                f"warning: {r.environment}/{r.variant}: the recipe now resolves to another "
                 f"build than the run's ({'; '.join(drift)})"
             )
     changes = []
     today = datetime.date.today().isoformat()
-    by_tier: dict[tuple, list[dict]] = {}
+    by_tier: dict[tuple, list[RunRecord]] = {}
     for r in ok:
-        by_tier.setdefault((r["app"], r["tier"]), []).append(r)
+        by_tier.setdefault((r.app, r.tier), []).append(r)
     for (app, tier), rs in sorted(by_tier.items()):
         ref = _pick_reference(rs)
         f = paths.reference_file(app, tier)
@@ -187,11 +181,11 @@ def plan(
             continue
         values = {
             fr["field"]: fr["value"]
-            for fr in ref["verification"].get("fields", [])
+            for fr in ref.verification.fields or []
             if isinstance(fr.get("value"), (int, float)) and not isinstance(fr.get("value"), bool)
         }
         old = f.read_text()
-        recorded = f"{today}, {ref['environment']}/{ref['variant']}, blessed from run {run_dir}"
+        recorded = f"{today}, {ref.environment}/{ref.variant}, blessed from run {run_dir}"
         if reference_text(old, values, None) == old:
             continue
         new = reference_text(old, values, recorded)
@@ -203,9 +197,9 @@ def plan(
             ) from None
         if new != old:
             changes.append((f, old, new))
-    by_app: dict[tuple, list[dict]] = {}
+    by_app: dict[tuple, list[RunRecord]] = {}
     for r in ok:
-        by_app.setdefault((system or r["system"], r["app"]), []).append(r)
+        by_app.setdefault((system or r.system, r.app), []).append(r)
     for (sysname, app), rs in sorted(by_app.items()):
         f, new, left_out = baselines.merge(sysname, app, rs)
         notes += [f"baseline {app}: {n}" for n in left_out]
@@ -278,23 +272,23 @@ def first_reference_problem(c: records.Case) -> str | None:
     fields that are not finite numbers, figures whose field is missing, own checks or
     reference fields that failed, each named."""
     head = f"{c.name}: {c.result}" + (f" in {c.fail_phase}" if c.fail_phase else "")
-    rec = c.record or {}
-    v = rec.get("verification") or {}
-    if "values" not in rec:
-        why = v.get("summary") or c.fail_reason or "no apptune result record"
+    rec = c.record
+    if rec is None or rec.values is None:
+        why = (rec.verification.summary if rec else None) or c.fail_reason
+        why = why or "no apptune result record"
         return f"{head}: its outputs were not parsed: {' '.join(str(why).split())[:300]}"
-    values = rec["values"]
-    bad = [f["message"] for f in v.get("fields", []) if not f.get("ok")]
+    v, values = rec.verification, rec.values
+    bad = [f["message"] for f in v.fields or [] if not f.get("ok")]
     bad += [
         f"{k} = {x} (not a finite number)" for k, x in values.items() if outputs.is_bad_number(x)
     ]
-    recipe = recipes.load_recipe(rec["app"])
+    recipe = recipes.load_recipe(rec.app)
     bad += [
         f"{f.field} missing from the output (figure {n})"
         for n, f in recipe.run.figures.items()
         if f.field not in values and not f.optional
     ]
-    own = [o["message"] for o in v.get("own_checks", []) if not o.get("ok")]
+    own = [o["message"] for o in v.own_checks if not o.get("ok")]
     if not bad and not own:
         return None
     return head + "".join(
@@ -357,7 +351,7 @@ def plan_new(
     today = datetime.date.today().isoformat()
     by_tier: dict[tuple, list[records.Case]] = {}
     for c in usable:
-        by_tier.setdefault((c.record["app"], c.record["tier"]), []).append(c)
+        by_tier.setdefault((c.record.app, c.record.tier), []).append(c)
     changes = []
     for (app, tier), group in sorted(by_tier.items()):
         f = paths.reference_file(app, tier)
@@ -375,7 +369,7 @@ def plan_new(
         r = group[0].record
         measured = {fig.field: name for name, fig in recipes.load_recipe(app).run.figures.items()}
         fields = {}
-        for k, x in r["values"].items():
+        for k, x in (r.values or {}).items():
             if k in measured:
                 notes.append(
                     f"{app}/{tier}: {k} left out: a measurement (figure {measured[k]}), "
@@ -389,13 +383,13 @@ def plan_new(
             raise ApptuneError(
                 f,
                 "fields",
-                f"nothing to verify: every field {r['variant']} parsed is a "
+                f"nothing to verify: every field {r.variant} parsed is a "
                 "figure's measurement or not a number; extract a number the program "
                 "computes (a residual, a count, a checksum)",
             )
         for c in group[1:]:
             for k, tol in fields.items():
-                res = compare_field(k, FieldTolerance(**tol), c.record["values"].get(k))
+                res = compare_field(k, FieldTolerance(**tol), (c.record.values or {}).get(k))
                 if not res.ok:
                     notes.append(f"warning: {c.name}: {res.message}: this reference would fail it")
         from ..templating import environment
@@ -408,8 +402,8 @@ def plan_new(
                 app=app,
                 tier=tier,
                 rel=_yaml_number(FIRST_REL),
-                source=f"run {run_dir.name} ({r['environment']}/{r['variant']})",
-                recorded=f"{today}, {r['environment']}/{r['variant']}, "
+                source=f"run {run_dir.name} ({r.environment}/{r.variant})",
+                recorded=f"{today}, {r.environment}/{r.variant}, "
                 f"first reference from run {run_dir}",
                 fields={
                     yaml_word(k): "{"

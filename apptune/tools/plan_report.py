@@ -243,7 +243,7 @@ def run_records(run_dirs: list[str | Path]) -> list[RunRecord]:
             raise ApptuneError(d, None, "not a run directory")
         for base in ("output", "stage"):
             for f in sorted((d / base).rglob(RESULT_FILE)):
-                r = records.read_record(f)
+                r = records.load_record(f)
                 if r:
                     found.setdefault((str(d), r.test), r)
     return list(found.values())

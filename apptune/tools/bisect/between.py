@@ -36,6 +36,7 @@ import yaml
 from ... import baselines, changes, localrun, paths, recipes, records
 from ...errors import ApptuneError
 from ...figures import finite_median
+from ...models import RunRecord
 from ...site import Site, load_site
 from .search import bisect_search
 
@@ -101,20 +102,20 @@ def dimensions(base: dict[str, str], now: dict[str, str]) -> list[Change]:
     return out
 
 
-def _regressed(run_dir: Path, figure: str | None, test: str | None) -> tuple[dict, str]:
+def _regressed(run_dir: Path, figure: str | None, test: str | None) -> tuple[RunRecord, str]:
     """The run record of ``run_dir`` that regressed (or the one named) and its figure."""
     found = []
     for c in records.cases(run_dir):
         r = c.record
-        if not r or (test and test not in (c.test, r.get("variant"))):
+        if not r or (test and test not in (c.test, r.variant)):
             continue
-        figs = (r.get("baseline") or {}).get("figures") or {}
-        bad = {n: j for n, j in figs.items() if j.get("verdict") == "regression"}
+        figs = r.baseline.figures if r.baseline else {}
+        bad = {n: j for n, j in figs.items() if j.verdict == "regression"}
         if figure and figure in figs:
             found.append((r, figure, 1e9))
         elif bad:
-            n, j = max(bad.items(), key=lambda x: abs(x[1].get("change") or 0))
-            found.append((r, n, abs(j.get("change") or 0)))
+            n, j = max(bad.items(), key=lambda x: abs(x[1].change or 0))
+            found.append((r, n, abs(j.change or 0)))
     if not found:
         raise ApptuneError(
             run_dir,
@@ -166,30 +167,30 @@ def between(
     """Bisect the changes since the baseline of the run in ``run_dir`` (module docstring)."""
     run_dir = Path(run_dir)
     r, fig = _regressed(run_dir, figure, test)
-    system = r.get("system") or "local"
-    _, b = baselines.load(system, r["app"])
-    entry = baselines.lookup(b, r.get("machine_id"), r["environment"], r["variant"], r["tier"])
+    system = r.system or "local"
+    _, b = baselines.load(system, r.app)
+    entry = baselines.lookup(b, r.machine_id, r.environment, r.variant, r.tier)
     if entry is None or entry.provenance is None:
         raise ApptuneError(
-            paths.baselines_file(system, r["app"]),
+            paths.baselines_file(system, r.app),
             "provenance",
             "no baseline entry with its runs' provenance for "
-            f"{r['environment']}/{r['variant']} {r['tier']}: "
+            f"{r.environment}/{r.variant} {r.tier}: "
             + (baselines.NO_PROVENANCE if entry else "record one first"),
         )
     chs = dimensions(entry.provenance, baselines.run_facts(r))
-    recipe = recipes.load_recipe(r["app"])
+    recipe = recipes.load_recipe(r.app)
     spec = recipes.figure_specs(recipe).get(fig)
     better = spec.better if spec else "lower"
-    res = Between(r["app"], f"{r['environment']}/{r['variant']}", fig, better, chs)
+    res = Between(r.app, f"{r.environment}/{r.variant}", fig, better, chs)
     testable = [c.fact for c in chs if c.where]
     if not testable:
         res.verdict = "nothing that changed can be undone here: " + (
             changes.short([c.line for c in chs]) if chs else changes.NOTHING
         )
         return res
-    site = load_site(r["environment"], config, languages=recipe.build.languages)
-    plan = localrun.plan_for(recipe, r.get("build_variant") or r["variant"], site)
+    site = load_site(r.environment, config, languages=recipe.build.languages)
+    plan = localrun.plan_for(recipe, r.build_variant or r.variant, site)
     work = Path(work or run_dir / "bisect-between")
     trial = _Trials(recipe, r, fig, chs, plan, site, work, repeats, on_trial)
     new, old = trial.pair(set(), set(testable))
@@ -264,17 +265,17 @@ class _Trials:
     def _run(self, label: str, built) -> float | None:
         stage, site, params = built
         self.n += 1
-        ran = self.r.get("input") or {}
+        ran = self.r.input
         changed = {k for k, v in params.items() if ran.get(k) != v}
         run = localrun.run_tier(
             self.recipe,
-            self.r["tier"],
+            self.r.tier,
             stage,
             self.work / "runs" / f"{self.n:03d}-{label}",
             site,
             overrides=params,
             changed_inputs=changed,
-            placement=self.r.get("placement") or "default",
+            placement=self.r.placement or "default",
         )
         if self.on_trial:
             self.on_trial(run.run_dir)
