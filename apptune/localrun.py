@@ -36,7 +36,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import inputs, installed, recipes, runner, sources
@@ -44,7 +44,7 @@ from . import placement as pl
 from . import run as runcore
 from .constants import XFAIL_FILE
 from .errors import ApptuneError, last_error_line
-from .models import Recipe, RunRecord, as_data
+from .models import EnergyRecord, Recipe, RunQuality, RunRecord, RunVerification
 from .recipes import time_limit_seconds
 from .site import Site
 from .yamlio import atomic_write_json
@@ -147,16 +147,13 @@ class RunResult:
     summary: str
     figures: dict
     wall_time: float | None
-    verification: dict
-    energy: dict
+    verification: RunVerification
+    energy: EnergyRecord | None
     params: dict
     run_dir: str
     #: The runner's run-quality record (apptune/quality.py) and the machine's id.
-    quality: dict | None = None
+    quality: RunQuality | None = None
     machine_id: str | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def launch_line(
@@ -365,11 +362,11 @@ def _result(record: RunRecord, params: dict, run_dir: Path) -> RunResult:
         summary=v.summary,
         figures=figures,
         wall_time=figures.get("wall_time"),
-        verification=v.data(),
-        energy=as_data(record.energy),
+        verification=v,
+        energy=record.energy,
         params=params,
         run_dir=str(run_dir),
-        quality=as_data(record.quality),
+        quality=record.quality,
         machine_id=record.machine_id,
     )
     return result

@@ -341,7 +341,9 @@ def test_a_layout_with_another_rank_count_does_not_compare_per_process_sizes(mon
         binding=None,
     ):
         seen.update(ranks=ranks, threads=threads, binding=binding, changed=set(changed_inputs))
-        return SimpleNamespace(ok=True, summary="", figures={}, verification={"skipped": []})
+        return SimpleNamespace(
+            ok=True, summary="", figures={}, verification=SimpleNamespace(skipped=[]), quality=None
+        )
 
     monkeypatch.setattr(localrun, "run_tier", fake_run_tier)
     t = tune.Tuner("hpcc", tune.load_space("hpcc"), "time", tmp_path, sites={"gnu": object()})

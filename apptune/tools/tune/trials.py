@@ -135,14 +135,15 @@ class Tuner:
             self.save()
             if self.on_trial:
                 self.on_trial(r.run_dir)
-            if not r.ok or (getattr(r, "quality", None) or {}).get("grade") in ("clean", None):
+            grade = r.quality.grade if r.quality else None
+            if not r.ok or grade in ("clean", None):
                 break
         return {
             "ok": r.ok,
             "summary": r.summary,
             "figures": r.figures,
-            "skipped": r.verification.get("skipped", []),
-            "quality": (getattr(r, "quality", None) or {}).get("grade"),
+            "skipped": r.verification.skipped,
+            "quality": grade,
             "attempts": attempt + 1,
         }
 
