@@ -212,6 +212,21 @@ def built_variants(recipe: Recipe) -> list[str]:
     return [v for v in all_variants(recipe) if v not in recipe.installs] or ["unbuilt"]
 
 
+def tiers_naming(recipe: Recipe, variants: list[str]) -> list[str]:
+    """The tiers that name one of ``variants`` (a check's ``tier`` parameter when its build
+    fixture holds only some kinds of build: a tier without one would be a test case with
+    no environment to run in)."""
+    return [
+        tname
+        for tname, tier in recipe.tiers.items()
+        if any(
+            Variant.parse(s, recipe).name in variants
+            for specs in tier.variants.values()
+            for s in specs
+        )
+    ]
+
+
 def installed_variants(recipe: Recipe) -> list[str]:
     """The variants that are installs (the :class:`apptune.rfm.InstalledBuild` fixture's)."""
     return [v for v in all_variants(recipe) if v in recipe.installs] or ["unbuilt"]
@@ -453,11 +468,12 @@ def resolve(
                 )
         axes[axis] = chosen
 
-    cppflags, ldflags, libs, tvars = [], [], {}, {}
+    cppflags, ldflags, libs, tvars, axis_cflags = [], [], {}, {}, []
     for axis, choice in axes.items():
         opt = recipe.axes[axis][choice]
         tvars.update(opt.vars)
         cppflags += opt.cppflags
+        axis_cflags += opt.cflags
         if opt.library:
             lib = libraries.libraries.get(opt.library)
             if lib is None:
@@ -484,7 +500,9 @@ def resolve(
         ftn=tc.ftn,
         cflags=list(ladder.cflags),
         fflags=list(ladder.fflags),
-        app_cflags=list(recipe.build.cflags) + (fam_flags.cflags if fam_flags else []),
+        app_cflags=list(recipe.build.cflags)
+        + (fam_flags.cflags if fam_flags else [])
+        + axis_cflags,
         app_fflags=list(recipe.build.fflags) + (fam_flags.fflags if fam_flags else []),
         app_ldflags=list(fam_flags.ldflags) if fam_flags else [],
         cppflags=cppflags,

@@ -297,3 +297,23 @@ def collect_untested():
     cases = [{"app": "examl", "display_name": "ExaMLSource"}]
     failures = [{"test": "ExaMLSource", "reason": "source was not fetched"}]
     return screen.untested_summaries(cases, [], failures)
+
+
+def test_variants_are_ratios_to_the_distributions_build_when_there_is_no_gnu_baseline(
+    monkeypatch,
+):
+    """An install (``installs`` of the recipe: the distribution's build) is the reference
+    every tuned build is a ratio to, even where another variant sorts first."""
+    from types import SimpleNamespace
+
+    recipe = SimpleNamespace(installs={"zz-distro": None}, run=SimpleNamespace(primary="wall_time"))
+    monkeypatch.setattr(collect.recipes, "load_recipe", lambda app: recipe)
+    monkeypatch.setattr(
+        collect.recipes, "figure_specs", lambda r: dict(collect.recipes.COMMON_FIGURES)
+    )
+    rows = [row("tuned", 8.0), row("zz-distro", 10.0), row("tuned", 5.0, env="llvm")]
+    (a,) = collect._matrices(rows)
+    assert a["reference_variant"] == "gnu/zz-distro"
+    ratios = {(r["environment"], r["variant"]): r["speedup"]["wall_time"] for r in a["rows"]}
+    assert ratios[("gnu", "tuned")] == pytest.approx(10.0 / 8.0)
+    assert ratios[("llvm", "tuned")] == pytest.approx(2.0)

@@ -172,6 +172,9 @@ class AxisOption(Strict):
     #: Library key from site-config/libraries.yaml that this option links.
     library: str | None = None
     cppflags: list[str] = []
+    #: Compiler flags this option adds to every compile line, checked there like the
+    #: recipe's own (``-fno-exceptions`` with the patch that lets the code compile so).
+    cflags: list[str] = []
     #: Values for templates (build steps, products, makefile templates) as ``vars.NAME``.
     vars: dict[str, str] = {}
 

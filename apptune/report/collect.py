@@ -356,9 +356,9 @@ def _matrices(rows: list[dict]) -> list[dict]:
         try:
             recipe = recipes.load_recipe(app)
             figures = recipes.figure_specs(recipe)
-            primary = recipe.run.primary
+            primary, installs = recipe.run.primary, set(recipe.installs)
         except ApptuneError:
-            figures, primary = dict(recipes.COMMON_FIGURES), "wall_time"
+            figures, primary, installs = dict(recipes.COMMON_FIGURES), "wall_time", set()
         sel = sorted(
             [r for r in rows if r["app"] == app and r["tier"] == tier],
             key=lambda r: (r["environment"], r["variant"]),
@@ -367,13 +367,12 @@ def _matrices(rows: list[dict]) -> list[dict]:
         names = [n for n in figures if n in present] + sorted(present - set(figures))
         better = {n: (figures[n].better if n in figures else "higher") for n in names}
         units = {n: (figures[n].unit if n in figures else "") for n in names}
+        # ratios are over gnu/baseline, else over the distribution's build (an install: the
+        # build every tuned one must beat), else over the first verified row
+        verified = [r for r in sel if r["verified"]]
         ref = next(
-            (
-                r
-                for r in sel
-                if r["verified"] and (r["environment"], r["variant"]) == ("gnu", "baseline")
-            ),
-            next((r for r in sel if r["verified"]), None),
+            (r for r in verified if (r["environment"], r["variant"]) == ("gnu", "baseline")),
+            next((r for r in verified if r["variant"] in installs), next(iter(verified), None)),
         )
         best, ties = {}, {}
         for n in names:
