@@ -5,6 +5,8 @@
 #
 #   benchmarks/fresh_clone.sh [WORK_DIR]      # default /tmp/apptune-fresh; writes WORK_DIR/times.txt
 #
+# DURATIONS=N: `make test` also lists its N slowest tests (pytest --durations; same tests).
+#
 # Not a test: the times go into docs/measurements.md (Build cache) with the date and the machine.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +19,9 @@ cd "$work/clone"
 { git log --oneline -1; "$repo/.venv/bin/python" -m apptune.machine 2>/dev/null | grep '"id"'; } > "$work/times.txt"
 for step in "run" "run" "test"; do
   s=$(date +%s)
-  make "$step" > "$work/make-$step-$s.log" 2>&1
+  extra=()
+  [ "$step" = test ] && [ -n "${DURATIONS:-}" ] && extra=(PYTEST=".venv/bin/python -m pytest --durations=$DURATIONS")
+  make "$step" "${extra[@]}" > "$work/make-$step-$s.log" 2>&1
   echo "make $step: exit $?, $(( $(date +%s) - s )) s" >> "$work/times.txt"
 done
 cat "$work/times.txt"
