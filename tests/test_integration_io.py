@@ -3,8 +3,10 @@ directory, verify what they wrote and remove it.
 
 h5perf through ``apptune run --mode ci`` (gnu: baseline, tuned and the planted wrong byte,
 the expected failure naming the file and the byte), then through plain ReFrame with the
-scratch directory given on the command line. About two minutes on 2 cores. Asserts
-correctness, the file system recorded and the removal, never timings.
+scratch directory given on the command line. About two minutes on 2 cores. FLASH-IO's
+planted wrong value (one build of PnetCDF and FLASH-IO, 3 to 4 minutes on 2 cores unless
+the build cache has it). Asserts correctness, the file system recorded and the removal,
+never timings.
 """
 
 import json
@@ -78,3 +80,29 @@ def test_h5perf_plain_reframe_writes_where_it_is_told(tmp_path):
     assert r["verification"]["ok"], r["verification"]["summary"]
     assert r["scratch"]["root"] == str(scratch) and r["scratch"]["removed"]
     assert list(scratch.iterdir()) == []
+
+
+def test_flashio_planted_wrong_value_fails_naming_the_file_and_the_variable(tmp_path):
+    """FLASH-IO's build with one wrong value of dens in its checkpoint file (patch 0003):
+    the per-variable checksums of the three files it wrote fail on that file's dens alone,
+    the run is the reference's expected failure, and its files are gone."""
+    run_dir = tmp_path / "run"
+    p = subprocess.run(
+        APPTUNE
+        + ["run", "--mode", "ci", "--run-dir", str(run_dir), "-c", "reframe-checks/flashio"]
+        + ["--", "-n", "build.variant=baseline\\+data=planted$", "-S", "valid_prog_environs=gnu"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+    )
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    v = _results(run_dir)[("gnu", "baseline+data=planted")]["verification"]
+    assert not v["ok"] and v.get("xfail"), v
+    wrong = {f["field"] for f in v["fields"] if not f["ok"]}
+    assert wrong and all(f.startswith("ncmpi_chk_0000.dens.") for f in wrong), wrong
+    assert "ncmpi_chk_0000.dens.crc32" in wrong and "ncmpi_chk_0000.dens.min" in wrong
+    right = {f["field"] for f in v["fields"] if f["ok"]}
+    assert {"ncmpi_chk_0000.velx.crc32", "ncmpi_plt_crn_0000.dens.crc32"} <= right
+    r = _results(run_dir)[("gnu", "baseline+data=planted")]
+    assert r["scratch"]["removed"] and not Path(r["scratch"]["path"]).exists()
