@@ -542,9 +542,9 @@ def test_a_ranking_says_when_its_top_is_a_tie_and_modelled_energy_ranks_nothing(
 
 
 @pytest.mark.unit
-def test_repeats_are_judged_on_their_medians_from_the_report_rows(tmp_path, toy_root):
-    """The report re-judges repeated runs from its own rows (``verified``, not a record's
-    ``verification``): no crash, and an unverified repeat is left out of the medians."""
+def test_repeats_are_judged_on_their_medians_from_their_run_records(tmp_path, toy_root):
+    """The report judges repeated runs again from their run records: no crash, and an
+    unverified repeat is left out of the medians."""
     rows = [
         {
             "app": "toy",

@@ -32,6 +32,32 @@ def as_data(part: _Part | None) -> dict | None:
 
 
 # ------------------------------------------------------------------------- run records
+class FieldComparison(_Part):
+    """One field of the output against its reference (apptune/verify.py ``FieldResult``)."""
+
+    field: str
+    #: The value the output gave (a number, or the text that is not one).
+    value: Any = None
+    #: The reference value and its tolerance, in words.
+    expected: str | None = None
+    #: The share of the tolerance the difference used (1.0: all of it).
+    used: float | None = None
+    ok: bool
+    message: str = ""
+
+
+class OwnCheckResult(_Part):
+    """One of the recipe's own checks on the output (:func:`apptune.verify.run_own_checks`),
+    or a check of the run itself (its exit status, binding, knobs)."""
+
+    pattern: str | None = None
+    matches: int = 0
+    ok: bool
+    message: str = ""
+    #: Where a line that must not be there was found first.
+    first: str | None = None
+
+
 class RunVerification(_Part):
     """The verification part of a run record: always a verdict and one sentence; the
     per-field comparison when there was output to compare (apptune/verify.py)."""
@@ -41,8 +67,8 @@ class RunVerification(_Part):
     #: The reference file compared with; with ``fields``, only when there was output.
     reference: str | None = None
     #: Each field's comparison (None: nothing was compared, the summary is the verdict).
-    fields: list[dict] | None = None
-    own_checks: list[dict] = []
+    fields: list[FieldComparison] | None = None
+    own_checks: list[OwnCheckResult] = []
     #: Why the result is known to be wrong (an expected failure), or None.
     xfail: str | None = None
     #: Fields not compared because an input they depend on was changed.

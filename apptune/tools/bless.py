@@ -180,9 +180,9 @@ def plan(
         if not f.exists():
             continue
         values = {
-            fr["field"]: fr["value"]
+            fr.field: fr.value
             for fr in ref.verification.fields or []
-            if isinstance(fr.get("value"), (int, float)) and not isinstance(fr.get("value"), bool)
+            if isinstance(fr.value, (int, float)) and not isinstance(fr.value, bool)
         }
         old = f.read_text()
         recorded = f"{today}, {ref.environment}/{ref.variant}, blessed from run {run_dir}"
@@ -278,7 +278,7 @@ def first_reference_problem(c: records.Case) -> str | None:
         why = why or "no apptune result record"
         return f"{head}: its outputs were not parsed: {' '.join(str(why).split())[:300]}"
     v, values = rec.verification, rec.values
-    bad = [f["message"] for f in v.fields or [] if not f.get("ok")]
+    bad = [f.message for f in v.fields or [] if not f.ok]
     bad += [
         f"{k} = {x} (not a finite number)" for k, x in values.items() if outputs.is_bad_number(x)
     ]
@@ -288,7 +288,7 @@ def first_reference_problem(c: records.Case) -> str | None:
         for n, f in recipe.run.figures.items()
         if f.field not in values and not f.optional
     ]
-    own = [o["message"] for o in v.own_checks if not o.get("ok")]
+    own = [o.message for o in v.own_checks if not o.ok]
     if not bad and not own:
         return None
     return head + "".join(
