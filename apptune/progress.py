@@ -35,8 +35,13 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 LOG_EVERY_S = 60.0
 
 
-def expected_build(app: str) -> tuple[int | None, float | None]:
-    """(compiles, seconds) of the last cached build of ``app``; (None, None) if none."""
+def expected_build(
+    app: str, environment: str | None = None, variant: str | None = None
+) -> tuple[int | None, float | None]:
+    """(compiles, seconds) of the last cached build of ``app``, of the same environment and
+    variant where the cache has one (another variant can compile other files: a patch, a
+    library built with it); (None, None) if none."""
+    found: tuple[int | None, float | None] = (None, None)
     for e in reversed(buildcache.entries()):  # the newest first
         if e.manifest.get("app") != app:
             continue
@@ -45,9 +50,14 @@ def expected_build(app: str) -> tuple[int | None, float | None]:
         except (OSError, json.JSONDecodeError):
             continue
         n = (prov.get("compile_lines") or {}).get("compiles")
-        if n:
+        if not n:
+            continue
+        same = (e.manifest.get("environment"), e.manifest.get("variant")) == (environment, variant)
+        if same:
             return n, prov.get("build_seconds")
-    return None, None
+        if found == (None, None):
+            found = (n, prov.get("build_seconds"))
+    return found
 
 
 class Follower:
@@ -91,11 +101,13 @@ class Follower:
             return None
         _, log = max(logs)
         try:
-            app = json.loads((log.parent / "plan.json").read_text())["app"]
+            plan = json.loads((log.parent / "plan.json").read_text())
+            app, which = plan["app"], (plan.get("environment"), plan.get("variant"))
         except (OSError, json.JSONDecodeError, KeyError):
-            app = log.parent.name
-        if app not in self._expected:
-            self._expected[app] = expected_build(app)
+            app, which = log.parent.name, (None, None)
+        if (app, which) not in self._expected:
+            self._expected[(app, which)] = expected_build(app, *which)
+        expected = self._expected[(app, which)]
         try:
             compiled = sum(
                 1 for line in log.read_text(errors="replace").splitlines() if '"compile"' in line
@@ -109,8 +121,8 @@ class Follower:
         return {
             "app": app,
             "compiled": compiled,
-            "expected": self._expected[app][0],
-            "expected_s": self._expected[app][1],
+            "expected": expected[0],
+            "expected_s": expected[1],
             "elapsed": elapsed,
         }
 
@@ -154,7 +166,9 @@ class Follower:
         b = self.active_build()
         if b:
             s = f"building {b['app']}: {b['compiled']}"
-            if b["expected"]:
+            if b["expected"] and b["compiled"] > b["expected"]:
+                s += f" files (more than the {b['expected']} of the last build)"
+            elif b["expected"]:
                 s += f"/{b['expected']} files"
                 left = _left(b)
                 if left is not None:

@@ -30,7 +30,9 @@ class Clock:
 
 def test_follows_test_cases_and_a_build_against_the_last_cached_one(tmp_path, monkeypatch):
     monkeypatch.setattr(
-        progress, "expected_build", lambda app: (600, 300.0) if app == "qe" else (None, None)
+        progress,
+        "expected_build",
+        lambda app, env=None, variant=None: (600, 300.0) if app == "qe" else (None, None),
     )
     clock = Clock()
     f = progress.Follower(tmp_path, clock=clock)
@@ -71,6 +73,31 @@ def test_the_expected_file_count_comes_from_the_newest_cached_build_of_the_app(
         time.sleep(0.01)  # entries are ordered by their creation time
     assert progress.expected_build("qe") == (612, 306.0)
     assert progress.expected_build("hpcc") == (90, 45.0)
+
+
+def test_the_expected_file_count_is_of_the_same_variant_where_the_cache_has_one(
+    tmp_path, monkeypatch
+):
+    """FLASH-IO's planted variant compiled 64 files, its baseline 224 (PnetCDF's library):
+    the progress of a baseline build said "224/64 files"."""
+    from apptune import buildcache
+
+    monkeypatch.setenv("APPTUNE_BUILD_CACHE", str(tmp_path / "cache"))
+    for key, variant, compiles in (("a" * 64, "baseline", 224), ("b" * 64, "planted", 64)):
+        stage = tmp_path / key
+        stage.mkdir()
+        (stage / "provenance.json").write_text(
+            json.dumps({"compile_lines": {"compiles": compiles}, "build_seconds": compiles})
+        )
+        plan = {"app": "flashio", "environment": "gnu", "variant": variant}
+        buildcache.store(key, {"plan": plan}, stage, ["provenance.json"])
+        time.sleep(0.01)
+    assert progress.expected_build("flashio", "gnu", "baseline") == (224, 224.0)
+    assert progress.expected_build("flashio", "gnu", "tuned") == (64, 64.0)  # the newest
+    b = {"app": "flashio", "compiled": 100, "expected": 64, "expected_s": 64.0, "elapsed": 9.0}
+    f = progress.Follower(tmp_path)
+    monkeypatch.setattr(f, "active_build", lambda: b)
+    assert "building flashio: 100 files (more than the 64 of the last build)" in f.status()
 
 
 def test_time_left_is_bounded_by_the_last_cached_build():
