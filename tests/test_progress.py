@@ -78,8 +78,8 @@ def test_the_expected_file_count_comes_from_the_newest_cached_build_of_the_app(
 def test_the_expected_file_count_is_of_the_same_variant_where_the_cache_has_one(
     tmp_path, monkeypatch
 ):
-    """FLASH-IO's planted variant compiled 64 files, its baseline 224 (PnetCDF's library):
-    the progress of a baseline build said "224/64 files"."""
+    """Variants of one application can compile different files (a library built with one,
+    a patch): a FLASH-IO build's progress read "224/64 files" against another build."""
     from apptune import buildcache
 
     monkeypatch.setenv("APPTUNE_BUILD_CACHE", str(tmp_path / "cache"))
