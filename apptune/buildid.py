@@ -8,9 +8,10 @@ import subprocess
 from .recipes import load_libraries
 
 
-def first_line(cmd: list[str]) -> str:
+def first_line(cmd: list[str], env: dict | None = None) -> str:
+    """The first line ``cmd`` prints (in ``env``; None: this process's environment)."""
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=env)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"unavailable ({e})"
     out = (p.stdout or p.stderr).strip().splitlines()
@@ -37,16 +38,18 @@ def library_versions(plan: dict) -> dict:
     return out
 
 
-def mpi_identity(exe: str) -> str:
+def mpi_identity(exe: str, env: dict | None = None) -> str:
     """The MPI library behind a wrapper: Open MPI answers --showme:version, MPICH -v."""
     for probe in (["--showme:version"], ["-v"]):
-        line = first_line([exe, *probe])
+        line = first_line([exe, *probe], env)
         if "MPI" in line and "error" not in line:
             return line
     return "unknown MPI"
 
 
-def compiler_identity(plan: dict, languages) -> dict:
+def compiler_identity(plan: dict, languages, env: dict | None = None) -> dict:
+    """The compilers of ``plan`` as they answer in ``env`` (None: this process's
+    environment, the build's): their version lines and, for MPI wrappers, the MPI."""
     ident = {}
     for lang in (
         ["cc"]
@@ -54,7 +57,7 @@ def compiler_identity(plan: dict, languages) -> dict:
         + (["cxx"] if "cxx" in languages else [])
     ):
         exe = plan[lang]
-        ident[lang] = {"command": exe, "version": first_line([exe, "--version"])}
+        ident[lang] = {"command": exe, "version": first_line([exe, "--version"], env)}
         if exe.startswith("mpi"):
-            ident[lang]["mpi"] = mpi_identity(exe)
+            ident[lang]["mpi"] = mpi_identity(exe, env)
     return ident

@@ -171,3 +171,74 @@ def test_a_shift_with_nothing_changed_is_unexplained_and_a_named_change_is_a_reg
     assert v["figures"]["HPL"]["verdict"] == "regression"
     low, high = reframe_reference(v["figures"], FIGS)["*"]["HPL"][1:3]
     assert low < 0 and high is None  # the threshold below the baseline fails ReFrame
+
+
+@pytest.fixture(scope="module")
+def hpcc_here():
+    """HPCC's ``tuned+fft=fftw3`` with the site's gnu environment (Open MPI), as bisect
+    --between sees a run of it; nothing is built."""
+    from apptune import paths, recipes
+    from apptune.site import load_site
+    from apptune.tools.bisect import undo
+
+    recipe = recipes.load_recipe("hpcc")
+    gnu = load_site("gnu", languages=recipe.build.languages)
+    return undo.Here(recipe, "tuned+fft=fftw3", gnu, paths.DEFAULT_CONFIG)
+
+
+def test_bisect_between_puts_back_library_axes_and_the_mpi_of_another_environment(hpcc_here):
+    """The baseline: built with MPICH (environment gnu-mpich), BLIS and FFTE; the run: Open
+    MPI, OpenBLAS and FFTW (with the patch FFTW needs). Each axis is one dimension with its
+    library, flags and patch; the MPI is put back by building in gnu-mpich."""
+    from apptune.tools.bisect import undo
+
+    h = hpcc_here
+    mpich = h.other_sites()["gnu-mpich"]
+    old_plan = h.plan_with(dict(h.plan["axes"], blas="blis", fft="ffte"), mpich)
+    base = h.plan_facts(old_plan) | h.site_facts(mpich)
+    now = h.plan_facts(h.plan) | h.site_facts(h.site)
+    chs = undo.dimensions(base, now, h)
+    by = {c.fact: c for c in chs}
+    assert {k for k, c in by.items() if c.where} == {"axis blas", "axis fft", "compiler cc"}
+    assert by["compiler cc"].environment == "gnu-mpich"
+    assert "MPICH" in by["compiler cc"].old and "Open MPI" in by["compiler cc"].new
+    assert by["patch 0002-fftw3-interface.patch"].part_of == "axis fft"
+    assert by["flags ldflags"].part_of == "axis blas + axis fft"
+    assert by["env OMPI_CC"].part_of == "compiler cc"
+    assert all(c.where or c.part_of for c in chs), [c.line for c in chs if not c.where]
+
+    plan, site, _ = undo.config(chs, set(), h.plan, h.site, h)  # all as the baseline's
+    assert site.environment == "gnu-mpich" and plan["axes"] == old_plan["axes"]
+    assert plan == old_plan and "OMPI_CC" not in site.env
+    plan, site, _ = undo.config(chs, {"compiler cc", "axis fft"}, h.plan, h.site, h)
+    assert site.environment == "gnu" and plan["axes"] == dict(h.plan["axes"], blas="blis")
+    assert [p["file"] for p in plan["patches"]] == [p["file"] for p in h.plan["patches"]]
+    assert undo.config(chs, {c.fact for c in chs if c.where}, h.plan, h.site, h)[0] == h.plan
+
+
+def test_bisect_between_applies_a_removed_patch_again_when_its_file_is_here(hpcc_here):
+    """A patch the baseline's build had and the run's has not is applied again for the
+    candidates without that change (its file, checked against the recorded checksum); an
+    edited patch cannot be put back (only its checksum was recorded)."""
+    from apptune import paths, recipes
+    from apptune.tools.bisect import undo
+
+    h = hpcc_here
+    ffte = h.plan_with(dict(h.plan["axes"], fft="ffte"), h.site)
+    fftw = next(p for p in h.plan["patches"] if p["file"] == "0002-fftw3-interface.patch")
+    now = h.plan_facts(ffte)
+    gone = dict(now, **{"patch 0002-fftw3-interface.patch": fftw["sha256"][:12]})
+    edited = dict(now, **{"patch 0001-mpi3-get-address-create-struct.patch": "0" * 12})
+    h2 = undo.Here(h.recipe, "tuned", h.site, h.config)
+    (c,) = undo.dimensions(gone, now, h2)
+    assert c.where == "build" and c.line.startswith("patch 0002-fftw3-interface.patch: ")
+    plan, _, _ = undo.config([c], set(), ffte, h.site, h2)
+    assert [p["file"] for p in plan["patches"]] == sorted(
+        [p["file"] for p in ffte["patches"]] + [fftw["file"]]
+    )
+    assert plan["patches"][-1]["sha256"] == recipes.sha256_file(
+        paths.patches_dir("hpcc") / fftw["file"]
+    )
+    assert undo.config([c], {c.fact}, ffte, h.site, h2)[0]["patches"] == ffte["patches"]
+    (c,) = undo.dimensions(edited, now, h2)
+    assert c.where is None and "only its checksum" in c.why_not

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from .. import paths, recipes
@@ -59,7 +60,9 @@ def cmd_bisect(a) -> int:
 def cmd_between(a) -> int:
     """``apptune bisect --between RUN_DIR``: which change since the baseline did it."""
     from ..tools.bisect import between
+    from ..yamlio import atomic_write_json
 
+    t0 = time.monotonic()
     with trials_in_history(a, "bisect") as on_trial:
         res = between.between(
             Path(a.between),
@@ -71,7 +74,14 @@ def cmd_between(a) -> int:
             max_cycles=a.max_cycles,
             on_trial=on_trial,
         )
-    print(between.report_md(res))
+    res.seconds = round(time.monotonic() - t0, 1)
+    md = between.report_md(res)
+    work = Path(a.work_dir or Path(a.between) / "bisect-between")
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "between.md").write_text(md + "\n")
+    atomic_write_json(work / "between.json", res.to_dict())
+    print(md)
+    print(f"apptune: bisect --between: report in {work / 'between.md'}")
     return history_status(a, 0 if res.culprits else 1)
 
 

@@ -5,10 +5,13 @@ the baseline's runs (:mod:`apptune.changes`): often several things at once (a ne
 ladder and a new BLAS, a compiler module and an MPI setting). This finds the one that
 carries the slowdown, as git bisect finds a commit:
 
-1. The changes that can be undone here are the *dimensions*: each flag set of the build
-   (the old flags rebuilt), each environment variable of the run (the old value, or
-   unset) and each input parameter. Compilers, libraries, sources, patches, launchers
-   and the machine cannot be put back from a record: they are listed, not tested.
+1. The changes that can be undone here are the *dimensions*
+   (:mod:`apptune.tools.bisect.undo`): each flag set of the build, each library axis
+   (the old value built), each patch added or removed, the compilers and MPI (another
+   environment of the partition that has the old ones), each environment variable of
+   the run and each input parameter. A library's new version under the same name, an
+   edited patch, the source, the launcher and the machine cannot be put back from a
+   record: they are listed, not tested.
 2. The *old* configuration (every dimension as the baseline's runs had it) and the *new*
    one (as the regressed run) are built and run ``repeats`` times interleaved: the new
    one must be slower than the old by more than the noise, or there is nothing to bisect
@@ -31,36 +34,20 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from ... import baselines, changes, localrun, paths, recipes, records
 from ...errors import ApptuneError
 from ...figures import finite_median
 from ...models import RunRecord
-from ...site import Site, load_site
+from ...site import load_site
 from .search import bisect_search
+from .undo import Change, Here, dimensions
+from .undo import config as _config
+
+__all__ = ["Between", "Change", "between", "dimensions", "report_md"]
 
 #: A candidate carries the regression when its slowdown against the old configuration is
 #: beyond this share of the new configuration's slowdown.
 SHARE = 0.5
-
-
-@dataclass
-class Change:
-    """One difference between the baseline's runs and the regressed run."""
-
-    fact: str
-    old: str | None
-    new: str | None
-    #: ``build`` or ``run`` when it can be undone here; None when it cannot (``why_not``).
-    where: str | None = None
-    why_not: str | None = None
-
-    @property
-    def line(self) -> str:
-        """The change in the words of the verdicts (``flags -O3 → -O0``)."""
-        one = lambda v: {} if v is None else {self.fact: v}  # noqa: E731
-        return changes.describe(one(self.old), one(self.new))[0]
 
 
 @dataclass
@@ -77,29 +64,15 @@ class Between:
     culprits: list[str] = field(default_factory=list)
     verdict: str = ""
     cycles: int = 0
+    #: Distinct builds made (a configuration's build is kept and reused).
+    builds: int = 0
+    #: Wall time of the whole bisection, seconds (set by the command).
+    seconds: float | None = None
     wrong: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-def dimensions(base: dict[str, str], now: dict[str, str]) -> list[Change]:
-    """Every fact that differs, with whether (and how) it can be undone here."""
-    out = []
-    for k in sorted(set(base) | set(now)):
-        old, new = base.get(k), now.get(k)
-        if old == new or old == changes.VARIED:
-            continue
-        c = Change(k, old, new)
-        if k.startswith("flags ") and k.split(" ", 1)[1] in changes.FLAG_SETS:
-            c.where = "build"
-        elif k.startswith("env ") or k.startswith("input "):
-            c.where = "run"
-        else:
-            c.why_not = "cannot be put back from a record (the old one is not on this node)"
-        out.append(c)
-    return out
 
 
 def _regressed(run_dir: Path, figure: str | None, test: str | None) -> tuple[RunRecord, str]:
@@ -128,31 +101,6 @@ def _regressed(run_dir: Path, figure: str | None, test: str | None) -> tuple[Run
     return r, n
 
 
-def _config(
-    chs: list[Change], applied: set[str], plan: dict, site: Site
-) -> tuple[dict, Site, dict]:
-    """The old configuration with the changes in ``applied`` made: (plan, site, the input
-    parameters it sets)."""
-    plan = json.loads(json.dumps(plan))
-    env, unset, params = dict(site.env), list(site.unset), {}
-    for c in chs:
-        if c.where is None:
-            continue
-        value = c.new if c.fact in applied else c.old
-        kind, name = c.fact.split(" ", 1)
-        if kind == "flags":
-            plan[name] = (value or "").split()
-        elif kind == "env":
-            if value is None:
-                env.pop(name, None)
-                unset.append(name)
-            else:
-                env[name] = value
-        elif kind == "input" and value is not None:
-            params[name] = yaml.safe_load(value)
-    return plan, dataclasses.replace(site, env=env, unset=unset), params
-
-
 def between(
     run_dir: Path,
     *,
@@ -178,8 +126,10 @@ def between(
             f"{r.environment}/{r.variant} {r.tier}: "
             + (baselines.NO_PROVENANCE if entry else "record one first"),
         )
-    chs = dimensions(entry.provenance, baselines.run_facts(r))
     recipe = recipes.load_recipe(r.app)
+    site = load_site(r.environment, config, languages=recipe.build.languages)
+    here = Here(recipe, r.build_variant or r.variant, site, config)
+    chs = dimensions(entry.provenance, baselines.run_facts(r), here)
     spec = recipes.figure_specs(recipe).get(fig)
     better = spec.better if spec else "lower"
     res = Between(r.app, f"{r.environment}/{r.variant}", fig, better, chs)
@@ -189,10 +139,8 @@ def between(
             changes.short([c.line for c in chs]) if chs else changes.NOTHING
         )
         return res
-    site = load_site(r.environment, config, languages=recipe.build.languages)
-    plan = localrun.plan_for(recipe, r.build_variant or r.variant, site)
     work = Path(work or run_dir / "bisect-between")
-    trial = _Trials(recipe, r, fig, chs, plan, site, work, repeats, on_trial)
+    trial = _Trials(recipe, r, fig, chs, here, work, repeats, on_trial)
     new, old = trial.pair(set(), set(testable))
     res.medians = {"old": old, "new": new}
     res.cycles = trial.cycles
@@ -202,7 +150,7 @@ def between(
             f"the new configuration is not slower than the old one here ({_pct(gap)}): what "
             "carries the regression is not among the changes that can be undone"
         )
-        res.notes = trial.notes
+        res.notes, res.builds = trial.notes, len(trial.built)
         return res
 
     known: dict[frozenset, bool] = {}
@@ -232,6 +180,7 @@ def between(
     except ApptuneError as e:
         res.verdict = f"not found: {e}"
     res.cycles, res.wrong, res.notes = trial.cycles, trial.wrong, res.notes + trial.notes
+    res.builds = len(trial.built)
     return res
 
 
@@ -242,10 +191,12 @@ def _pct(x: float | None) -> str:
 class _Trials:
     """Builds (cached per plan) and interleaved runs of configurations."""
 
-    def __init__(self, recipe, record, figure, chs, plan, site, work, repeats, on_trial):
+    def __init__(self, recipe, record, figure, chs, here: Here, work, repeats, on_trial):
         self.recipe, self.r, self.figure, self.chs = recipe, record, figure, chs
-        self.plan, self.site, self.work, self.repeats = plan, site, Path(work), repeats
+        self.here, self.work, self.repeats = here, Path(work), repeats
         self.on_trial, self.cycles, self.n = on_trial, 0, 0
+        #: The builds made, by their directory (one per distinct plan and environment).
+        self.built: set[Path] = set()
         self.wrong: list[str] = []
         self.notes: list[str] = []
         self.samples: dict[str, list[float]] = {}
@@ -253,13 +204,12 @@ class _Trials:
         self.better = spec.better if spec else "lower"
 
     def _build(self, applied: set[str]):
-        plan, site, params = _config(self.chs, applied, self.plan, self.site)
-        stage = (
-            self.work
-            / "builds"
-            / hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()[:12]
-        )
+        h = self.here
+        plan, site, params = _config(self.chs, applied, h.plan, h.site, h)
+        key = json.dumps([plan, site.environment], sort_keys=True).encode()
+        stage = self.work / "builds" / hashlib.sha256(key).hexdigest()[:12]
         localrun.build_variant(self.recipe, plan, site, stage)
+        self.built.add(stage)
         return stage, site, params
 
     def _run(self, label: str, built) -> float | None:
@@ -318,17 +268,25 @@ def report_md(res: Between) -> str:
     out = [
         f"# bisect --between: {res.app} {res.variant}, {res.figure}{unit}",
         "",
-        f"**{res.verdict}** ({res.cycles} build+run cycle(s))",
+        f"**{res.verdict}** ({res.cycles} build+run cycle(s), {res.builds} build(s))",
         "",
         "| change since the baseline | tested |",
         "|---|---|",
     ]
     for c in res.changes:
-        tested = ("**carries it**" if c.fact in res.culprits else "yes") if c.where else c.why_not
+        if c.part_of:
+            tested = f"with {c.part_of}"
+        elif not c.where:
+            tested = c.why_not
+        else:
+            tested = "**carries it**" if c.fact in res.culprits else "yes"
+            tested += f" (old: environment {c.environment})" if c.environment else ""
         out.append(f"| {c.line} | {tested} |")
     if res.medians:
         out += ["", "| configuration | median |", "|---|---|"]
         out += [f"| {k} | {v if v is not None else 'no value'} |" for k, v in res.medians.items()]
+    if res.seconds is not None:
+        out += ["", f"Took {res.seconds:.0f} s."]
     out += [f"- wrong numbers (never timed as a culprit): {w}" for w in res.wrong]
     out += [f"- {n}" for n in res.notes]
     return "\n".join(out)
