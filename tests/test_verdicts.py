@@ -259,20 +259,20 @@ def test_shell_payloads_in_every_run_field_arrive_literally_and_run_nothing(tree
 
 def test_bisect_between_finds_the_change_that_carries_a_regression(tree, tmp_path):
     """Two changes since the baseline: the gnu tuned ladder to -O0 (the kernel 3.8x slower)
-    and a new variable in the site's environment (no effect). The run names both; bisect
-    --between builds and runs them one group at a time and blames the C flags alone."""
-    ladders, settings = tree / "site-config/flag-ladders.yaml", tree / "site-config/settings.py"
-    old = {f: f.read_text() for f in (ladders, settings)}
-    lt, st = old[ladders], old[settings]
-    assert "tuned: {cflags: [-O3," in lt and "[['OMPI_CC', 'gcc']," in st
+    and the BLAS from OpenBLAS to BLIS (called outside the timed kernel: no effect). The run
+    names both; bisect --between builds the old BLAS for its candidates and blames the C
+    flags alone, in a bounded number of builds."""
+    ladders, recipe = tree / "site-config/flag-ladders.yaml", tree / "build-recipes/timeapp.yaml"
+    old = {f: f.read_text() for f in (ladders, recipe)}
+    lt, rt = old[ladders], old[recipe]
+    assert "tuned: {cflags: [-O3," in lt and "defaults: {blas: openblas}" in rt
     ladders.write_text(lt.replace("tuned: {cflags: [-O3,", "tuned: {cflags: [-O0,", 1))
-    settings.write_text(
-        st.replace("[['OMPI_CC', 'gcc'],", "[['APPTUNE_NOOP', '1'], ['OMPI_CC', 'gcc'],", 1)
-    )
+    recipe.write_text(rt.replace("defaults: {blas: openblas}", "defaults: {blas: blis}"))
     try:
         rc, out = apptune_run(tree, tmp_path / "run", "--wait-for-quiet", "60")
-        r = the_result(tmp_path / "run")
-        assert r["baseline"]["changed"] == ["cflags -O3 → -O0", "env APPTUNE_NOOP: (none) → 1"]
+        changed = the_result(tmp_path / "run")["baseline"]["changed"]
+        assert changed[:2] == ["cflags -O3 → -O0", "ldflags -lopenblas → -lblis"], changed
+        assert "axis blas: openblas → blis" in changed, changed
         rc, out = run(
             ["bisect", "--between", str(tmp_path / "run"), "--figure", "kernel_time"]
             + ["--repeats", "3", "--no-history", "--work-dir", str(tmp_path / "b")],
@@ -282,8 +282,15 @@ def test_bisect_between_finds_the_change_that_carries_a_regression(tree, tmp_pat
         for f, text in old.items():
             f.write_text(text)
     assert rc == 0, out[-3000:]
-    assert "**cflags -O3 → -O0 carries the regression**" in out, out[-3000:]
+    assert "**cflags -O3 → -O0 carries the regression** (2 build+run cycle(s), 3 build(s))" in out
     assert (
-        "| env APPTUNE_NOOP: (none) → 1 | yes |" in out
+        "| axis blas: openblas → blis | yes |" in out
         and "| cflags -O3 → -O0 | **carries it** |" in out
     )
+    assert "| ldflags -lopenblas → -lblis | with axis blas |" in out, out[-3000:]
+    built = [json.loads(p.read_text()) for p in (tmp_path / "b/builds").glob("*/provenance.json")]
+    assert sorted((b["axes"]["blas"], b["flags"]["cflags"][0]) for b in built) == [
+        ("blis", "-O0"),
+        ("blis", "-O3"),
+        ("openblas", "-O3"),
+    ]

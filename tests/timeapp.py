@@ -14,6 +14,8 @@ from pathlib import Path
 
 ITER = 250_000_000
 REPS = 7
+#: What the BLAS computes: 1^2 + ... + 1000^2.
+DOT = sum(i * i for i in range(1, 1001))
 
 FILES = {
     "kernel.c": """\
@@ -44,6 +46,20 @@ FILES = {
         #include <string.h>
         #include <time.h>
         unsigned long long kernel(long n, unsigned long long *sum);
+        #ifdef TIMEAPP_BLAS
+        double ddot_(const int *n, const double *x, const int *incx, const double *y,
+                     const int *incy);
+        /* 1^2 + ... + K^2 through the BLAS, outside the timed kernel (exact in double) */
+        static double blas_dot(void)
+        {
+            enum { K = 1000 };
+            static double v[K];
+            int k = K, one = 1;
+            for (int i = 0; i < K; i++)
+                v[i] = i + 1;
+            return ddot_(&k, v, &one, v, &one);
+        }
+        #endif
         static double now(void)
         {
             struct timespec t;
@@ -62,8 +78,11 @@ FILES = {
                 if (t < best) best = t;
             }
             FILE *f = fopen("timeapp.out", "w");
-            fprintf(f, "BEGIN\\nn=%ld\\nresult=%llu\\nsum=%llu\\nkernel_seconds=%.6f\\nEND\\n",
-                    n, r, sum, best);
+            fprintf(f, "BEGIN\\nn=%ld\\nresult=%llu\\nsum=%llu\\n", n, r, sum);
+        #ifdef TIMEAPP_BLAS
+            fprintf(f, "dot=%.0f\\n", blas_dot());
+        #endif
+            fprintf(f, "kernel_seconds=%.6f\\nEND\\n", best);
             fclose(f);
             for (int i = 2; i < argc; i++)
                 printf("arg %d: [%s]\\n", i, argv[i]);
@@ -75,9 +94,9 @@ FILES = {
     "Makefile": """\
         include config.mk
         timeapp: main.o kernel.o
-        \t$(CC) $(CFLAGS) -o timeapp main.o kernel.o
+        \t$(CC) $(CFLAGS) -o timeapp main.o kernel.o $(LDFLAGS)
         %.o: %.c
-        \t$(CC) $(CFLAGS) -c $< -o $@
+        \t$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
         """,
 }
 
@@ -92,6 +111,12 @@ build:
   templates:
     - {src: timeapp/config.mk.j2, dest: config.mk}
   products: [timeapp]
+# a BLAS call outside the timed kernel: which BLAS is linked does not move kernel_time
+axes:
+  blas:
+    openblas: {library: openblas, cppflags: [-DTIMEAPP_BLAS]}
+    blis: {library: blis, cppflags: [-DTIMEAPP_BLAS]}
+defaults: {blas: openblas}
 run:
   executable: timeapp
   args: ["{{ n }}"]
@@ -110,6 +135,8 @@ tiers:
 CONFIG_MK = """\
 CC = {{ cc }}
 CFLAGS = {{ (app_cflags + cflags) | makeflags }}
+CPPFLAGS = {{ cppflags | makeflags }}
+LDFLAGS = {{ ldflags | makeflags }}
 """
 
 CHECK = """\
@@ -189,5 +216,6 @@ def write_tree(root: Path, repo: Path, n: int = ITER) -> None:
         fields:
           n: {{value: {n}, abs: 0}}
           result: {{value: {result_value(n)}, abs: 0}}
+          dot: {{value: {DOT}, abs: 0}}
         """)
     )
