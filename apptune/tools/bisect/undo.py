@@ -96,7 +96,7 @@ class Here:
     def site_facts(self, site: Site) -> dict[str, str]:
         """The facts of ``site``'s compilers (as they answer in its environment) and of the
         modules and variables it declares."""
-        plan = localrun.plan_for(self.recipe, self.ladder, site)
+        plan = self.plan_with(self.plan["axes"], site)
         comp = buildid.compiler_identity(plan, self.recipe.build.languages, site.environ())
         decl = site.declared or {}
         launch = {"modules": decl.get("modules") or [], "env_vars": decl.get("env_vars") or {}}
@@ -210,7 +210,10 @@ def _environment(chs: list[Change], here: Here, base: dict[str, str]) -> None:
         return
     mine = None
     for name, site in here.other_sites().items():
-        theirs = here.site_facts(site)
+        try:
+            theirs = here.site_facts(site)
+        except ApptuneError:  # the variant cannot be planned there (an axis it lacks)
+            continue
         if all(theirs.get(c.fact) == c.old for c in comp):
             mine = mine or here.site_facts(here.site)
             head = comp[0]
