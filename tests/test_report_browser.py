@@ -218,7 +218,7 @@ def test_hostile_values_do_not_run_in_the_report(tmp_path, monkeypatch):
                 "environment": "gnu",
                 "variant": "tuned",
                 "figures": {"HPL": 40.0, _payload(1): 2.0, "wall_time": 9.0},
-                "fields": [{"name": "HPL", "ok": False, "got": _payload(2)}],
+                "fields": [{"field": "HPL", "ok": False, "got": _payload(2)}],
                 "ok": False,
             },
             {
