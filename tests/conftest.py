@@ -361,3 +361,13 @@ def fake_trials(monkeypatch, gnu_toolchain):
     monkeypatch.setattr(localrun, "_run", run)
     fake.site = site
     return fake
+
+
+def run_records(run_dir: Path) -> list[dict]:
+    """The run records of a run directory: those of passed tests (under ``output``) and of
+    the others, which keep their stage directory (an expected failure)."""
+    import json
+
+    found = [*(run_dir / "stage").rglob("apptune-result.json")]
+    found += (run_dir / "output").rglob("apptune-result.json")
+    return [json.loads(f.read_text()) for f in found]

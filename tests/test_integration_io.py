@@ -9,12 +9,12 @@ the build cache has it). Asserts correctness, the file system recorded and the r
 never timings.
 """
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_records
 
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
@@ -24,11 +24,7 @@ pytestmark = pytest.mark.integration
 
 
 def _results(run_dir: Path) -> dict:
-    out = {}
-    for f in [*run_dir.rglob("apptune-result.json")]:
-        r = json.loads(f.read_text())
-        out[(r["environment"], r["variant"])] = r
-    return out
+    return {(r["environment"], r["variant"]): r for r in run_records(run_dir)}
 
 
 def test_h5perf_ci_verifies_every_byte_and_names_a_wrong_one(tmp_path):

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_records
 
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
@@ -23,14 +24,7 @@ pytestmark = pytest.mark.integration
 
 
 def _results(run_dir: Path) -> dict:
-    out = {}  # a test that did not pass (the expected failure) keeps its stage directory
-    for f in [
-        *(run_dir / "stage").rglob("apptune-result.json"),
-        *(run_dir / "output").rglob("apptune-result.json"),
-    ]:
-        r = json.loads(f.read_text())
-        out[(r["environment"], r["variant"])] = r
-    return out
+    return {(r["environment"], r["variant"]): r for r in run_records(run_dir)}
 
 
 def test_npb_ci_gnu_builds_runs_and_verifies_the_published_values(tmp_path):

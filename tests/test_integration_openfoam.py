@@ -5,12 +5,12 @@ and the planted fault (gravity 1 % low, tier ``planted``) is the expected failur
 pressures that moved. About two minutes on 2 cores. Asserts correctness and provenance,
 never timings."""
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_records
 
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
@@ -30,13 +30,7 @@ def test_openfoam_ci_distribution_build_verifies_and_the_planted_fault_fails(tmp
     )
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-3000:]
-    results = {}
-    for f in [
-        *(run_dir / "stage").rglob("apptune-result.json"),
-        *(run_dir / "output").rglob("apptune-result.json"),
-    ]:
-        r = json.loads(f.read_text())
-        results[r["tier"]] = r
+    results = {r["tier"]: r for r in run_records(run_dir)}
     ci = results["ci"]
     assert ci["verification"]["ok"], ci["verification"]["summary"]
     fields = {f["field"]: f for f in ci["verification"]["fields"]}
