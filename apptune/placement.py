@@ -22,11 +22,11 @@ same in data: ``bind``, ``distribution`` (``packed`` or ``spread`` over a node's
 and ``threads_per_rank``; the check's variables, when set, win. Unset, the launcher's and
 scheduler's defaults apply.
 
-A check (``apptune.rfm.AppRun``) and a tune/bisect trial (``apptune.localrun``) place
+A check (``apptune.rfm.AppRun``) and a tune/bisect trial (``apptune.core.localrun``) place
 their ranks with the same two functions: :func:`plan` (the recipe's named placement,
 the layout, the binding and thread variables) and :func:`launch_argv` (ReFrame's
 launcher for the partition, given the job's sizes). The runner records the CPUs each rank
-of the program may run on (:mod:`apptune.quality`); :func:`binding_problem` says when they
+of the program may run on (:mod:`apptune.core.quality`); :func:`binding_problem` says when they
 are not what the placement asked for.
 """
 
@@ -335,7 +335,7 @@ def plan(
 
 def binding_problem(observed: dict | None, binding: str | None, threads_per_rank: int = 1):
     """Why the CPUs the program's ranks could run on (the runner's record,
-    :func:`apptune.procfs.observe_binding`) are not the binding asked for; None when they
+    :func:`apptune.core.procfs.observe_binding`) are not the binding asked for; None when they
     are, when no binding was asked for or when no rank was seen."""
     ranks = (observed or {}).get("ranks") or []
     if not binding or not ranks:

@@ -6,7 +6,7 @@ median of ``--repeats`` values, each value the figure's median times (1 + r)
 with r drawn (bootstrap) from the relative residuals the figure really showed
 here (benchmarks/data/noise-local.json: whole ci-tier runs of HPCC on this
 2-core VM, while other builds ran).  Every series goes through the same code
-as ``apptune check-regressions`` (apptune.regressions.analyse).
+as ``apptune check-regressions`` (apptune.history.regressions.analyse).
 
 * false alarm: a series without a step gets a regression or improvement verdict;
 * miss: a series with a step does not get a regression verdict whose first bad
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from apptune import regressions
-from apptune.regressions import Point, Verdict
+from apptune.history import regressions
+from apptune.history.regressions import Point, Verdict
 
 NOISE = Path(__file__).with_name("data") / "noise-local.json"
 STEPS = (0.01, 0.05, 0.10)
@@ -39,13 +39,13 @@ STEPS = (0.01, 0.05, 0.10)
 def record(run_dirs: list[str], out: Path, all_runs: bool = False) -> None:
     """Every verified figure value of the runs' clean results (``all_runs``: disturbed ones
     too), per (app, tier, environment, variant, figure)."""
-    from apptune import history
+    from apptune.history import store
 
     series: dict[tuple, dict] = {}
     sources = []
     for d in run_dirs:
         try:
-            run = history.read_run(Path(d))
+            run = store.read_run(Path(d))
         except Exception as e:  # an unfinished run directory: say so and go on
             print(f"skipped {d}: {e}", file=sys.stderr)
             continue

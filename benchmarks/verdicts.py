@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from apptune import records  # the venv's editable install of this tree
+from apptune.history import records  # the venv's editable install of this tree
 
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
@@ -239,7 +239,7 @@ def compare_rules(tree: Path, sessions: list[str]) -> list[dict]:
     time order, and interleaved), under the rule apptune uses and simpler ones."""
     import yaml
 
-    from apptune import baselines, recipes
+    from apptune.core import baselines, recipes
 
     specs = recipes.figure_specs(recipes.load_recipe("hpcc"))
     recs = {n: results(tree / "runs" / n) for n in sessions}

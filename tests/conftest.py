@@ -162,7 +162,7 @@ def toy_root(tmp_path, monkeypatch):
 
 @pytest.fixture
 def gnu_toolchain():
-    from apptune.recipes import Toolchain
+    from apptune.core.recipes import Toolchain
 
     return Toolchain(
         environment="gnu",
@@ -315,8 +315,8 @@ def fake_trials(monkeypatch, gnu_toolchain):
     import json
     from types import SimpleNamespace
 
-    from apptune import localrun, runner
-    from apptune import site as site_config
+    from apptune.core import localrun, runner
+    from apptune.core import site as site_config
     from apptune.yamlio import atomic_write_json
 
     fake = SimpleNamespace(wrong=set(), interrupt_at=None, runs=0)

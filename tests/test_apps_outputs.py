@@ -5,10 +5,10 @@ import json
 import pytest
 from conftest import REPO
 
-from apptune import build, inputs, outputs, recipes, sources, verify
+from apptune.core import build, inputs, outputs, recipes, sources, verify
+from apptune.core.phylo import parse_newick, robinson_foulds
 from apptune.errors import ApptuneError
 from apptune.models import OutputSpec, PerFileOverride
-from apptune.phylo import parse_newick, robinson_foulds
 
 
 # --------------------------------------------------------------------------- trees

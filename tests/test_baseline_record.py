@@ -121,7 +121,7 @@ def test_from_history_records_the_stored_nights_and_runs_nothing(toy_root, tmp_p
     """`--from-history 4`: the last 4 stored sessions of the mode with the selected app (not
     the older one, not another app's, not another mode's), one session each in the noise
     between sessions; nothing is run."""
-    from apptune import history as hist
+    from apptune.history import store as hist
 
     h = tmp_path / "history"
     night = [10.0, 11.0, 13.0, 10.5, 12.0]

@@ -9,7 +9,8 @@ import textwrap
 import pytest
 from conftest import CLEAN, this_machine
 
-from apptune import baselines, machine, recipes
+from apptune import machine
+from apptune.core import baselines, recipes
 from apptune.errors import ApptuneError
 from apptune.models import BaselineFile, Figure, RunRecord
 from apptune.rfm.reference import reframe_reference

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from apptune import baselines, inputs, yamlio
+from apptune import yamlio
+from apptune.core import baselines, inputs
 from apptune.errors import ApptuneError
 
 
@@ -39,7 +40,7 @@ def test_missing_input_tier():
 
 
 def test_malformed_baseline_and_ladder_files(toy_root):
-    from apptune import recipes
+    from apptune.core import recipes
 
     (toy_root / "reference/baselines/local/toy.yaml").write_text(
         "app: toy\nsystem: local\nthresholds:\n\t- x\n"

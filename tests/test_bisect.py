@@ -9,9 +9,10 @@ import synth_app
 import yaml
 from conftest import REPO
 
-from apptune import cli, localrun, recipes
+from apptune import cli
+from apptune.core import localrun, recipes
+from apptune.core.site import Site, load_site
 from apptune.errors import ApptuneError
-from apptune.site import Site, load_site
 from apptune.tools import bisect
 
 
@@ -307,7 +308,7 @@ def test_a_cmake_build_is_bisected_like_a_make_build(toy_root, tmp_path, toy_sit
 
 
 def test_build_system_probes_are_not_the_product():
-    from apptune.compilelines import is_probe
+    from apptune.core.compilelines import is_probe
 
     assert is_probe({"cwd": "/s/src", "argv": ["cc", "conftest.c"], "sources": ["conftest.c"]})
     assert is_probe(
@@ -337,7 +338,7 @@ def test_bisect_stores_the_trials_that_ran_before_it_stopped(
 ):
     """Both ends ran (the good one verified, the bad one not), then bisect stops on the
     builds (these have no compile lines): the two runs are one bisect session in the history."""
-    from apptune import history
+    from apptune.history import store
 
     fake_trials.wrong = {"tuned"}
     hdir = tmp_path / "h"
@@ -345,7 +346,7 @@ def test_bisect_stores_the_trials_that_ran_before_it_stopped(
     rc = cli.main([*argv, str(tmp_path / "w"), "--history", str(hdir)])
     err = capsys.readouterr().err
     assert rc == 2 and "compile-lines.jsonl: no compile lines" in err, err
-    with history.History(hdir) as h:
+    with store.History(hdir) as h:
         (run,) = h.runs(kind="trial")
         assert run["mode"] == "bisect" and run["run_dir"] == str(tmp_path / "w" / "runs")
         got = [(r["test"], r["variant"], r["verified"]) for r in h.results(run["session_uuid"])]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from apptune import build, buildcache, cli, recipes, sources
+from apptune import cli
+from apptune.core import build, buildcache, recipes, sources
 
 # every test here builds the toy with gcc (one of them in a pool of processes)
 pytestmark = pytest.mark.slow
@@ -85,7 +86,7 @@ def test_prune_drops_least_recently_used(toy):
 def _build_in_process(args):
     root, cache, mirror, stage = args
     os.environ.update(APPTUNE_ROOT=root, APPTUNE_CACHE=cache, APPTUNE_SOURCE_MIRROR=mirror)
-    from apptune.recipes import Toolchain
+    from apptune.core.recipes import Toolchain
 
     tc = Toolchain("gnu", "gnu", "gcc", "g++", "gfortran", "none", "3.1", "openblas", ["gcc"])
     r = recipes.load_recipe("toy")

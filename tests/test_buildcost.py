@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from apptune import buildcache, buildcost, progress, recipes
+from apptune.core import buildcache, buildcost, progress, recipes
 from apptune.models.install import BuildEstimate
 
 DAY = 86400.0

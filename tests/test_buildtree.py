@@ -8,7 +8,8 @@ import os
 import pytest
 from conftest import TOY_ACC, TOY_MAIN, TOY_MAKEFILE, make_tarball, toy_recipe
 
-from apptune import build, buildcache, buildtree, cli, installed, recipes, sources
+from apptune import cli
+from apptune.core import build, buildcache, buildtree, installed, recipes, sources
 from apptune.errors import ApptuneError
 
 # the toy's own environment file: where it lies decides the paths it exports

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from apptune import changepoint
+from apptune.history import changepoint
 
 
 def _noise(n, seed, sd=0.01):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from apptune import baselines, changes
+from apptune.core import baselines, changes
 from apptune.models import RunRecord
 
 pytestmark = pytest.mark.unit
@@ -91,7 +91,7 @@ def test_a_baseline_keeps_its_runs_facts_but_not_the_machine(toy_root):
 def test_the_history_keeps_how_a_run_was_launched_with_its_build(tmp_path):
     """A change point in the history names a run-time change too (Open MPI forced to TCP
     by the site's environment), not only the build's."""
-    from apptune import regressions
+    from apptune.history import regressions
 
     before = dict(record().provenance, launch={"env_vars": {"A": "1"}})
     after = dict(record().provenance, launch={"env_vars": {"A": "1", "OMPI_MCA_btl": "tcp"}})
@@ -99,7 +99,7 @@ def test_the_history_keeps_how_a_run_was_launched_with_its_build(tmp_path):
 
 
 def test_bisect_between_tests_what_it_can_undo_and_names_the_rest():
-    from apptune.site import Site
+    from apptune.core.site import Site
     from apptune.tools.bisect import between
 
     base = changes.facts(record())
@@ -177,8 +177,9 @@ def test_a_shift_with_nothing_changed_is_unexplained_and_a_named_change_is_a_reg
 def hpcc_here():
     """HPCC's ``tuned+fft=fftw3`` with the site's gnu environment (Open MPI), as bisect
     --between sees a run of it; nothing is built."""
-    from apptune import paths, recipes
-    from apptune.site import load_site
+    from apptune import paths
+    from apptune.core import recipes
+    from apptune.core.site import load_site
     from apptune.tools.bisect import undo
 
     recipe = recipes.load_recipe("hpcc")
@@ -220,7 +221,8 @@ def test_bisect_between_applies_a_removed_patch_again_when_its_file_is_here(hpcc
     """A patch the baseline's build had and the run's has not is applied again for the
     candidates without that change (its file, checked against the recorded checksum); an
     edited patch cannot be put back (only its checksum was recorded)."""
-    from apptune import paths, recipes
+    from apptune import paths
+    from apptune.core import recipes
     from apptune.tools.bisect import undo
 
     h = hpcc_here

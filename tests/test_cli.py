@@ -3,7 +3,8 @@
 import shutil
 from pathlib import Path
 
-from apptune import cli, workflow
+from apptune import cli
+from apptune.commands import workflow
 
 REPO = Path(__file__).resolve().parent.parent
 

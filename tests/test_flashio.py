@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from apptune import inputs, recipes, run
+from apptune.core import inputs, recipes, run
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,8 @@ import subprocess
 import pytest
 from conftest import hpcc_ci_run
 
-from apptune import cli, paths, workflow
+from apptune import cli, paths
+from apptune.commands import workflow
 
 pytestmark = pytest.mark.unit
 
@@ -38,7 +39,7 @@ def _fill(d):
 
 
 def test_a_run_refuses_to_start_without_room_for_its_stage(tiny_fs, capsys, monkeypatch):
-    from apptune import supervise
+    from apptune.core import supervise
 
     monkeypatch.setattr(
         supervise.Supervisor, "run", lambda *a, **k: pytest.fail("ReFrame must not start")

@@ -7,10 +7,11 @@ import tarfile
 
 import pytest
 
-from apptune import build, recipes, report, sources
+from apptune import report
 from apptune.constants import XFAIL_FILE
+from apptune.core import build, recipes, sources
+from apptune.core.recipes import Toolchain
 from apptune.errors import ApptuneError
-from apptune.recipes import Toolchain
 
 
 def _bad_flag_recipe(root, envs):

@@ -8,8 +8,10 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 from conftest import write_run
 
-from apptune import cli, history, ingest, workflow
+from apptune import cli
+from apptune.commands import workflow
 from apptune.errors import ApptuneError
+from apptune.history import ingest, store
 
 PROV = {
     "compilers": {"cc": {"version": "gcc 12.2.0"}},
@@ -37,7 +39,7 @@ def _run(tmp_path, i, variant="baseline", value=10.0, ok=True, repeats=None):
 
 
 def test_ingest_is_whole_and_idempotent(tmp_path):
-    h = history.History(tmp_path / "h")
+    h = store.History(tmp_path / "h")
     run = _run(tmp_path, 1, repeats=[0, 1, 2])
     assert h.ingest(run) == ("uuid-0001", 3, True)
     assert h.ingest(run) == ("uuid-0001", 3, False)
@@ -55,11 +57,11 @@ def test_ingest_is_whole_and_idempotent(tmp_path):
         "-O2"
     ]
     assert h.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert h.version() == history.SCHEMA_VERSION
+    assert h.version() == store.SCHEMA_VERSION
 
 
 def test_unverified_results_are_stored_but_not_in_series(tmp_path):
-    h = history.History(tmp_path / "h")
+    h = store.History(tmp_path / "h")
     h.ingest(_run(tmp_path, 1, ok=False))
     r = h.db.execute("SELECT result, verified, reason FROM results").fetchone()
     assert tuple(r)[:2] == ("fail", 0) and "nan" in r["reason"]
@@ -67,7 +69,7 @@ def test_unverified_results_are_stored_but_not_in_series(tmp_path):
 
 
 def test_a_failed_ingest_leaves_nothing(tmp_path, monkeypatch):
-    h = history.History(tmp_path / "h")
+    h = store.History(tmp_path / "h")
     run = write_run(
         tmp_path / "r",
         "uuid-x",
@@ -92,8 +94,8 @@ def test_a_failed_ingest_leaves_nothing(tmp_path, monkeypatch):
             raise OSError("killed half-way")
         return real(db, prov)
 
-    real = history.History._provenance_id
-    monkeypatch.setattr(history.History, "_provenance_id", staticmethod(crash))
+    real = store.History._provenance_id
+    monkeypatch.setattr(store.History, "_provenance_id", staticmethod(crash))
     with pytest.raises(OSError):
         h.ingest(run)
     for table in ("runs", "results", "figures", "provenance"):
@@ -104,7 +106,7 @@ def test_a_failed_ingest_leaves_nothing(tmp_path, monkeypatch):
 
 def _ingest_many(args):
     hdir, runs = args
-    with history.History(hdir) as h:
+    with store.History(hdir) as h:
         return [h.ingest(r)[2] for r in runs]
 
 
@@ -117,13 +119,13 @@ def test_concurrent_writers(tmp_path):
     with ProcessPoolExecutor(4) as ex:
         stored = [x for r in ex.map(_ingest_many, jobs) for x in r]
     assert sum(stored) == 12
-    with history.History(hdir) as h:
+    with store.History(hdir) as h:
         assert [r["session_uuid"] for r in h.runs()] == [f"uuid-{i:04d}" for i in range(12)]
         assert h.db.execute("SELECT count(*) FROM results").fetchone()[0] == 12
 
 
 def _open_only(hdir):
-    with history.History(hdir) as h:
+    with store.History(hdir) as h:
         return h.version()
 
 
@@ -134,7 +136,7 @@ def test_first_openers_racing_on_a_new_database_all_succeed(tmp_path):
     for k in range(10):
         hdir = str(tmp_path / f"h{k}")
         with ProcessPoolExecutor(4) as ex:
-            assert list(ex.map(_open_only, [hdir] * 6)) == [history.SCHEMA_VERSION] * 6
+            assert list(ex.map(_open_only, [hdir] * 6)) == [store.SCHEMA_VERSION] * 6
 
 
 def test_an_error_in_a_worker_process_reaches_the_parent_whole():
@@ -147,17 +149,17 @@ def test_an_error_in_a_worker_process_reaches_the_parent_whole():
 
 def test_migrations_are_applied_in_order_and_a_newer_schema_is_refused(tmp_path, monkeypatch):
     hdir = tmp_path / "h"
-    with history.History(hdir) as h:
+    with store.History(hdir) as h:
         h.ingest(_run(tmp_path, 1))
-    nxt = history.SCHEMA_VERSION + 1
+    nxt = store.SCHEMA_VERSION + 1
     monkeypatch.setattr(
-        history,
+        store,
         "MIGRATIONS",
-        history.MIGRATIONS
+        store.MIGRATIONS
         + [(nxt, ["ALTER TABLE runs ADD COLUMN label TEXT", "UPDATE runs SET label = 'migrated'"])],
     )
-    monkeypatch.setattr(history, "SCHEMA_VERSION", nxt)
-    with history.History(hdir) as h:
+    monkeypatch.setattr(store, "SCHEMA_VERSION", nxt)
+    with store.History(hdir) as h:
         assert h.version() == nxt
         assert h.db.execute("SELECT label, session_uuid FROM runs").fetchone()[:] == (
             "migrated",
@@ -165,7 +167,7 @@ def test_migrations_are_applied_in_order_and_a_newer_schema_is_refused(tmp_path,
         )
     monkeypatch.undo()
     with pytest.raises(ApptuneError) as e:
-        history.History(hdir)
+        store.History(hdir)
     assert "newer than this apptune" in str(e.value)
 
 
@@ -204,7 +206,7 @@ def test_plain_reframe_check_keeps_its_performance_values(tmp_path):
             }
         )
     )
-    with history.History(tmp_path / "h") as h:
+    with store.History(tmp_path / "h") as h:
         h.ingest(run)
         got = {
             r["figure"]: (r["value"], r["better"]) for r in h.db.execute("SELECT * FROM figures")
@@ -248,10 +250,10 @@ def test_ingest_from_reframe_results_database(tmp_path, capsys):
 
 def test_default_directory_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("APPTUNE_HISTORY", str(tmp_path / "x"))
-    assert history.history_dir() == tmp_path / "x"
+    assert store.history_dir() == tmp_path / "x"
     monkeypatch.delenv("APPTUNE_HISTORY")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    assert history.history_dir() == tmp_path / "data" / "apptune" / "history"
+    assert store.history_dir() == tmp_path / "data" / "apptune" / "history"
 
 
 def test_run_sets_reframe_results_storage_next_to_the_history(monkeypatch, tmp_path):
@@ -266,14 +268,14 @@ def test_run_sets_reframe_results_storage_next_to_the_history(monkeypatch, tmp_p
 
 
 # ------------------------------------------------------------------ tune and bisect trials
-def _trials(tmp_path, fake_trials, names=("trial-000-0", "trial-001-0")) -> history.TrialSession:
+def _trials(tmp_path, fake_trials, names=("trial-000-0", "trial-001-0")) -> store.TrialSession:
     """A tune session of the toy as the tool records it: the run directory of each trial, its
     run record written by the real localrun.run_tier (the first right, the others wrong)."""
-    from apptune import localrun, recipes
+    from apptune.core import localrun, recipes
 
     r, site = recipes.load_recipe("toy"), fake_trials.site
     fake_trials.wrong = {"tuned"}
-    s = history.TrialSession("tune", "apptune tune toy --budget 2", started_unix=1_800_000_100.0)
+    s = store.TrialSession("tune", "apptune tune toy --budget 2", started_unix=1_800_000_100.0)
     for i, name in enumerate(names):
         variant = "baseline" if i == 0 else "tuned"
         build = tmp_path / "w" / "builds" / variant
@@ -289,10 +291,10 @@ def test_a_trial_session_is_stored_as_a_check_result_is_and_once(toy_root, tmp_p
     from conftest import this_machine
 
     s = _trials(tmp_path, fake_trials)
-    with history.History(tmp_path / "h") as h:
+    with store.History(tmp_path / "h") as h:
         assert h.ingest_trials(s) == (s.uuid, 2, True)
         # the same session again (the same uuid) is already stored
-        again = history.TrialSession(s.tool, s.cmdline, s.started_unix, s.hostname, s.run_dirs)
+        again = store.TrialSession(s.tool, s.cmdline, s.started_unix, s.hostname, s.run_dirs)
         assert again.uuid == s.uuid and h.ingest_trials(again) == (s.uuid, 2, False)
         (run,) = h.db.execute("SELECT * FROM runs").fetchall()
         assert (run["kind"], run["mode"], run["cmdline"]) == ("trial", "tune", s.cmdline)
@@ -338,7 +340,7 @@ def test_a_trial_record_reads_as_the_same_result_as_a_checks_record(
     """One reader of run records: the trial's record, found the way a check's is (a
     ReFrame test case whose stage directory holds it), gives the same result."""
     s = _trials(tmp_path, fake_trials, names=("trial-000-0",))
-    (trial,) = history.read_trials(s).results
+    (trial,) = store.read_trials(s).results
     tc = {
         "display_name": "trial-000-0",
         "result": "pass",
@@ -350,9 +352,9 @@ def test_a_trial_record_reads_as_the_same_result_as_a_checks_record(
 
 
 def test_samples_leave_trials_out_unless_asked(toy_root, tmp_path, fake_trials):
-    from apptune import regressions
+    from apptune.history import regressions
 
-    with history.History(tmp_path / "h") as h:
+    with store.History(tmp_path / "h") as h:
         h.ingest(_run(tmp_path, 1))
         h.ingest_trials(_trials(tmp_path, fake_trials))
         assert {r["app"] for r in h.samples()} == {"hpcc"}
@@ -366,9 +368,9 @@ def test_samples_leave_trials_out_unless_asked(toy_root, tmp_path, fake_trials):
 
 def test_a_version_2_database_is_migrated_and_keeps_its_runs(toy_root, tmp_path, monkeypatch):
     hdir = tmp_path / "h"
-    monkeypatch.setattr(history, "MIGRATIONS", history.MIGRATIONS[:2])
-    monkeypatch.setattr(history, "SCHEMA_VERSION", 2)
-    with history.History(hdir) as h:
+    monkeypatch.setattr(store, "MIGRATIONS", store.MIGRATIONS[:2])
+    monkeypatch.setattr(store, "SCHEMA_VERSION", 2)
+    with store.History(hdir) as h:
         # a run as apptune stored it before trials were kept
         h.db.execute(
             "INSERT INTO runs (session_uuid, run_dir, started_unix, started, mode, ingested) "
@@ -384,8 +386,8 @@ def test_a_version_2_database_is_migrated_and_keeps_its_runs(toy_root, tmp_path,
         assert h.version() == 2
         assert "kind" not in {c[1] for c in h.db.execute("PRAGMA table_info(runs)")}
     monkeypatch.undo()
-    with history.History(hdir) as h:
-        assert h.version() == history.SCHEMA_VERSION == 5
+    with store.History(hdir) as h:
+        assert h.version() == store.SCHEMA_VERSION == 5
         assert [(r["session_uuid"], r["kind"]) for r in h.runs()] == [("old-1", "check")]
         # version 4: the layout of a result stored before is not known
         assert [r["layout"] for r in h.verified_runs("ci")] == [None]
@@ -427,11 +429,11 @@ def test_a_bad_trial_record_is_one_line_naming_the_file_and_stores_nothing(
     s = _trials(tmp_path, fake_trials)
     bad = s.run_dirs[1] / "apptune-result.json"
     bad.write_text(text)
-    with history.History(tmp_path / "h") as h:
+    with store.History(tmp_path / "h") as h:
         with pytest.raises(ApptuneError) as e:
             h.ingest_trials(s)
         assert str(e.value) == f"w/runs/trial-001-0/apptune-result.json: {match}"
         assert h.db.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
     s.run_dirs[1].joinpath("apptune-result.json").unlink()
     with pytest.raises(ApptuneError, match="apptune-result.json: no run record: the trial did not"):
-        history.read_trials(s)
+        store.read_trials(s)

@@ -7,8 +7,10 @@ import re
 import pytest
 from site_data import NIGHTS, STEP_AT, nightly_history, two_machine_history
 
-from apptune import cli, compare, historysite, regressions
-from apptune.history import History
+from apptune import cli
+from apptune.history import compare, regressions
+from apptune.history.store import History
+from apptune.report import historysite
 
 
 def _group(hdir, app="hpcc", tier="nightly"):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from apptune import envfile, installed, outputs, recipes, run, syspackages, validate
+from apptune.core import envfile, installed, outputs, recipes, run, syspackages, validate
 from apptune.errors import ApptuneError
 from apptune.models import OutputSpec
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from apptune import records
+from apptune.history import records
 
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]

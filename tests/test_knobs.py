@@ -1,4 +1,4 @@
-"""Machine knobs (apptune/knobs.py) on recorded sysfs trees of the machines that have them:
+"""Machine knobs (apptune/core/knobs.py) on recorded sysfs trees of the machines that have them:
 an Intel node (intel_pstate, no_turbo, two threads per core) and an AMD node
 (acpi-cpufreq, boost, a frequency table); the readers, the writes the runner does and
 puts back, and the judgement of what was in effect."""
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from apptune import knobs, procfs
-from apptune.knobs import Asked
+from apptune.core import knobs, procfs
+from apptune.core.knobs import Asked
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:

@@ -1,4 +1,4 @@
-"""Building and running a variant outside ReFrame (apptune/localrun.py): inputs with
+"""Building and running a variant outside ReFrame (apptune/core/localrun.py): inputs with
 overridden parameters, verification that skips fields of changed inputs, a real
 build and run of the toy app, and bad inputs."""
 
@@ -6,9 +6,10 @@ import textwrap
 
 import pytest
 
-from apptune import inputs, localrun, recipes, records, verify
+from apptune.core import inputs, localrun, recipes, verify
+from apptune.core.site import Site, load_site
 from apptune.errors import ApptuneError
-from apptune.site import Site, load_site
+from apptune.history import records
 
 
 def test_time_limits_in_reframe_words():

@@ -17,7 +17,7 @@ import shutil
 import pytest
 from conftest import REPO
 
-from apptune import build, outputs, recipes, verify
+from apptune.core import build, outputs, recipes, verify
 
 DATA = REPO / "tests/data/mpi-micro"
 RECIPE = recipes.load_recipe(REPO / "build-recipes/mpi-micro.yaml")
@@ -197,7 +197,7 @@ def test_make_arguments_carry_compilers_flags_and_kernel(gnu_toolchain):
 
 
 def test_inputs_give_every_runtime_argument():
-    from apptune import inputs
+    from apptune.core import inputs
 
     for tier in RECIPE.tiers:
         _, spec = inputs.load_input("mpi-micro", tier)

@@ -23,7 +23,9 @@ import timeapp
 import yaml
 from conftest import TOY_ACC, TOY_MAIN, make_tarball, write_run
 
-from apptune import buildcache, cli, outputs, records, validate, verify
+from apptune import cli
+from apptune.core import buildcache, outputs, validate, verify
+from apptune.history import records
 from apptune.models import OutputSpec, OwnCheck
 from apptune.tools import scaffold
 

@@ -10,7 +10,7 @@ variant with the planted wrong seed (patches/npb/0001-planted-wrong-seed.patch).
 import pytest
 from conftest import REPO
 
-from apptune import outputs, recipes, verify
+from apptune.core import outputs, recipes, verify
 
 DATA = REPO / "tests/data/npb"
 RECIPE = recipes.load_recipe(REPO / "build-recipes/npb.yaml")

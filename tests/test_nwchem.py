@@ -11,8 +11,8 @@ import subprocess
 import pytest
 from conftest import REPO
 
-from apptune import build, outputs, recipes, verify
-from apptune.recipes import Toolchain
+from apptune.core import build, outputs, recipes, verify
+from apptune.core.recipes import Toolchain
 
 OUT = (REPO / "tests/data/nwchem/ci-gnu-tuned.out").read_text()
 

@@ -6,7 +6,8 @@ import json
 import pytest
 from conftest import write_run
 
-from apptune import cli, history
+from apptune import cli
+from apptune.history import store
 from apptune.tools import plan, plan_report
 
 H, KWH = 3600.0, 3.6e6
@@ -21,10 +22,10 @@ def row(app, wall, energy, variant="tuned", grade=MEASURED, env="gnu", **over):
     return base | {"energy": grade} | over
 
 
-def store(tmp_path, runs: list[list[dict]]) -> str:
+def history_with(tmp_path, runs: list[list[dict]]) -> str:
     """A history holding one run per list of results; returns its directory."""
     hdir = tmp_path / "hist"
-    with history.History(hdir) as h:
+    with store.History(hdir) as h:
         for i, results in enumerate(runs):
             d = write_run(tmp_path / f"run{i}", f"u{i}", 1.8e9 + i, results, mode="ci")
             h.ingest(d)
@@ -78,7 +79,7 @@ def test_the_power_model_gives_the_nodes_a_cap_allows():
 # ------------------------------------------------------------ from a history
 def test_the_studys_example_from_a_history(tmp_path, capsys):
     """The example as three applications' measured runs: jobs 1 and 3, nothing modelled."""
-    hdir = store(
+    hdir = history_with(
         tmp_path,
         [[row("examl", 5 * H, 6 * KWH), row("hpcc", 10 * H, 18 * KWH), row("qe", 5 * H, 7 * KWH)]],
     )
@@ -98,7 +99,7 @@ def test_the_studys_example_from_a_history(tmp_path, capsys):
 
 
 def test_modelled_energy_is_said_first_and_on_every_line_using_it(tmp_path, capsys):
-    hdir = store(
+    hdir = history_with(
         tmp_path, [[row("hpcc", 10, 400, grade=MODELLED), row("examl", 20, 900, grade=MODELLED)]]
     )
     out = tmp_path / "plan"
@@ -116,7 +117,7 @@ def test_modelled_energy_is_said_first_and_on_every_line_using_it(tmp_path, caps
 
 def test_noise_of_several_runs_is_the_spread_and_the_budget_counts_it(tmp_path, capsys):
     runs = [[row("hpcc", t, 100)] for t in (10.0, 11.0, 12.0)]
-    hdir = store(tmp_path, runs)
+    hdir = history_with(tmp_path, runs)
     out = tmp_path / "plan"
     # median 11 s, σ 1 s: planned at 13 s, so 12 s of budget is not enough
     assert apptune("plan", "--history", hdir, "--time", "12s", "--out", out) == 2
@@ -127,7 +128,7 @@ def test_noise_of_several_runs_is_the_spread_and_the_budget_counts_it(tmp_path, 
 
 def test_the_fastest_variant_that_fits_is_chosen_with_its_layout(tmp_path, capsys):
     lay2 = {"ranks": 4, "ranks_per_node": 2, "threads_per_rank": 1, "nodes": 2}
-    hdir = store(
+    hdir = history_with(
         tmp_path,
         [[row("hpcc", 30, 300, variant="baseline"),
           row("hpcc", 10, 400, variant="tuned@rpn=half", placement_layout=lay2)]],
@@ -148,7 +149,7 @@ def test_the_fastest_variant_that_fits_is_chosen_with_its_layout(tmp_path, capsy
 def test_a_power_cap_picks_the_frequency_that_fits(tmp_path, capsys):
     """Runs at two frequencies: the fast one draws too much under the cap; the trade-off
     is shown with each figure's grade, and the script asks Slurm for the frequency."""
-    hdir = store(
+    hdir = history_with(
         tmp_path,
         [[row("hpcc", 10, 1000, cpu_freq="2400000"),  # 100 W
           row("hpcc", 14, 840, variant="tuned", cpu_freq="1800000")]],  # 60 W
@@ -168,7 +169,7 @@ def test_a_power_cap_picks_the_frequency_that_fits(tmp_path, capsys):
 def test_runs_of_a_frequency_axis_are_one_variant_at_several_frequencies(tmp_path, capsys):
     """A session with ``-P cpu_freq=...`` names each run's frequency in its variant: the plan
     weighs them as options of one variant, and its script asks the check for the frequency."""
-    hdir = store(
+    hdir = history_with(
         tmp_path,
         [[row("hpcc", 10, 1000, variant="tuned@rpn=full,freq=2400000", cpu_freq="2400000"),
           row("hpcc", 14, 840, variant="tuned@rpn=full,freq=1800000", cpu_freq="1800000")]],
@@ -183,7 +184,7 @@ def test_runs_of_a_frequency_axis_are_one_variant_at_several_frequencies(tmp_pat
 
 
 def test_a_cap_below_the_idle_cluster_is_an_infeasible_budget(tmp_path, capsys):
-    hdir = store(tmp_path, [[row("hpcc", 10, 100)]])
+    hdir = history_with(tmp_path, [[row("hpcc", 10, 100)]])
     rc = apptune("plan", "--history", hdir, "--power-cap", "10A", "--voltage", "5", "--nodes",
                  "8", "--idle-power", "20", "--out", tmp_path / "p")  # fmt: skip
     assert rc == 2
@@ -195,7 +196,7 @@ def test_a_cap_below_the_idle_cluster_is_an_infeasible_budget(tmp_path, capsys):
 
 
 def test_bad_value_files_one_line_each(tmp_path, capsys):
-    hdir = store(tmp_path, [[row("hpcc", 10, 100)]])
+    hdir = history_with(tmp_path, [[row("hpcc", 10, 100)]])
     v = tmp_path / "v.yaml"
     v.write_text("values: {hpcc: 1, nosuch: 2}\n")
     assert apptune("plan", "--history", hdir, "--values", v, "--time", "1h") == 2
@@ -217,7 +218,9 @@ def test_bad_value_files_one_line_each(tmp_path, capsys):
 
 def test_unverified_runs_and_other_machines_are_not_planned_from(tmp_path, capsys):
     other = ("m-0000000000", {"cpu": "other"})
-    hdir = store(tmp_path, [[row("hpcc", 10, 100, ok=False), row("qe", 5, 50, machine=other)]])
+    hdir = history_with(
+        tmp_path, [[row("hpcc", 10, 100, ok=False), row("qe", 5, 50, machine=other)]]
+    )
     assert apptune("plan", "--history", hdir, "--time", "1h", "--out", tmp_path / "p") == 2
     assert "no verified run of tier ci on this machine" in capsys.readouterr().err
     # the other machine's run, by its system's name
@@ -228,7 +231,7 @@ def test_unverified_runs_and_other_machines_are_not_planned_from(tmp_path, capsy
 
 # ------------------------------------------------------------------- the check
 def test_check_reports_the_error_per_job_and_the_budget(tmp_path, capsys):
-    hdir = store(tmp_path, [[row("hpcc", 10, 100), row("qe", 20, 300)]])
+    hdir = history_with(tmp_path, [[row("hpcc", 10, 100), row("qe", 20, 300)]])
     out = tmp_path / "plan"
     assert apptune("plan", "--history", hdir, "--time", "40s", "--out", out) == 0
     capsys.readouterr()

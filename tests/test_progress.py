@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from apptune import progress
+from apptune.core import progress
 
 RUN = (
     "[ \x1b[32mRUN     \x1b[0m ] QEBuild %variant=baseline ~local:default+gnu /a1b2 "
@@ -55,7 +55,7 @@ def test_follows_test_cases_and_a_build_against_the_last_cached_one(tmp_path, mo
 def test_the_expected_file_count_comes_from_the_newest_cached_build_of_the_app(
     tmp_path, monkeypatch
 ):
-    from apptune import buildcache
+    from apptune.core import buildcache
 
     monkeypatch.setenv("APPTUNE_BUILD_CACHE", str(tmp_path / "cache"))
     assert progress.expected_build("qe") == (None, None)
@@ -80,7 +80,7 @@ def test_the_expected_file_count_is_of_the_same_variant_where_the_cache_has_one(
 ):
     """Variants of one application can compile different files (a library built with one,
     a patch): a FLASH-IO build's progress read "224/64 files" against another build."""
-    from apptune import buildcache
+    from apptune.core import buildcache
 
     monkeypatch.setenv("APPTUNE_BUILD_CACHE", str(tmp_path / "cache"))
     for key, variant, compiles in (("a" * 64, "baseline", 224), ("b" * 64, "planted", 64)):

@@ -9,8 +9,8 @@ import re
 import pytest
 from conftest import REPO
 
-from apptune import build, inputs, outputs, recipes, verify
-from apptune.recipes import Toolchain
+from apptune.core import build, inputs, outputs, recipes, verify
+from apptune.core.recipes import Toolchain
 
 OUT = (REPO / "tests/data/qe/ci-gnu-baseline.out").read_text()
 

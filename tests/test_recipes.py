@@ -5,9 +5,9 @@ import shutil
 import pytest
 from conftest import REPO
 
-from apptune import recipes
+from apptune.core import recipes
+from apptune.core.recipes import Toolchain, Variant
 from apptune.errors import ApptuneError
-from apptune.recipes import Toolchain, Variant
 
 
 def err(fn, *a, **k) -> str:

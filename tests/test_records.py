@@ -1,14 +1,15 @@
-"""The run record: one schema (apptune.models.RunRecord), one writer (apptune.run.write_record)
-and one reader (apptune.records.load_record) for checks and trials alike."""
+"""The run record: one schema (apptune.models.RunRecord), one writer (apptune.core.run.write_record)
+and one reader (apptune.history.records.load_record) for checks and trials alike."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from apptune import records, run
 from apptune.constants import RESULT_FILE
+from apptune.core import run
 from apptune.errors import ApptuneError
+from apptune.history import records
 from apptune.models import RunRecord
 
 pytestmark = pytest.mark.unit

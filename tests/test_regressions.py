@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 from conftest import write_run
 
-from apptune import baselines, cli, regressions
+from apptune import cli
+from apptune.core import baselines
+from apptune.history import regressions
+from apptune.history.regressions import Point, Verdict
 from apptune.models import BaselineFigure
-from apptune.regressions import Point, Verdict
 
 DATA = Path(__file__).parent / "data" / "history" / "o1-slowdown.json"
 

@@ -6,7 +6,8 @@ import re
 import pytest
 from conftest import hpcc_ci_run, write_run
 
-from apptune import records, report
+from apptune import report
+from apptune.history import records
 from apptune.report import files as report_files
 from apptune.report import plots as report_plots
 
@@ -118,8 +119,8 @@ def test_report_orders_failures_first_and_marks_best(tmp_path):
 
 
 def _message(got, **tol):
+    from apptune.core.verify import compare_field
     from apptune.models import FieldTolerance
-    from apptune.verify import compare_field
 
     return compare_field("x", FieldTolerance(**tol), got)
 

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from apptune import baselines, changes, report
+from apptune import report
+from apptune.core import baselines, changes
 from apptune.report import screen
 
 collect = importlib.import_module("apptune.report.collect")  # report.collect: the function

@@ -23,10 +23,13 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TOY_ACC, TOY_MAIN, TOY_MAKEFILE, make_tarball, write_run
 
-from apptune import cli, history, records, report, supervise, workflow
+from apptune import cli, report
 from apptune.commands import run as run_command
+from apptune.commands import workflow
 from apptune.constants import RESULT_FILE, SKIP_FILE
-from apptune.site import load_site
+from apptune.core import supervise
+from apptune.core.site import load_site
+from apptune.history import records, store
 
 REFRAME = str(Path(sys.executable).with_name("reframe"))
 
@@ -334,7 +337,7 @@ def test_supervisor_keeps_an_ignored_signal_ignored(tmp_path):
 # ------------------------------------------------------------------ check-regressions
 def _history(tmp_path) -> Path:
     hdir = tmp_path / "h"
-    with history.History(hdir) as h:
+    with store.History(hdir) as h:
         for i in range(3):
             h.ingest(
                 write_run(
@@ -392,7 +395,7 @@ def test_a_first_night_with_nothing_clean_says_why_and_exits_0(tmp_path, capsys)
     (exit 0, as docs/regressions.md says): one line counts what is stored and what is needed."""
     hdir = tmp_path / "h"
     disturbed = {"grade": "disturbed", "reasons": ["other processes used 30 % of 2 CPUs"]}
-    with history.History(hdir) as h:
+    with store.History(hdir) as h:
         h.ingest(
             write_run(
                 tmp_path / "night1",
@@ -435,7 +438,7 @@ TOY_CHECK = """
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 from apptune.rfm import AppBuild, AppRun, SourceFetch
-from apptune.recipes import all_variants, load_recipe
+from apptune.core.recipes import all_variants, load_recipe
 RECIPE = load_recipe('toy')
 class ToySource(SourceFetch):
     app = 'toy'
@@ -569,7 +572,7 @@ def test_two_runs_started_in_the_same_second_keep_apart(toy_root, tmp_path):
     summary = {n: json.loads((d / "summary.json").read_text()) for n, d in dirs.items()}
     assert summary["good"]["failures"] == [] and summary["good"]["results"][0]["verified"]
     assert any("sum" in f["reason"] for f in summary["bad"]["failures"]), summary["bad"]["failures"]
-    with history.History() as h:
+    with store.History() as h:
         stored = {r["run_dir"]: r["session_uuid"] for r in h.runs()}
     assert stored == {
         str(d): json.loads((d / "report.json").read_text())["session_info"]["uuid"]
@@ -652,7 +655,7 @@ def test_sigterm_stops_the_run_stores_what_completed_and_leaves_nothing(toy_root
         }
         summary = json.loads((run_dir / "summary.json").read_text())
         assert [r["variant"] for r in summary["results"] if r["verified"]] == ["baseline"]
-        with history.History() as h:
+        with store.History() as h:
             (run,) = h.runs()
             got = {
                 r["variant"]: (r["result"], r["verified"])
@@ -736,7 +739,7 @@ def test_the_check_and_a_trial_write_the_same_run_record(toy_root, tmp_path):
     and input write the same run record, byte for byte, once what is measured anew and
     who ran it are set aside (MEASURED_ANEW, WHO_RAN_IT): the same system, partition,
     variant, placement, job shape, input, provenance, values, curves and verification."""
-    from apptune import localrun, recipes
+    from apptune.core import localrun, recipes
 
     toy_checks(toy_root, "{gnu: [baseline]}")
     run_dir = tmp_path / "run"

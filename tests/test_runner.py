@@ -1,5 +1,6 @@
-"""The runner (apptune/runner.py): no shell, the application's exit status kept, signals
-passed on; run quality (apptune/quality.py) and the machine fingerprint (apptune/machine.py)."""
+"""The runner (apptune/core/runner.py): no shell, the application's exit status kept,
+signals passed on; run quality (apptune/core/quality.py) and the machine fingerprint
+(apptune/machine.py)."""
 
 import json
 import os
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from apptune import machine, procfs, quality, runner
+from apptune import machine
+from apptune.core import procfs, quality, runner
 
 PAYLOADS = [
     "; touch PWNED1",
@@ -37,7 +39,7 @@ def run_spec(tmp_path, steps, **kw) -> tuple[int, dict]:
     spec = runner.Spec(steps=steps, **kw)
     runner.write_spec(tmp_path / runner.SPEC_FILE, spec)
     p = subprocess.run(
-        [sys.executable, "-m", "apptune.runner", runner.SPEC_FILE],
+        [sys.executable, "-m", "apptune.core.runner", runner.SPEC_FILE],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -125,7 +127,7 @@ def test_a_missing_stdin_file_fails_the_step_naming_it(tmp_path):
 
 
 def test_the_recipes_stdin_is_the_stdin_of_its_steps(toy_root):
-    from apptune import recipes, run
+    from apptune.core import recipes, run
 
     f = toy_root / "build-recipes/toy.yaml"
     f.write_text(
@@ -154,7 +156,7 @@ def test_sigterm_reaches_the_program_and_is_the_runs_status(tmp_path):
     )
     runner.write_spec(tmp_path / runner.SPEC_FILE, spec)
     p = subprocess.Popen(
-        [sys.executable, "-m", "apptune.runner", runner.SPEC_FILE],
+        [sys.executable, "-m", "apptune.core.runner", runner.SPEC_FILE],
         cwd=tmp_path,
         start_new_session=True,
     )
@@ -192,7 +194,7 @@ def test_the_record_has_machine_quality_and_wall_time(tmp_path):
 def test_bad_spec_is_one_line(tmp_path):
     (tmp_path / "spec.json").write_text('{"steps": []}')
     p = subprocess.run(
-        [sys.executable, "-m", "apptune.runner", "spec.json"],
+        [sys.executable, "-m", "apptune.core.runner", "spec.json"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -309,7 +311,7 @@ def test_fingerprint_from_proc_and_sys(tmp_path):
 def test_a_framed_mpi_message_gives_its_first_sentence(tmp_path):
     """`-S num_ranks=4` on 2 cores: Open MPI 4.1's real message (tests/data/stderr/) ends in a
     rule of dashes; the run's verdict names the cause, not the rule."""
-    from apptune.run import last_line
+    from apptune.core.run import last_line
 
     f = Path(__file__).parent / "data/stderr/openmpi-4.1-not-enough-slots.txt"
     assert last_line(f) == (

@@ -1,5 +1,5 @@
-"""The scratch directory of I/O benchmarks (apptune/scratch.py, the runner's side) and the
-netCDF checksums their files are verified by (apptune/netcdf.py).
+"""The scratch directory of I/O benchmarks (apptune/core/scratch.py, the runner's side) and the
+netCDF checksums their files are verified by (apptune/core/netcdf.py).
 
 Each bad input is one line naming the directory or the file: a scratch directory that does
 not exist, is not a directory, is not writable, has less room than the run writes, or fills
@@ -14,10 +14,10 @@ import sys
 import numpy as np
 import pytest
 
-from apptune import netcdf, runner, scratch
+from apptune.core import netcdf, runner, scratch
+from apptune.core.run import Where, scratch_spec
+from apptune.core.site import Cluster, cluster_system
 from apptune.errors import ApptuneError
-from apptune.run import Where, scratch_spec
-from apptune.site import Cluster, cluster_system
 
 pytestmark = pytest.mark.unit
 
@@ -272,7 +272,7 @@ def _where(extras):
 
 
 def test_a_partition_without_a_scratch_directory_is_one_line():
-    from apptune.recipes import load_recipe
+    from apptune.core.recipes import load_recipe
 
     r = load_recipe("h5perf")
     with pytest.raises(ApptuneError) as e:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from apptune import models, placement, quality, site, slurm
+from apptune import models, placement
+from apptune.core import quality, site, slurm
 from apptune.errors import ApptuneError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -277,7 +278,7 @@ class FakeSlurm:
 def test_a_job_stuck_completing_on_a_dead_node_is_shown_as_slurm_says(tmp_path):
     """A dead slurmd holds a job in COMPLETING for minutes: the run's progress line says
     so, with the node's state, instead of only the minutes elapsed."""
-    from apptune import progress
+    from apptune.core import progress
 
     stage = tmp_path / "stage/cluster/compute/gnu/T0"
     stage.mkdir(parents=True)
@@ -595,7 +596,7 @@ SHIPPED_LAUNCHES = [
 
 @pytest.mark.parametrize("launcher, mpi", SHIPPED_LAUNCHES)
 def test_every_shipped_placement_runs_under_every_launcher_or_says_why_not(launcher, mpi):
-    from apptune import recipes
+    from apptune.core import recipes
 
     found = 0
     for f in sorted((REPO / "build-recipes").glob("*.yaml")):
@@ -664,7 +665,7 @@ def test_the_checks_variables_win_and_an_unsupported_placement_says_why():
     ],
 )
 def test_a_bad_placement_is_one_line_naming_the_recipe_and_field(toy_root, text, field, message):
-    from apptune import recipes
+    from apptune.core import recipes
 
     f = toy_root / "build-recipes/toy.yaml"
     f.write_text(

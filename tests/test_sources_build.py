@@ -10,7 +10,7 @@ import tarfile
 import pytest
 from conftest import PATCH
 
-from apptune import build, compilelines, inputs, patching, recipes, sources
+from apptune.core import build, compilelines, inputs, patching, recipes, sources
 from apptune.errors import ApptuneError
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from apptune import runner
 from apptune.constants import RESULT_FILE
+from apptune.core import runner
 
 PROGRAM = """\
     program readin
@@ -73,7 +73,7 @@ CHECK = """\
     import reframe as rfm
     from reframe.core.builtins import fixture, parameter
 
-    from apptune.recipes import all_variants
+    from apptune.core.recipes import all_variants
     from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 
     RECIPE = load_app("readin")

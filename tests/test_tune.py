@@ -9,9 +9,10 @@ import pytest
 import synth_app
 import yaml
 
-from apptune import cli, localrun, recipes
+from apptune import cli
+from apptune.core import localrun, recipes
+from apptune.core.site import Site, load_site
 from apptune.errors import ApptuneError
-from apptune.site import Site, load_site
 from apptune.tools import tune
 from apptune.tools.tune import trials as tune_trials
 
@@ -322,7 +323,7 @@ def test_a_layout_with_another_rank_count_does_not_compare_per_process_sizes(mon
     """HPCC sizes DGEMM, STREAM and FFT from each process's share of the memory: with
     one rank instead of two they change, so the tuner names `ranks` as a changed input
     and the reference lists those fields as depending on it."""
-    from apptune import verify
+    from apptune.core import verify
 
     seen = {}
 
@@ -495,7 +496,7 @@ TOY_TUNE += ["--confirm", "1", "--top", "1", "--polish", "0"]
 def test_tune_stores_its_trials_in_the_history(toy_root, fake_trials, tmp_path, capsys):
     """Every run of the search (baseline, trials, confirmation) is a trial of one session in
     the history, verified or not, and never part of a check's series."""
-    from apptune import history
+    from apptune.history import store
 
     (toy_root / "tuning").mkdir()
     (toy_root / "tuning/toy.yaml").write_text(TOY_SPACE)
@@ -507,7 +508,7 @@ def test_tune_stores_its_trials_in_the_history(toy_root, fake_trials, tmp_path, 
     ran = sorted(p.parent.name for p in (work / "runs").glob("*/apptune-result.json"))
     assert len(ran) == res["cost"]["runs"] == fake_trials.runs >= 4
     out = capsys.readouterr().out
-    with history.History(hdir) as h:
+    with store.History(hdir) as h:
         (run,) = h.runs(kind="trial")
         assert (
             f"apptune: history: {len(ran)} tune trials of session {run['session_uuid'][:8]}" in out
@@ -535,7 +536,7 @@ def test_tune_stores_its_trials_in_the_history(toy_root, fake_trials, tmp_path, 
 def test_an_interrupted_tune_stores_what_ran_and_no_history_stores_nothing(
     toy_root, fake_trials, tmp_path, capsys
 ):
-    from apptune import history
+    from apptune.history import store
 
     (toy_root / "tuning").mkdir()
     (toy_root / "tuning/toy.yaml").write_text(TOY_SPACE)
@@ -543,12 +544,12 @@ def test_an_interrupted_tune_stores_what_ran_and_no_history_stores_nothing(
     hdir = tmp_path / "h"
     rc = cli.main([*TOY_TUNE, "--work-dir", str(tmp_path / "w"), "--history", str(hdir)])
     assert rc == 130 and "interrupted; the same command resumes" in capsys.readouterr().err
-    with history.History(hdir) as h:
+    with store.History(hdir) as h:
         (run,) = h.runs(kind="trial")
         assert run["num_cases"] == 2
     fake_trials.interrupt_at = None
     rc = cli.main([*TOY_TUNE, "--work-dir", str(tmp_path / "w2"), "--no-history"])
-    assert rc in (0, 1) and not (history.history_dir() / history.DB_FILE).exists()
+    assert rc in (0, 1) and not (store.history_dir() / store.DB_FILE).exists()
 
 
 @pytest.mark.parametrize(

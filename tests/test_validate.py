@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from apptune import cli, inputs, validate, workflow
+from apptune import cli
 from apptune.commands import list as list_command
+from apptune.commands import workflow
+from apptune.core import inputs, validate
 from apptune.errors import ApptuneError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -457,7 +459,7 @@ def test_run_env_names_are_environment_variable_names(tree, name):
     "word", ["{{ cflags.append('-O0') }}", "{{ cc.__class__.__mro__ }}", "{{ cflags.clear() }}"]
 )
 def test_recipe_words_render_in_a_sandbox(toy_root, gnu_toolchain, word):
-    from apptune import build, recipes
+    from apptune.core import build, recipes
 
     plan = recipes.resolve(recipes.load_recipe("toy"), "tuned", gnu_toolchain).to_dict()
     flags = list(plan["cflags"])
@@ -561,7 +563,7 @@ def test_run_leaves_out_a_bad_application_and_runs_the_others(tmp_path, monkeypa
         seen.append(cmd)
         return 0
 
-    from apptune import supervise
+    from apptune.core import supervise
 
     monkeypatch.setattr(supervise.Supervisor, "run", fake_reframe)
     rc = cli.main(["run", "--no-history", "--run-dir", str(tmp_path / "run")])

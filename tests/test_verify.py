@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from apptune import outputs, verify
+from apptune.core import outputs, verify
 from apptune.errors import ApptuneError
 from apptune.models import FieldTolerance, OutputSpec
 

@@ -2,7 +2,7 @@
 
 Each module has a ``register(subparsers)`` that adds its subcommand, its options and the
 function that runs it (``func``); :func:`parser` assembles them. A command parses and
-prints; what a run or a trial session does is in :mod:`apptune.workflow` and below.
+prints; what a run or a trial session does is in :mod:`apptune.commands.workflow` and below.
 """
 
 from __future__ import annotations

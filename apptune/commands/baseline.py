@@ -7,18 +7,19 @@ import datetime
 import sys
 from pathlib import Path
 
-from .. import baselines, paths
+from .. import paths
+from ..core import baselines
 from ..errors import ApptuneError
 from ..models import RunRecord
-from ..workflow import runs_dir
 from .run import cmd_run
+from .workflow import runs_dir
 
 
 def cmd_baseline_record(a) -> int:
     """Record baselines: ``--sessions`` runs (each a session of ``apptune run`` with a quiet
     wait), then the clean verified results merged per (system, app) into their baseline
     files; each file's diff is shown and written only with ``--yes`` or a "y" at a tty."""
-    from .. import records
+    from ..history import records
 
     if a.from_history is not None:
         dirs, base = _stored_sessions(a)
@@ -116,7 +117,7 @@ def _run_sessions(a) -> tuple[list[Path], Path, int | None]:
 def _stored_sessions(a) -> tuple[list[Path], Path]:
     """The run directories of the last ``--from-history`` stored sessions of this mode with
     results of the selected applications (the nights already run): nothing is run."""
-    from ..history import History
+    from ..history.store import History
 
     if a.from_history < 3:
         raise ApptuneError(
@@ -170,7 +171,7 @@ def _in_selection(r: RunRecord, apps: set[str], system: str | None) -> bool:
 
 
 def cmd_baseline_update(a) -> int:
-    from .. import records
+    from ..history import records
 
     results = []
     for d in a.run_dirs:

@@ -6,14 +6,15 @@ import sys
 import time
 from pathlib import Path
 
-from .. import paths, recipes
+from .. import paths
+from ..core import recipes
 from ..errors import ApptuneError
-from ..workflow import history_status, trials_in_history
 from .options import trial_history_options
+from .workflow import history_status, trials_in_history
 
 
 def cmd_bisect(a) -> int:
-    from ..site import load_site
+    from ..core.site import load_site
     from ..tools import bisect
 
     if a.between:

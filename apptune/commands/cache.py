@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def cmd_cache(a) -> int:
-    from .. import buildcache
+    from ..core import buildcache
 
     if a.ccmd == "list":
         es = buildcache.entries()

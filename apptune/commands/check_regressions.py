@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from .. import recipes
+from ..core import recipes
 from ..errors import ApptuneError
 
 
 def cmd_check_regressions(a) -> int:
-    from .. import changepoint, history, regressions
+    from ..history import changepoint, regressions, store
 
-    with history.History(a.history, create=False) as h:
+    with store.History(a.history, create=False) as h:
         known = set(recipes.list_recipes()) | set(h.stored("app"))
         if a.app and a.app not in known:
             raise ApptuneError(

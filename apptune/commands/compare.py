@@ -1,12 +1,12 @@
 """``apptune compare``: two machines from the history, figure by figure with ratio and
-noise (:mod:`apptune.compare`)."""
+noise (:mod:`apptune.history.compare`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from ..compare import compare, format_text
 from ..errors import ApptuneError
+from ..history.compare import compare, format_text
 
 
 def register(subparsers) -> None:
@@ -33,7 +33,7 @@ def register(subparsers) -> None:
 
 def cmd_compare(a: argparse.Namespace) -> int:
     """Compare two machines of the history, print the comparison and write its JSON."""
-    from ..history import History
+    from ..history.store import History
     from ..yamlio import atomic_write_json
 
     if len(a.machines) not in (0, 2):

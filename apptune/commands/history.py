@@ -8,10 +8,10 @@ from ..errors import ApptuneError
 
 
 def cmd_history(a) -> int:
-    from .. import history
-    from ..ingest import reframe_sessions
+    from ..history import store
+    from ..history.ingest import reframe_sessions
 
-    with history.History(a.history, create=a.hcmd == "ingest") as h:
+    with store.History(a.history, create=a.hcmd == "ingest") as h:
         if a.hcmd == "trials":
             return show_trials(h, a.session)
         if a.hcmd == "list":
@@ -116,10 +116,11 @@ def register_site(subparsers) -> None:
 
 
 def cmd_history_site(a) -> int:
-    """Write the history's static site (:func:`apptune.historysite.build`)."""
-    from .. import history, historysite
+    """Write the history's static site (:func:`apptune.report.historysite.build`)."""
+    from ..history import store
+    from ..report import historysite
 
-    with history.History(a.history, create=False) as h:
+    with store.History(a.history, create=False) as h:
         pages = historysite.build(h, a.out, mode=a.mode)
     print(f"apptune: history site: {len(pages)} pages in {Path(a.out).resolve()}/index.html")
     return 0

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .. import recipes
+from ..core import recipes
 
 
 def cmd_list(a) -> int:
-    from .. import inputs
+    from ..core import inputs
 
     for app in recipes.list_recipes():
         r = recipes.load_recipe(app)

@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .. import history, paths
+from .. import paths
 from ..errors import ApptuneError, expand
+from ..history import store
 from ..tools import plan, plan_report
 from ..yamlio import atomic_write_json, atomic_write_text
 
@@ -118,7 +119,7 @@ def _idle(a, b: plan.Budget, options: list[plan.Option]) -> None:
     if not (b.nodes or b.power_W):
         return
     systems = sorted({o.system for o in options})
-    from ..site import load_reframe_config
+    from ..core.site import load_reframe_config
 
     try:
         site = load_reframe_config(paths.root() / paths.DEFAULT_CONFIG)
@@ -143,7 +144,7 @@ def _plan(a) -> int:
     b = _budget(a)
     mid = None if a.system else plan.this_machine()
     out = a.out or paths.root() / "runs" / "plan"
-    with history.History(a.history, create=False) as h:
+    with store.History(a.history, create=False) as h:
         options = plan.load_options(h, a.tier, system=a.system, machine_id=mid, apps=a.app or None)
     values = plan.load_values(a.values, list(options))
     if a.app and not values:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..workflow import runs_dir
+from .workflow import runs_dir
 
 
 def cmd_report(a) -> int:
-    from .. import history, report
+    from .. import report
+    from ..history import store
 
     run_dir = Path(a.run_dir or runs_dir() / "latest").resolve()
-    hdir = None if a.no_history else Path(a.history) if a.history else history.history_dir()
-    if hdir is not None and not (hdir / history.DB_FILE).is_file():
+    hdir = None if a.no_history else Path(a.history) if a.history else store.history_dir()
+    if hdir is not None and not (hdir / store.DB_FILE).is_file():
         hdir = None
     paths_ = report.write(run_dir, Path(a.report_file) if a.report_file else None, history_dir=hdir)
     for p in paths_:

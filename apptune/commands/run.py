@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import paths
 from ..constants import REPEATS_ENV, RUN_NOTES_FILE
 from ..errors import ApptuneError
-from ..workflow import (
+from .workflow import (
     checks_without,
     new_run_dir,
     reframe_command,
@@ -21,7 +21,7 @@ from ..workflow import (
 
 
 def cmd_run(a) -> int:
-    from .. import validate
+    from ..core import validate
 
     root = paths.root()
     # every data file is checked before ReFrame starts; an application with a problem is
@@ -34,7 +34,7 @@ def cmd_run(a) -> int:
             "apptune: run refused: the site config has problems (apptune validate)", file=sys.stderr
         )
         return 2
-    from .. import selection
+    from ..core import selection
 
     sel = selection.Selection(a.app, a.env, a.variant, a.placement)
     sel_opts: list[str] = []
@@ -88,7 +88,7 @@ def cmd_run(a) -> int:
     storage = reframe_storage_env(env) if not a.no_history else {}
     env.update(storage)
     print("apptune: " + shlex.join([f"{k}={v}" for k, v in storage.items()] + cmd), flush=True)
-    from .. import progress, supervise
+    from ..core import progress, supervise
 
     # SIGTERM/SIGINT/SIGHUP go to ReFrame, which aborts and writes its report; what
     # completed is then stored and reported, and the exit status is 128 + the signal
@@ -126,7 +126,7 @@ def register(subparsers) -> None:
         type=float,
         metavar="SECONDS",
         help="before each timed run, wait at most SECONDS for the node to be quiet "
-        "(apptune/quality.py; default: the partition's extras.quiet_wait_s, else 0)",
+        "(apptune/core/quality.py; default: the partition's extras.quiet_wait_s, else 0)",
     )
     r.add_argument(
         "--no-history",

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from .. import paths
-from ..workflow import history_status, trials_in_history
 from .options import trial_history_options
+from .workflow import history_status, trials_in_history
 
 
 def cmd_tune(a) -> int:

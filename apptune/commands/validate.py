@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 
-from .. import paths, recipes
+from .. import paths
+from ..core import recipes
 
 
 def cmd_validate(a) -> int:
-    from .. import validate
+    from ..core import validate
 
     found = validate.problems(paths.root() / a.config)
     for p in found:

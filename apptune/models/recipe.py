@@ -441,14 +441,14 @@ class ScratchFileSpec(Strict):
     #: The prefix of its fields: ``chk`` gives ``chk.VAR.count``, ``.crc32``, ``.min``,
     #: ``.max`` and ``.sum`` for every variable.
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
-    #: ``netcdf``: a classic, 64-bit offset or CDF-5 netCDF file (apptune/netcdf.py).
+    #: ``netcdf``: a classic, 64-bit offset or CDF-5 netCDF file (apptune/core/netcdf.py).
     format: Literal["netcdf"] = "netcdf"
 
 
 class RunScratchSpec(Strict):
     """The program writes data files: it runs with a directory of its own under the
     partition's scratch directory (``{{ scratch }}`` in ``args`` and ``prerun``), checked
-    before the run and removed after it (apptune/scratch.py)."""
+    before the run and removed after it (apptune/core/scratch.py)."""
 
     #: What one run writes at most, in bytes (a template with the input parameters and
     #: ``ranks``): refused beforehand when the file system has less free; the record says

@@ -1,9 +1,9 @@
 """The run record (``apptune-result.json``) every check and trial writes.
 
-Every part is typed as :func:`apptune.run.evaluate` writes it today. A part's fields
+Every part is typed as :func:`apptune.core.run.evaluate` writes it today. A part's fields
 default to what a reader of an older record assumed of a missing key (None, an empty
 list), and each part keeps keys it does not know (``extra="allow"``): records written by
-older and newer versions load. The writer (:func:`apptune.run.write_record`) refuses an
+older and newer versions load. The writer (:func:`apptune.core.run.write_record`) refuses an
 unknown key at the top level only.
 """
 
@@ -33,7 +33,7 @@ def as_data(part: _Part | None) -> dict | None:
 
 # ------------------------------------------------------------------------- run records
 class FieldComparison(_Part):
-    """One field of the output against its reference (apptune/verify.py ``FieldResult``)."""
+    """One field of the output against its reference (apptune/core/verify.py ``FieldResult``)."""
 
     field: str
     #: The value the output gave (a number, or the text that is not one).
@@ -47,7 +47,7 @@ class FieldComparison(_Part):
 
 
 class OwnCheckResult(_Part):
-    """One of the recipe's own checks on the output (:func:`apptune.verify.run_own_checks`),
+    """One of the recipe's own checks on the output (:func:`apptune.core.verify.run_own_checks`),
     or a check of the run itself (its exit status, binding, knobs)."""
 
     pattern: str | None = None
@@ -60,7 +60,7 @@ class OwnCheckResult(_Part):
 
 class RunVerification(_Part):
     """The verification part of a run record: always a verdict and one sentence; the
-    per-field comparison when there was output to compare (apptune/verify.py)."""
+    per-field comparison when there was output to compare (apptune/core/verify.py)."""
 
     ok: bool
     summary: str
@@ -78,7 +78,7 @@ class RunVerification(_Part):
 
 
 class RunQuality(_Part):
-    """How undisturbed the run was (apptune/quality.py): a grade and its reasons, and the
+    """How undisturbed the run was (apptune/core/quality.py): a grade and its reasons, and the
     measurements they come from (absent when the runner could not measure)."""
 
     grade: str | None = None
@@ -150,7 +150,7 @@ class EnergyRecord(_Part):
 
 class RunJob(_Part):
     """The job that ran: its scheduler, id and final state; on a cluster also its nodes,
-    time limit and the scheduler's reason (apptune/slurm.py)."""
+    time limit and the scheduler's reason (apptune/core/slurm.py)."""
 
     scheduler: str | None = None
     jobid: str | None = None
@@ -167,7 +167,7 @@ class RunJob(_Part):
 
 
 class RunSummary(_Part):
-    """The runner's summary of the run (:func:`apptune.run.run_summary`)."""
+    """The runner's summary of the run (:func:`apptune.core.run.run_summary`)."""
 
     exit_status: int | None = None
     #: The step that failed (``run.prerun[0]``, ``run``), or None.
@@ -175,13 +175,13 @@ class RunSummary(_Part):
     message: str | None = None
     wall_s: float | None = None
     t_start: float | None = None
-    #: The wait for a quiet node before the run (apptune/quality.py), or None.
+    #: The wait for a quiet node before the run (apptune/core/quality.py), or None.
     quiet_wait: dict | None = None
     completed: bool | None = None
 
 
 class FigureVerdict(_Part):
-    """One figure against the baseline (:func:`apptune.baselines.judge`)."""
+    """One figure against the baseline (:func:`apptune.core.baselines.judge`)."""
 
     value: Any = None
     baseline: float | None = None
@@ -199,7 +199,7 @@ class FigureVerdict(_Part):
 
 class BaselineVerdicts(_Part):
     """A run (or the repeats of a variant) against this machine's baseline
-    (:func:`apptune.baselines.verdicts`)."""
+    (:func:`apptune.core.baselines.verdicts`)."""
 
     #: The baseline file, relative to the data.
     file: str | None = None
@@ -229,7 +229,7 @@ class PlacementLayout(_Part):
 
 
 class RankBinding(_Part):
-    """The CPUs one rank could run on (apptune/procfs.py ``observe_binding``)."""
+    """The CPUs one rank could run on (apptune/core/procfs.py ``observe_binding``)."""
 
     pid: int | None = None
     cpus: str | None = None
@@ -247,7 +247,7 @@ class RunBinding(_Part):
 
 
 class RunKnobs(_Part):
-    """The machine knobs a run asked for and what was in effect (apptune/knobs.py)."""
+    """The machine knobs a run asked for and what was in effect (apptune/core/knobs.py)."""
 
     #: ``cpu_freq``, ``smt``, ``turbo`` as asked (the check's variables).
     asked: dict = {}
@@ -268,7 +268,7 @@ class RunKnobs(_Part):
 
 
 class RunLaunch(_Part):
-    """How the program was launched (:func:`apptune.run.launch_facts`)."""
+    """How the program was launched (:func:`apptune.core.run.launch_facts`)."""
 
     #: The timed step's arguments before the program (``mpirun -np 4``), or None.
     launcher: list[str] | None = None
@@ -277,7 +277,7 @@ class RunLaunch(_Part):
 
 
 class RunScratch(_Part):
-    """Where an I/O benchmark wrote its files (apptune/scratch.py): the file system measured
+    """Where an I/O benchmark wrote its files (apptune/core/scratch.py): the file system measured
     (the same bandwidth means different things on a parallel file system, a local disk and
     a tmpfs), its space, and whether the run wrote more than the node's memory."""
 
@@ -301,11 +301,11 @@ class RunScratch(_Part):
 
 
 class RunRecord(_Part):
-    """``apptune-result.json``: one run of one input, as the checks (apptune/rfm/check.py) and tune
-    and bisect trials (apptune/localrun.py) write it through :func:`apptune.run.write_record`
-    and everything that reads a run (report, history, bless) reads it through
-    :func:`apptune.records.load_record`. A run that produced nothing to verify has only its
-    identity, provenance, energy and verification."""
+    """``apptune-result.json``: one run of one input, as the checks (apptune/rfm/check.py) and
+    tune and bisect trials (apptune/core/localrun.py) write it through
+    :func:`apptune.core.run.write_record` and everything that reads a run (report, history,
+    bless) reads it through :func:`apptune.history.records.load_record`. A run that produced
+    nothing to verify has only its identity, provenance, energy and verification."""
 
     # unknown keys are refused by the writer (a reader keeps those of newer versions)
 
@@ -341,7 +341,7 @@ class RunRecord(_Part):
     energy: EnergyRecord | None = None
     quality: RunQuality | None = None
     #: The CPUs each rank of the program seen on the job's first node could run on
-    #: (apptune/procfs.py ``observe_binding``), judged against ``placement_layout.binding``.
+    #: (apptune/core/procfs.py ``observe_binding``), judged against ``placement_layout.binding``.
     binding: RunBinding | None = None
     machine: dict | None = None
     machine_id: str | None = None
@@ -353,9 +353,9 @@ class RunRecord(_Part):
     curves: dict | None = None
     figures: dict[str, float | None] | None = None
     verification: RunVerification
-    #: Each figure against this machine's baseline (apptune/baselines.py), checks only.
+    #: Each figure against this machine's baseline (apptune/core/baselines.py), checks only.
     baseline: BaselineVerdicts | None = None
-    #: Set by the reader of a run directory (:func:`apptune.records.cases`), never written:
+    #: Set by the reader of a run directory (:func:`apptune.history.records.cases`), never written:
     #: the run directory's name, and its path (one session of a baseline's runs).
     run_id: str | None = None
     session: str | None = None

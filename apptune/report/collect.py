@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import machine, recipes, records
+from .. import machine
 from ..constants import RUN_NOTES_FILE, SKIP_FILE, XFAIL_FILE
+from ..core import recipes
 from ..errors import ApptuneError
+from ..history import records
 from ..models import RunRecord, as_data
 from .screen import app_summary, changed_since_baseline, first_screen, untested_summaries
 from .values import _key, _num
@@ -229,7 +231,7 @@ def outcome(report_file: Path, failures: list[dict], summaries: list[dict] = ())
 def baseline_advice(rows: list[dict]) -> list[str]:
     """How to record the baselines this run lacked: one line per tier and system, naming
     its applications and the one command (said once per run, not per figure)."""
-    from ..baselines import record_command
+    from ..core.baselines import record_command
 
     groups: dict[tuple[str, str], set[str]] = {}
     for r in rows:
@@ -326,9 +328,9 @@ def _merge_repeats(rows: list[dict], runs: list[RunRecord]) -> list[dict]:
 
 
 def _judge_repeats(app: str, system: str, first: dict, runs: list[RunRecord]) -> dict:
-    """The baseline verdicts of repeated runs (:func:`apptune.baselines.verdicts`); ``first``:
+    """The baseline verdicts of repeated runs (:func:`apptune.core.baselines.verdicts`); ``first``:
     the first repeat's own."""
-    from .. import baselines
+    from ..core import baselines
 
     out = dict(first)
     try:
@@ -445,9 +447,9 @@ def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
     """The history's verdicts (change points over the runs of this run's mode) for this run's
     applications, into ``summary["history_verdicts"]`` and each row's ``history_verdicts``;
     returns the verdicts and each stored run's position in the history."""
-    from .. import history, regressions
+    from ..history import regressions, store
 
-    with history.History(history_dir) as h:
+    with store.History(history_dir) as h:
         uuid = summary["session"].get("uuid")
         mode = h.mode_of(uuid)
         order = {r["session_uuid"]: i for i, r in enumerate(h.runs(mode=mode))}

@@ -8,7 +8,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from .. import quality, scratch, templating
+from .. import templating
+from ..core import quality, scratch
 from ..figures import fmt_figure
 from ..yamlio import atomic_write_json, atomic_write_text
 from .collect import collect, history_verdicts

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .. import baselines, recipes
+from ..core import baselines, recipes
 from .values import _key, _num, _pct
 
 #: How many regressed variants a cell of the first screen names, and how many of each one's
@@ -101,9 +101,9 @@ def app_summary(a: dict) -> dict:
 
 
 def changed_since_baseline(row: dict) -> str:
-    """What differs between a run and the runs of its baseline, in one line (apptune/changes.py);
-    what is unknown is said as such."""
-    from .. import baselines, changes
+    """What differs between a run and the runs of its baseline, in one line
+    (apptune/core/changes.py); what is unknown is said as such."""
+    from ..core import baselines, changes
 
     b = row.get("baseline") or {}
     if "changed" not in b:
@@ -293,7 +293,7 @@ def _history(a: dict, history: dict) -> dict:
     """The history's verdict on an application and tier: its regressions (change points)
     named with what changed in provenance, the number of series it judged, or why it judged
     none."""
-    from .. import changes
+    from ..core import changes
 
     regs = regressed(
         [

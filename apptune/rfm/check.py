@@ -15,20 +15,7 @@ import reframe.utility.sanity as sn
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from .. import (
-    baselines,
-    energy,
-    inputs,
-    installed,
-    knobs,
-    outputs,
-    placement,
-    recipes,
-    run,
-    runner,
-    site,
-    slurm,
-)
+from .. import energy, placement
 from ..constants import (
     CURVES_DIR,
     REPEATS_ENV,
@@ -36,6 +23,7 @@ from ..constants import (
     SKIP_FILE,
     SLURM_STATE_FILE,
 )
+from ..core import baselines, inputs, installed, knobs, outputs, recipes, run, runner, site, slurm
 from ..errors import ApptuneError
 from ..models import BaselineVerdicts, RunRecord
 from ..yamlio import atomic_write_json
@@ -63,7 +51,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     #: :type: int or None
     num_ranks = variable(int, type(None), value=None)
     #: Wait at most this many seconds for a quiet node before the timed region (the run's
-    #: quality is graded either way; apptune/quality.py). None: ``$APPTUNE_QUIET_WAIT``
+    #: quality is graded either way; apptune/core/quality.py). None: ``$APPTUNE_QUIET_WAIT``
     #: (``apptune run --wait-for-quiet``), else the partition's ``extras.quiet_wait_s``, else 0.
     #: :type: float or None
     quiet_wait = variable(float, int, type(None), value=None, loggable=True)
@@ -87,7 +75,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     #: :type: str or None
     binding = variable(str, type(None), value=None, loggable=True)
 
-    # Machine knobs (apptune/knobs.py), set at run time: ``-P cpu_freq=1800000,2400000``
+    # Machine knobs (apptune/core/knobs.py), set at run time: ``-P cpu_freq=1800000,2400000``
     # runs the application at each frequency in one session.
     #: The CPU frequency as Slurm's ``--cpu-freq`` takes it (kHz, low, medium, high,
     #: highm1 or a governor); None: the node's own.
@@ -180,7 +168,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     @run_before("run")
     def prepare(self):
         """The run as data: every step an argument list in the runner's spec
-        (:mod:`apptune.runner`); the job script only starts the runner."""
+        (:mod:`apptune.core.runner`); the job script only starts the runner."""
         r = self.recipe
         t = r.tiers[self.tier]
         self.num_tasks = self.num_ranks or t.ranks
@@ -258,7 +246,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         # the runner starts the parallel launcher itself (launch_argv), so the job script
         # runs it once
         self.executable = shlex.quote(sys.executable)
-        self.executable_opts = ["-m", "apptune.runner", runner.SPEC_FILE]
+        self.executable_opts = ["-m", "apptune.core.runner", runner.SPEC_FILE]
         self.job.launcher = getlauncher("local")()
 
     def launch_argv(self) -> list[str]:
@@ -311,7 +299,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         self.job.launcher.options = p.options
 
     def apply_knobs(self) -> dict:
-        """The machine knobs asked for (apptune/knobs.py): the launcher's options for those it
+        """The machine knobs asked for (apptune/core/knobs.py): the launcher's options for those it
         sets, and the runner's spec of them. Where the node is this machine (the local
         scheduler), a knob it cannot set skips the check with one line saying why; on a
         cluster the runner refuses it on the job's node."""
@@ -338,7 +326,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     @run_before("run")
     def watch_slurm_job(self):
         # Slurm: a job pending on DOWN/DRAINED nodes is cancelled after a bounded wait
-        # (apptune/slurm.py)
+        # (apptune/core/slurm.py)
         self.slurm_watch = slurm.watch(
             self.current_partition,
             lambda: self.job.jobid,
@@ -444,7 +432,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
 
     @run_after("run")
     def record_run(self):
-        """The run record (:func:`apptune.run.evaluate`) with this machine's baseline verdict,
+        """The run record (:func:`apptune.core.run.evaluate`) with this machine's baseline verdict,
         written as ``apptune-result.json`` for every run that ended, passed or not (the
         sanity function only asserts on it)."""
         if self.is_dry_run():
@@ -485,7 +473,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         return sn.assert_true(v.ok, msg=f"{self.app}/{self.tier} {self.run_variant}: {v.summary}")
 
     def judge_performance(self, result: RunRecord) -> BaselineVerdicts:
-        """This run against this machine's baseline (:func:`apptune.baselines.verdicts`)."""
+        """This run against this machine's baseline (:func:`apptune.core.baselines.verdicts`)."""
         verdicts = baselines.verdicts(
             self.baseline_system or self.current_system.name,
             self.app,

@@ -16,26 +16,21 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from .. import (
-    recipes,
-    sources,
-    syspackages,
-    verify,
-)
 from ..constants import (
     SKIP_FILE,
     XFAIL_FILE,
 )
+from ..core import recipes, sources, syspackages, verify
 from ..errors import last_error_line
 
 
 def missing_in_environment(environ, tools: list[str]) -> list[str]:
     """The tools not found with a ReFrame environment applied as its job would see it
-    (:func:`apptune.site.job_environment`: its prepare commands, modules and ``env_vars``)."""
+    (:func:`apptune.core.site.job_environment`: its prepare commands, modules and ``env_vars``)."""
     from reframe.core.exceptions import ReframeFatalError
     from reframe.core.runtime import runtime
 
-    from ..site import job_environment
+    from ..core.site import job_environment
 
     try:
         modules_system = runtime().modules_system
@@ -110,7 +105,7 @@ class DataProblems(rfm.RunOnlyRegressionTest):
 
 def load_app(app: str):
     """The recipe of ``app`` for its check file, once every check of its data passed
-    (:func:`apptune.validate.app_problems`: recipe, inputs, references, against this
+    (:func:`apptune.core.validate.app_problems`: recipe, inputs, references, against this
     session's environments). Otherwise the check file gets a failing
     :class:`DataProblems` test naming each problem, and a recipe with no tiers, so that
     its own classes define no test case; the other applications' files load as usual.
@@ -118,7 +113,7 @@ def load_app(app: str):
     why): they do not stop the application."""
     import types
 
-    from .. import validate
+    from ..core import validate
     from ..models import Recipe, RunSpec
 
     # outside a ReFrame session (None): the site config file's environments
@@ -157,7 +152,7 @@ class SourceFetch(rfm.RunOnlyRegressionTest):
 
     @run_before("run")
     def set_command(self):
-        self.executable_opts = ["-m", "apptune.sources", self.app]
+        self.executable_opts = ["-m", "apptune.core.sources", self.app]
 
     @sanity_function
     def fetched(self):
@@ -241,7 +236,7 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
         cmd = [
             sys.executable,
             "-m",
-            "apptune.build",
+            "apptune.core.build",
             "--plan",
             "plan.json",
             "--source",

@@ -11,14 +11,14 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
-from .. import installed, recipes, syspackages
 from ..constants import SKIP_FILE
+from ..core import installed, recipes, syspackages
 from ..errors import ApptuneError, last_error_line
 
 
 class InstalledBuild(rfm.RunOnlyRegressionTest):
     """Find an install's programs in its environment and record its provenance
-    (``python -m apptune.installed``); nothing is compiled. A Debian package of the install
+    (``python -m apptune.core.installed``); nothing is compiled. A Debian package of the install
     that is not installed skips it, naming the package; its modules are loaded in this job
     and in the run's."""
 
@@ -60,7 +60,7 @@ class InstalledBuild(rfm.RunOnlyRegressionTest):
             self.skip(reason)
         self.executable_opts = [
             "-m",
-            "apptune.installed",
+            "apptune.core.installed",
             "--app",
             self.app,
             "--variant",

@@ -32,10 +32,12 @@ from pathlib import Path
 
 import yaml
 
-from .. import baselines, outputs, paths, recipes, records, yamlio
+from .. import paths, yamlio
+from ..core import baselines, outputs, recipes
+from ..core.verify import compare_field, load_reference
 from ..errors import ApptuneError
+from ..history import records
 from ..models import FieldTolerance, ReferenceFile, RunRecord
-from ..verify import compare_field, load_reference
 from ..yamlio import atomic_write_text
 
 
@@ -61,7 +63,7 @@ def refusals(cs: list[records.Case]) -> list[str]:
 
 def plan_drift(r: RunRecord) -> list[str]:
     """What differs between a result's build and what its recipe resolves to now."""
-    from ..site import load_site
+    from ..core.site import load_site
 
     prov = r.provenance or {}
     try:

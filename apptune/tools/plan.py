@@ -28,8 +28,10 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import history, knobs, machine, recipes
+from .. import machine
+from ..core import knobs, recipes
 from ..errors import ApptuneError, first_of
+from ..history import store
 from ..models import PlanValues
 from ..yamlio import load_model
 
@@ -157,7 +159,7 @@ def _median_sd(xs: list[float]) -> tuple[float, float | None]:
 
 
 def load_options(
-    h: history.History,
+    h: store.History,
     tier: str,
     system: str | None = None,
     machine_id: str | None = None,
@@ -169,7 +171,7 @@ def load_options(
     for r in h.verified_runs(tier, system=system, machine_id=machine_id):
         if r["wall_time"] is None or (apps and r["app"] not in apps):
             continue
-        lay = history.json_field(r["layout"]) or {}
+        lay = store.json_field(r["layout"]) or {}
         freq = lay.get("cpu_freq")
         # a frequency is the option's, not its variant's (``-P cpu_freq=...`` names it there)
         variant = knobs.without_freq(r["variant"])

@@ -11,9 +11,11 @@ import shlex
 import sys
 from pathlib import Path
 
-from .. import knobs, paths, records
+from .. import paths
 from ..constants import RESULT_FILE
+from ..core import knobs
 from ..errors import ApptuneError
+from ..history import records
 from ..models import RunRecord
 from .plan import METERED, SIGMAS, Option, Plan, fmt_energy, fmt_time, max_loaded_nodes
 

@@ -1,7 +1,7 @@
 """``apptune bisect --between RUN_DIR``: which change since the baseline carries a regression.
 
 A run regressed against this machine's baseline, and its verdict names what changed since
-the baseline's runs (:mod:`apptune.changes`): often several things at once (a new flag
+the baseline's runs (:mod:`apptune.core.changes`): often several things at once (a new flag
 ladder and a new BLAS, a compiler module and an MPI setting). This finds the one that
 carries the slowdown, as git bisect finds a commit:
 
@@ -34,11 +34,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ... import baselines, changes, localrun, paths, recipes, records
+from ... import paths
+from ...core import baselines, changes, localrun, recipes
+from ...core.site import load_site
 from ...errors import ApptuneError
 from ...figures import finite_median
+from ...history import records
 from ...models import RunRecord
-from ...site import load_site
 from .search import bisect_search
 from .undo import Change, Here, dimensions
 from .undo import config as _config

@@ -13,11 +13,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import build
-from ...compilelines import is_probe
+from ...core import build
+from ...core.compilelines import is_probe
+from ...core.site import Site
 from ...errors import ApptuneError
 from ...models import Recipe
-from ...site import Site
 
 
 # ------------------------------------------------------------------------ archives

@@ -11,11 +11,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ... import localrun, paths, recipes, templating
+from ... import paths, templating
+from ...core import localrun, recipes
+from ...core.site import Site
 from ...errors import ApptuneError
 from ...figures import finite_median
 from ...models import Recipe
-from ...site import Site
 from ...yamlio import atomic_write_json, atomic_write_text
 from .objects import (
     Mixer,

@@ -8,7 +8,8 @@ import json
 
 import yaml
 
-from ... import recipes, yamlio
+from ... import yamlio
+from ...core import recipes
 from ...errors import ApptuneError
 from ...models import Recipe
 

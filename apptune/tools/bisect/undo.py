@@ -29,9 +29,10 @@ from dataclasses import dataclass
 
 import yaml
 
-from ... import buildid, changes, localrun, paths, recipes
+from ... import paths
+from ...core import buildid, changes, localrun, recipes
+from ...core.site import Site, load_reframe_config, load_site
 from ...errors import ApptuneError
-from ...site import Site, load_reframe_config, load_site
 
 
 @dataclass

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ... import paths
+from ...core.spaces import load_space, space_path
 from ...errors import ApptuneError
-from ...spaces import load_space, space_path
 from ...yamlio import atomic_write_json, atomic_write_text
 from .results import _trial_row, recommended_diff, report_md
 from .space import Config, fixed_build_params, medians, score, suggest, target_values

@@ -9,11 +9,11 @@ import json
 import math
 from dataclasses import dataclass
 
-from ... import recipes
+from ...core import recipes
+from ...core.spaces import space_path
 from ...errors import ApptuneError
 from ...figures import finite_median
 from ...models import TuningSpace
-from ...spaces import space_path
 
 OBJECTIVE_DEFAULTS = {"energy": ["energy_J"], "edp": ["edp_Js"]}
 

@@ -1,0 +1,162 @@
+"""The build of an install: a variant that is not compiled here (``installs.NAME`` of a
+recipe): the distribution's packages, or a site's module.
+
+    python -m apptune.core.installed --app APP --variant NAME --environment ENV [--stage DIR]
+
+ReFrame's :class:`apptune.rfm.InstalledBuild` fixture runs it in its stage directory, in the
+job environment of its ReFrame environment with the install's modules loaded. It
+
+* reads the install's environment file (:mod:`apptune.core.envfile`: sourced by one fixed
+  bash command, its path an argument) and applies its explicit ``env`` after it;
+* finds each of the install's ``programs`` on that environment's PATH and links it into
+  the stage under its name, where the run finds a build's products;
+* writes ``install-env.json`` (the variables the run gets) and ``provenance.json``: the
+  Debian packages and their versions, the modules, the environment file's sha256, the
+  variables set and each program's path and sha256, like a compiled build's provenance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..errors import ApptuneError
+from ..yamlio import atomic_write_json
+from . import envfile
+from .recipes import install_of, load_recipe, recipe_path, sha256_file
+
+#: The variables an install's run gets (its environment file's and ``env``).
+ENV_FILE = "install-env.json"
+
+
+def package_versions(packages: list[str]) -> dict[str, str | None]:
+    """Each Debian package's installed version (None: not installed, or no dpkg)."""
+    out: dict[str, str | None] = {}
+    for p in packages:
+        try:
+            q = subprocess.run(
+                ["dpkg-query", "-W", "-f=${Status}\t${Version}", p],
+                capture_output=True,
+                text=True,
+            )
+        except OSError:
+            out[p] = None
+            continue
+        status, _, version = q.stdout.partition("\t")
+        out[p] = version if "install ok installed" in status else None
+    return out
+
+
+def environment(install, base: dict[str, str], where: str) -> dict[str, str]:
+    """The variables the install sets: its environment file's, then its ``env``."""
+    out: dict[str, str] = {}
+    if install.env_file is not None:
+        out = envfile.read(
+            install.env_file.file,
+            install.env_file.args,
+            base,
+            where=(where, "env_file"),
+        )
+    out.update(install.env)
+    return out
+
+
+def build(app: str, variant: str, env_name: str, stage: Path) -> dict:
+    """Resolve the install in ``stage``; return its provenance."""
+    t0 = time.monotonic()
+    recipe = load_recipe(app)
+    rfile = recipe_path(app)
+    install = install_of(recipe, variant)
+    field = f"installs.{variant}"
+    if install is None:
+        raise ApptuneError(rfile, "installs", f"no install named '{variant}'")
+    versions = package_versions(install.debian)
+    absent = [p for p, v in versions.items() if v is None]
+    if absent:
+        raise ApptuneError(
+            rfile,
+            f"{field}.debian",
+            f"Debian package {', '.join(absent)} not installed (ci/bootstrap.sh installs it)",
+        )
+    env_set = environment(install, dict(os.environ), f"{rfile}: {field}")
+    path = env_set.get("PATH", os.environ.get("PATH", ""))
+    products = []
+    for name in install.programs:
+        found = shutil.which(name, path=path)
+        if found is None:
+            raise ApptuneError(
+                rfile,
+                f"{field}.programs",
+                f"{name} not found on the install's PATH ({path})",
+            )
+        link = stage / name
+        link.unlink(missing_ok=True)
+        link.symlink_to(found)
+        products.append({"file": name, "path": found, "sha256": sha256_file(found)})
+    atomic_write_json(stage / ENV_FILE, env_set)
+    ef = install.env_file
+    prov = {
+        "app": app,
+        "version": recipe.version,
+        "variant": variant,
+        "environment": env_name,
+        "install": {
+            "name": variant,
+            "description": install.description,
+            "env_file": (
+                {"file": ef.file, "args": ef.args, "sha256": sha256_file(ef.file)} if ef else None
+            ),
+            "env": env_set,
+        },
+        "packages": versions,
+        "modules": list(install.modules) + _loaded_modules(),
+        "products": products,
+        "build_seconds": round(time.monotonic() - t0, 2),
+        "host": platform.node(),
+    }
+    atomic_write_json(stage / "provenance.json", prov)
+    return prov
+
+
+def _loaded_modules() -> list[str]:
+    """What the module system says is loaded (``LOADEDMODULES``), besides the install's."""
+    return [m for m in os.environ.get("LOADEDMODULES", "").split(":") if m]
+
+
+def run_environment(build_dir: str | os.PathLike) -> dict[str, str]:
+    """The variables the run of the build in ``build_dir`` gets: an install's, or a compiled
+    build's install tree's (:mod:`apptune.core.buildtree`); {} for a build of single files."""
+    f = Path(build_dir, ENV_FILE)
+    return json.loads(f.read_text()) if f.is_file() else {}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m apptune.core.installed")
+    ap.add_argument("--app", required=True)
+    ap.add_argument("--variant", required=True)
+    ap.add_argument("--environment", required=True)
+    ap.add_argument("--stage", default=Path.cwd(), type=Path)
+    a = ap.parse_args(argv)
+    try:
+        prov = build(a.app, a.variant, a.environment, a.stage.resolve())
+    except ApptuneError as e:
+        print(f"apptune: error: {e}", file=sys.stderr, flush=True)
+        return 1
+    pkgs = ", ".join(f"{p} {v}" for p, v in prov["packages"].items()) or "no Debian package"
+    print(
+        f"apptune: {a.app} {a.variant} with {a.environment}: installed ({pkgs}); "
+        f"{len(prov['products'])} programs found",
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""What a long ``apptune run`` is doing, while it does it.
+
+ReFrame's own output passes through unchanged; beside it, apptune follows the run:
+
+* which test case of how many has finished (ReFrame's ``(k/N)`` on each result line);
+* a build that finds no copy in the build cache says first how long it will take
+  (:mod:`apptune.core.buildcost`: the ``build-notice.json`` it leaves in its stage), once, on
+  apptune's own output;
+* while a build runs, the files compiled so far (the lines of its
+  ``compile-lines.jsonl``, which apptune's compiler wrappers append to) against the
+  count of the last build of the same application in the build cache, the elapsed
+  time and an estimate of what is left.
+
+On a terminal this is one status line under ReFrame's output (tqdm, a declared
+dependency); in a log (not a TTY, or ``CI=true``) it is at most one line a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from ..constants import SLURM_STATE_FILE
+from . import buildcache
+from .buildcost import NOTICE_FILE
+
+_DONE = re.compile(r"\[\s*(?:OK|FAIL|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\(\s*(\d+)/(\d+)\)\s+(.*)")
+_RUN = re.compile(r"\[\s*RUN\s*\]\s+(\S+(?: %\S+)*)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: A non-interactive log gets a progress line at most this often.
+LOG_EVERY_S = 60.0
+
+
+def expected_build(
+    app: str, environment: str | None = None, variant: str | None = None
+) -> tuple[int | None, float | None]:
+    """(compiles, seconds) of the last cached build of ``app``, of the same environment and
+    variant where the cache has one (another variant can compile other files: a patch, a
+    library built with it); (None, None) if none."""
+    found: tuple[int | None, float | None] = (None, None)
+    for e in reversed(buildcache.entries()):  # the newest first
+        if e.manifest.get("app") != app:
+            continue
+        try:
+            prov = json.loads((e.path / "files" / "provenance.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        n = (prov.get("compile_lines") or {}).get("compiles")
+        if not n:
+            continue
+        same = (e.manifest.get("environment"), e.manifest.get("variant")) == (environment, variant)
+        if same:
+            return n, prov.get("build_seconds")
+        if found == (None, None):
+            found = (n, prov.get("build_seconds"))
+    return found
+
+
+class Follower:
+    """Follows one run: feed it ReFrame's output lines; ``status()`` says what is going on."""
+
+    def __init__(self, run_dir: Path, clock=time.monotonic):
+        self.run_dir = Path(run_dir)
+        self.clock = clock
+        self.t0 = clock()
+        self.done = 0
+        self.total: int | None = None
+        self.running: str | None = None
+        self._expected: dict[str, tuple] = {}
+        self._build_seen: dict[Path, float] = {}
+        self._noticed: set[Path] = set()
+
+    def feed(self, line: str) -> None:
+        text = _ANSI.sub("", line)
+        m = _DONE.search(text)
+        if m:
+            self.done, self.total = int(m.group(1)), int(m.group(2))
+            self.running = None
+            return
+        m = _RUN.search(text)
+        if m:
+            self.running = m.group(1)
+
+    def active_build(self) -> dict | None:
+        """The build compiling now.
+
+        The newest ``compile-lines.jsonl`` written in the last minute."""
+        stage = self.run_dir / "stage"
+        if not stage.is_dir():
+            return None
+        now = time.time()
+        logs = [(p.stat().st_mtime, p) for p in stage.rglob("compile-lines.jsonl")]
+        logs = [
+            (t, p) for t, p in logs if now - t < 60 and not (p.parent / "provenance.json").exists()
+        ]
+        if not logs:
+            return None
+        _, log = max(logs)
+        try:
+            plan = json.loads((log.parent / "plan.json").read_text())
+            app, which = plan["app"], (plan.get("environment"), plan.get("variant"))
+        except (OSError, json.JSONDecodeError, KeyError):
+            app, which = log.parent.name, (None, None)
+        if (app, which) not in self._expected:
+            self._expected[(app, which)] = expected_build(app, *which)
+        expected = self._expected[(app, which)]
+        try:
+            compiled = sum(
+                1 for line in log.read_text(errors="replace").splitlines() if '"compile"' in line
+            )
+        except OSError:
+            return None
+        try:  # the build's plan is written when it starts
+            elapsed = max(0.0, now - (log.parent / "plan.json").stat().st_mtime)
+        except OSError:
+            elapsed = self.clock() - self._build_seen.setdefault(log, self.clock())
+        return {
+            "app": app,
+            "compiled": compiled,
+            "expected": expected[0],
+            "expected_s": expected[1],
+            "elapsed": elapsed,
+        }
+
+    def notices(self) -> list[str]:
+        """What builds of this run said before they started (their ``build-notice.json``)
+        since the last call: each once."""
+        stage = self.run_dir / "stage"
+        if not stage.is_dir():
+            return []
+        out = []
+        for f in sorted(stage.rglob(NOTICE_FILE)):
+            if f in self._noticed:
+                continue
+            try:
+                line = json.loads(f.read_text())["notice"]
+            except (OSError, json.JSONDecodeError, KeyError, TypeError):
+                continue  # being written: the next tick reads it
+            self._noticed.add(f)
+            out.append(line)
+        return out
+
+    def slurm_says(self) -> str | None:
+        """What Slurm said last of a job not yet ended (the newest ``slurm-state.txt`` of the
+        stage written in the last two minutes), e.g. a job stuck COMPLETING on a dead node."""
+        stage = self.run_dir / "stage"
+        if not stage.is_dir():
+            return None
+        now = time.time()
+        files = [(p.stat().st_mtime, p) for p in stage.rglob(SLURM_STATE_FILE)]
+        files = [(t, p) for t, p in files if now - t < 120]
+        if not files:
+            return None
+        try:
+            line = max(files)[1].read_text(errors="replace").strip()
+        except OSError:
+            return None
+        return line if line and " RUNNING" not in line else None
+
+    def status(self) -> str:
+        parts = [f"{self.done}/{self.total} test cases done" if self.total else "starting"]
+        b = self.active_build()
+        if b:
+            s = f"building {b['app']}: {b['compiled']}"
+            if b["expected"] and b["compiled"] > b["expected"]:
+                s += f" files (more than the {b['expected']} of the last build)"
+            elif b["expected"]:
+                s += f"/{b['expected']} files"
+                left = _left(b)
+                if left is not None:
+                    s += f", about {_dur(left)} left"
+            else:
+                s += " files (no earlier build to compare)"
+            parts.append(s + f", {_dur(b['elapsed'])} so far")
+        elif self.running:
+            parts.append(f"running {self.running}")
+        said = self.slurm_says()
+        if said:
+            parts.append(said)
+        parts.append(f"{_dur(self.clock() - self.t0)} elapsed")
+        return "; ".join(parts)
+
+
+def _dur(s: float) -> str:
+    s = int(s)
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def interactive() -> bool:
+    return sys.stdout.isatty() and os.environ.get("CI", "").lower() not in ("1", "true", "yes")
+
+
+def relay(proc, run_dir: Path, out=sys.stdout) -> None:
+    """Pass a ReFrame process's output through, with progress (see the module docstring)."""
+    import threading
+
+    f = Follower(run_dir)
+    tty = interactive()
+    bar = None
+    if tty:
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, bar_format="{desc}", leave=False, file=out, dynamic_ncols=True)
+    stop = threading.Event()
+
+    def ticker():
+        last = f.clock()
+        while not stop.wait(1.0):
+            for line in f.notices():
+                if bar is not None:
+                    bar.write("apptune: " + line, file=out)
+                else:
+                    print("apptune: " + line, file=out, flush=True)
+            if bar is not None:
+                bar.set_description_str("apptune: " + f.status())
+            elif f.clock() - last >= LOG_EVERY_S:
+                last = f.clock()
+                print("apptune: progress: " + f.status(), file=out, flush=True)
+
+    t = threading.Thread(target=ticker, name="apptune-progress", daemon=True)
+    t.start()
+    try:
+        for line in proc.stdout:
+            f.feed(line)
+            if bar is not None:
+                bar.clear()
+                out.write(line)
+                out.flush()
+                bar.refresh()
+            else:
+                out.write(line)
+                out.flush()
+    finally:
+        stop.set()
+        t.join(timeout=2)
+        if bar is not None:
+            bar.close()
+
+
+def _left(b: dict) -> float | None:
+    """Time left of a build: from its compile rate so far, bounded by the last cached build's
+    time (a build spends its first minutes configuring, before the first file compiles)."""
+    compiled, expected, total = b["compiled"], b["expected"], b.get("expected_s")
+    if not expected or compiled >= expected:
+        return None
+    by_rate = b["elapsed"] * (expected - compiled) / compiled if compiled else None
+    if not total:
+        return by_rate
+    if by_rate is None:
+        return max(0.0, total - b["elapsed"])
+    return max(total - b["elapsed"], min(by_rate, total))

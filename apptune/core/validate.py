@@ -1,0 +1,179 @@
+"""Every data file checked before anything is built, with every problem reported.
+
+A problem is an :class:`~apptune.errors.ApptuneError`, one line ``FILE: FIELD: message``.
+Nothing here stops at the first one: :func:`problems` returns them all, for
+
+* ``apptune validate`` (prints each, exit 1 if there is any);
+* ``apptune run``, which checks first and leaves out the applications with problems
+  (their check directories ``reframe-checks/APP/``), so the others still run;
+* the check files (``reframe-checks/APP/*.py``), which load their recipe with
+  :func:`apptune.rfm.load_app`: plain ReFrame then skips the file of an application
+  with problems, printing these lines, and loads the others.
+
+What is checked, per application: the recipe (schema, ``requires.debian`` in a form
+ci/bootstrap.sh reads without a YAML parser, patch and template files, variant
+names against the axes and the flag ladders of each environment's compiler family,
+environments against the site config, libraries, per-file ladders, figures against what
+the outputs produce, names in templates), each tier's input (schema, template files and
+the names they use, ``stands_for``), reference (schema, finite tolerances, ``min`` <=
+``max``, ``depends_on`` against the input's parameters, fields against the outputs, the
+stored tree of a ``newick_rf`` output) and baselines; then the site config (flag ladders,
+libraries, environments' ``extras``) and the tuning spaces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from .. import paths
+from ..errors import ApptuneError
+from ..models import FlagLadders, Libraries
+from ..yamlio import load_model
+from . import baselines, recipes
+from .datachecks import SiteFacts, _collect, _rel, _unique, app_problems
+from .site import load_reframe_config
+
+#: What every environment's ``extras`` must say (:class:`apptune.core.recipes.Toolchain`).
+TOOLCHAIN_EXTRAS = ("family", "mpi", "mpi_standard", "blas")
+
+
+@dataclasses.dataclass
+class Findings:
+    #: The site config's problems: no application can be trusted to build with them.
+    site: list[ApptuneError]
+    #: Every application (recipe) -> its problems ([] when its data is valid).
+    apps: dict[str, list[ApptuneError]]
+    #: Files no check reads (the tuning spaces of ``apptune tune``).
+    other: list[ApptuneError]
+    #: Every application -> the problems of its baseline files: they withhold the
+    #: performance verdict (the run says why), never the build or the verification.
+    baselines: dict[str, list[ApptuneError]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def bad_apps(self) -> list[str]:
+        return [a for a, ps in self.apps.items() if ps]
+
+    def all(self) -> list[ApptuneError]:
+        out, seen = [], set()
+        apps = [p for ps in self.apps.values() for p in ps]
+        for p in [
+            *self.site,
+            *apps,
+            *(p for ps in self.baselines.values() for p in ps),
+            *self.other,
+        ]:
+            if str(p) not in seen:
+                seen.add(str(p))
+                out.append(p)
+        return out
+
+
+def problems(config: str | Path | None = None) -> list[ApptuneError]:
+    """Every problem of the tree's data (``config``: the ReFrame site config file)."""
+    return check(config).all()
+
+
+def check(config: str | Path | None = None) -> Findings:
+    """Every problem of the tree's data, by application."""
+    site, site_problems = load_site_facts(config)
+    names = recipes.list_recipes()
+    apps = {app: app_problems(app, site) for app in names}
+    return Findings(
+        site_problems, apps, tuning_problems(apps), {a: baseline_problems(a) for a in names}
+    )
+
+
+# --------------------------------------------------------------------------- site
+def load_site_facts(
+    config: str | Path | None = None, environments: list[dict] | None = None
+) -> tuple[SiteFacts, list[ApptuneError]]:
+    """The flag ladders, libraries and environments' compiler families, and their problems.
+
+    The environments are ``environments`` (ReFrame's configuration, inside a ReFrame
+    session) or those of the site config file ``config`` (default: site-config/settings.py).
+    """
+    found: list[ApptuneError] = []
+    ladders_file = paths.site_dir() / "flag-ladders.yaml"
+    ladders = _collect(found, load_model, ladders_file, FlagLadders)
+    libraries = _collect(found, load_model, paths.site_dir() / "libraries.yaml", Libraries)
+    cfg = Path(config) if config is not None else paths.site_dir() / "settings.py"
+    if not cfg.is_absolute():
+        cfg = paths.root() / cfg
+    if environments is None:
+        environments = _config_environments(cfg, found)
+    families: dict[str, str | None] | None = None
+    if environments is not None:
+        families = {}
+        for e in environments:
+            name, extras = e.get("name"), e.get("extras") or {}
+            if name == "builtin" and not extras:
+                continue  # ReFrame's own environment, never named by a recipe
+            missing = [k for k in TOOLCHAIN_EXTRAS if k not in extras]
+            if missing and "target_systems" not in e:
+                found.append(
+                    ApptuneError(
+                        cfg,
+                        f"environments.{name}.extras",
+                        f"missing {', '.join(missing)} (the toolchain facts "
+                        f"apptune builds with: {', '.join(TOOLCHAIN_EXTRAS)})",
+                    )
+                )
+            fam = extras.get("family")
+            if families.get(name) is None:
+                families[name] = fam
+            if (
+                fam
+                and ladders is not None
+                and fam not in ladders.families
+                and not any(p.field == f"families.{fam}" for p in found)
+            ):
+                found.append(
+                    ApptuneError(
+                        ladders_file,
+                        f"families.{fam}",
+                        f"no flag ladders for compiler family '{fam}' of environment "
+                        f"'{name}' (families: {', '.join(sorted(ladders.families))})",
+                    )
+                )
+    return SiteFacts(families, ladders, libraries, str(cfg)), found
+
+
+def _config_environments(cfg: Path, found: list) -> list[dict] | None:
+    try:
+        return list(load_reframe_config(cfg)["environments"])
+    except ApptuneError as e:
+        found.append(e)
+        return None
+
+
+def baseline_problems(app: str) -> list[ApptuneError]:
+    """The problems of ``app``'s baseline files (``reference/baselines/*/APP.yaml``)."""
+    found: list[ApptuneError] = []
+    for bdir in sorted((paths.root() / "reference" / "baselines").glob("*")):
+        if bdir.is_dir():
+            _collect(found, baselines.load, bdir.name, app)
+    return _unique(found)
+
+
+# --------------------------------------------------------------------------- others
+def tuning_problems(apps: dict[str, list] | None = None) -> list[ApptuneError]:
+    """Problems of the tuning spaces (tuning/APP.yaml); those of an application whose own
+    data has problems (``apps``) are left to that application's report."""
+    found: list[ApptuneError] = []
+    spaces = sorted((paths.root() / "tuning").glob("*.yaml"))
+    if not spaces:
+        return found
+    from .spaces import load_space
+
+    known = recipes.list_recipes()
+    for f in spaces:
+        if f.stem not in known:
+            found.append(
+                ApptuneError(
+                    f, None, f"no recipe {_rel(recipes.recipe_path(f.stem))} for this tuning space"
+                )
+            )
+        elif not (apps or {}).get(f.stem):
+            _collect(found, load_space, f.stem, f)
+    return found

@@ -1,0 +1,251 @@
+"""Compare extracted fields with a stored reference, field by field, with tolerances.
+
+Each comparison says how much of its tolerance it used (0 = exact, 1 = at the
+limit, >1 = failed), so a variant that drifts towards a limit is visible
+before it fails.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .. import paths
+from ..errors import ApptuneError
+from ..models import OwnCheck, ReferenceFile
+from ..yamlio import load_model
+from .outputs import is_bad_number
+
+
+@dataclass
+class FieldResult:
+    field: str
+    value: float | str | None
+    expected: str
+    used: float | None
+    ok: bool
+    message: str
+
+
+@dataclass
+class Verification:
+    reference: str
+    ok: bool
+    fields: list[FieldResult]
+    own_checks: list[dict]
+    xfail: str | None = None
+    #: Fields not compared because an input they depend on was changed (``depends_on``).
+    skipped: list[str] = field(default_factory=list)
+    #: Why nothing could be compared: the reference has no fields yet (the skeleton of
+    #: ``apptune new``); such a run fails, and ``apptune bless --new`` takes its values.
+    no_reference: str | None = None
+
+    @property
+    def failures(self) -> list[str]:
+        return (
+            ([self.no_reference] if self.no_reference else [])
+            + [f.message for f in self.fields if not f.ok]
+            + [c["message"] for c in self.own_checks if not c["ok"]]
+        )
+
+    def summary(self) -> str:
+        if self.ok:
+            worst = max(
+                (f for f in self.fields if f.used is not None), key=lambda f: f.used, default=None
+            )
+            w = f"; most tolerance used: {worst.field} {worst.used:.0%}" if worst else ""
+            s = f"; {len(self.skipped)} not compared (inputs changed)" if self.skipped else ""
+            return f"verified {len(self.fields)} fields against {self.reference}{w}{s}"
+        # a forbidden line that was found says where (a file, a value, an offset)
+        found = {
+            c["message"]: f"{c['message']} (first of {c['matches']}: {c['first']})"
+            for c in self.own_checks
+            if not c["ok"] and c.get("first")
+        }
+        return "; ".join(found.get(m, m) for m in self.failures)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["summary"] = self.summary()
+        return d
+
+
+def load_reference(app: str, tier: str) -> tuple[Path, ReferenceFile]:
+    f = paths.reference_file(app, tier)
+    ref = load_model(f, ReferenceFile)
+    if ref.app != app or ref.tier != tier:
+        raise ApptuneError(f, "app/tier", f"file says {ref.app}/{ref.tier}, expected {app}/{tier}")
+    return f, ref
+
+
+def _fmt(x, digits: int = 6) -> str:
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        return str(int(x))  # an exact count reads 1000000, not 1e+06
+    return f"{x:.{digits}g}" if isinstance(x, float) else str(x)
+
+
+def _digits(value, refs) -> int:
+    """Significant digits (at least 6) with which ``value`` and each number in ``refs`` it
+    differs from are printed as different numbers: a message never reads ``x = 1.5, expected
+    1.5`` for a value that is off."""
+    n = 6
+    for ref in refs:
+        while (
+            ref is not None
+            and value != ref
+            and n < 17
+            and float(_fmt(value, n)) == float(_fmt(ref, n))
+        ):
+            n += 1
+    return n
+
+
+def _percent(used: float) -> str:
+    """The fraction of the tolerance used; a value just past the limit never reads 100%."""
+    s = f"{used:.0%}"
+    return "more than 100%" if used > 1 and s == "100%" else s
+
+
+def _difference(value, ref) -> str:
+    d = value - ref
+    return f"{d:+d}" if isinstance(d, int) else f"{d:+.3g}"
+
+
+def compare_field(name: str, tol, value) -> FieldResult:
+    if value is None:
+        return FieldResult(name, None, "present", None, False, f"{name}: missing from the output")
+    if isinstance(value, str):
+        return FieldResult(
+            name, value, "a number", None, False, f"{name}: '{value}' is not a number"
+        )
+    if is_bad_number(value):
+        return FieldResult(
+            name, value, "finite", None, False, f"{name}: value is {value} (not finite)"
+        )
+    used, parts, ok = 0.0, [], True
+    n = _digits(value, (tol.value, tol.max, tol.min))
+    if tol.value is not None:
+        diff = abs(value - tol.value)
+        allowed = max(tol.abs or 0.0, (tol.rel or 0.0) * abs(tol.value))
+        parts.append(f"{_fmt(tol.value, n)} ± {_fmt(allowed)}")
+        if allowed == 0:
+            u = 0.0 if diff == 0 else math.inf
+        else:
+            u = diff / allowed
+        used = max(used, u)
+        ok &= diff <= allowed
+    if tol.max is not None:
+        parts.append(f"≤ {_fmt(tol.max, n)}")
+        u = (value / tol.max) if tol.max > 0 else (0.0 if value <= tol.max else math.inf)
+        used = max(used, max(u, 0.0))
+        ok &= value <= tol.max
+    if tol.min is not None:
+        parts.append(f"≥ {_fmt(tol.min, n)}")
+        if tol.min > 0:
+            u = tol.min / value if value > 0 else math.inf
+        else:
+            u = 0.0 if value >= tol.min else math.inf
+        used = max(used, u)
+        ok &= value >= tol.min
+    expected = " and ".join(parts)
+    msg = f"{name} = {_fmt(value, n)}, expected {expected}"
+    notes = (
+        [f"difference {_difference(value, tol.value)}"]
+        if tol.value is not None and value != tol.value
+        else []
+    )
+    if not ok and math.isfinite(used):
+        notes.append(f"used {_percent(used)} of tolerance")
+    if notes:
+        msg += f" ({', '.join(notes)})"
+    return FieldResult(
+        name, value, expected, round(used, 4) if math.isfinite(used) else None, ok, msg
+    )
+
+
+def run_own_checks(checks: list[OwnCheck], text: str | dict, default_file: str = "") -> list[dict]:
+    """``text`` is the output text, or {file: text} for checks naming their ``file``."""
+    out = []
+    for c in checks:
+        t = text if isinstance(text, str) else text.get(c.file or default_file, "")
+        found = list(re.finditer(c.pattern, t, flags=re.M))
+        n = len(found)
+        ok = (n == 0) if c.forbid else (n >= c.min_count)
+        message = c.message if not ok else f"{c.message}: ok ({n} matches)"
+        entry = {"pattern": c.pattern, "matches": n, "ok": ok, "message": message}
+        if c.forbid and found:  # what was found says where (a file, a value, an offset)
+            start = t.rfind("\n", 0, found[0].start()) + 1
+            end = t.find("\n", found[0].end())
+            entry["first"] = t[start : end if end >= 0 else len(t)].strip()[:300]
+        out.append(entry)
+    return out
+
+
+def xfail_reason(ref: ReferenceFile, environment: str | None, variant: str | None) -> str | None:
+    """Known-wrong results are keyed ``environment/variant`` or ``variant``."""
+    if variant is None:
+        return None
+    return ref.xfail.get(f"{environment}/{variant}") or ref.xfail.get(variant)
+
+
+def verify(
+    app: str,
+    tier: str,
+    values: dict,
+    own_checks: list[OwnCheck] = (),
+    output_text: str | dict = "",
+    environment: str | None = None,
+    variant: str | None = None,
+    default_file: str = "",
+    changed_inputs: set[str] = frozenset(),
+) -> Verification:
+    """``changed_inputs``: input parameters the run changed from the tier's; fields whose
+    ``depends_on`` names one of them are listed as skipped instead of compared."""
+    f, ref = load_reference(app, tier)
+    skipped = [
+        name for name, tol in ref.fields.items() if set(tol.depends_on) & set(changed_inputs)
+    ]
+    fields = [
+        compare_field(name, tol, values.get(name))
+        for name, tol in ref.fields.items()
+        if name not in skipped
+    ]
+    own = run_own_checks(list(own_checks), output_text, default_file)
+    rel = str(f.relative_to(paths.root()))
+    none = (
+        None
+        if ref.fields
+        else (
+            f"{rel} has no fields yet: `apptune bless --new RUN_DIR` writes "
+            f"the first reference from this run's values"
+        )
+    )
+    ok = none is None and all(x.ok for x in fields) and all(c["ok"] for c in own)
+    return Verification(
+        reference=rel,
+        ok=ok,
+        fields=fields,
+        own_checks=own,
+        xfail=xfail_reason(ref, environment, variant),
+        skipped=skipped,
+        no_reference=none,
+    )
+
+
+def check_figures(v: Verification, figures: dict) -> Verification:
+    """A figure that is not a finite number (``nan``, ``inf``) fails the run, whether or not a
+    reference checks it: it would poison every comparison that follows."""
+    for name, val in figures.items():
+        if isinstance(val, float) and not math.isfinite(val):
+            v.ok = False
+            v.own_checks.append(
+                {
+                    "pattern": f"figure {name}",
+                    "matches": 0,
+                    "ok": False,
+                    "message": f"figure {name} is {val} (not a finite number)",
+                }
+            )
+    return v

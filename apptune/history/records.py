@@ -1,0 +1,152 @@
+"""Reading a run directory: ReFrame's run report and apptune's per-test result records.
+
+One reader for everything that looks at a finished run (bless, baseline update, the
+report, the history). ReFrame copies a passed test's files into ``output/``; a failed
+test's stay in ``stage/`` (its ``stagedir``), so a result record is looked up in the
+test's output directory first, then in its stage directory.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pydantic
+
+from ..constants import RESULT_FILE
+from ..core import slurm
+from ..errors import ApptuneError, format_validation_error, last_error_line
+from ..models import RunRecord
+
+
+def load_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def load_record(path: str | Path) -> RunRecord | None:
+    """The run record (``apptune-result.json``, :class:`apptune.models.RunRecord`) in
+    ``path``, a file or its run directory; None if there is none. A record that is not
+    one (cut short, hand-edited, of another program) is an error naming the file and field.
+    Records of older versions load: a part's missing fields read as their defaults and keys
+    a version no longer writes are kept (apptune/models/record.py)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULT_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ApptuneError(path, None, f"cannot read the run record: {e.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ApptuneError(path, None, f"not a run record: invalid JSON ({e.msg})") from None
+    if not isinstance(data, dict):
+        raise ApptuneError(path, None, "not a run record: not a JSON object")
+    try:
+        return RunRecord.model_validate(data)
+    except pydantic.ValidationError as e:
+        raise format_validation_error(path, e, data, RunRecord, hint=None) from None
+
+
+def record_of(tc: dict) -> RunRecord | None:
+    """The run record of one ReFrame test case (:func:`load_record`), None if it wrote none
+    (or an unreadable one: that is said on stderr, in one line, and the case counts as
+    without a record, so one broken file stops no report)."""
+    for d in (tc.get("outputdir"), tc.get("stagedir")):
+        if d:
+            try:
+                r = load_record(Path(d))
+            except ApptuneError as e:
+                print(f"apptune: warning: {e}", file=sys.stderr)
+                continue
+            if r is not None:
+                return r
+    return None
+
+
+def read_report(run_dir: Path, report_file: Path | None = None) -> dict:
+    f = Path(report_file or Path(run_dir) / "report.json")
+    rep = load_json(f)
+    if not isinstance(rep, dict):
+        raise ApptuneError(f, None, "no readable ReFrame run report (did the run start?)")
+    return rep
+
+
+def testcases(rep: dict) -> list[dict]:
+    return [tc for run in rep.get("runs", []) for tc in run.get("testcases", [])]
+
+
+@dataclass
+class Case:
+    """One test case of a run: what ReFrame says, and apptune's record if there is one."""
+
+    test: str
+    environment: str | None
+    result: str  # pass, fail, skip, xfail, xpass, abort
+    fail_phase: str | None
+    fail_reason: str | None
+    fixture: bool
+    #: The run record, with the run directory it was read from (``run_id``, ``session``).
+    record: RunRecord | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.test} [{self.environment}]" if self.environment else self.test
+
+    @property
+    def verified(self) -> bool:
+        return self.record is not None and self.record.verification.ok
+
+
+def cases(run_dir: Path, report_file: Path | None = None) -> list[Case]:
+    """Every test case of a run directory, with the record read where ReFrame left it."""
+    run_dir = Path(run_dir)
+    out = []
+    for tc in testcases(read_report(run_dir, report_file)):
+        rec = None if tc.get("fixture") else record_of(tc)
+        if rec is not None:
+            rec.run_id, rec.session = run_dir.name, str(run_dir.resolve())
+        out.append(
+            Case(
+                test=tc.get("display_name") or tc.get("unique_name", "?"),
+                environment=tc.get("environ"),
+                result=tc.get("result") or "?",
+                fail_phase=tc.get("fail_phase"),
+                fail_reason=tc.get("fail_reason"),
+                fixture=bool(tc.get("fixture")),
+                record=rec,
+            )
+        )
+    return out
+
+
+def failure(tc: dict, row: dict | None = None) -> dict:
+    """A failed test case as the report and the history show it: test, environment, phase and
+    the one-line reason (the verification's, the build's or job's last apptune error, or the
+    scheduler's explanation), with its stage directory."""
+    reason = tc.get("fail_reason") or "failed"
+    phase = tc.get("fail_phase")
+    if row and row.get("verification") and phase == "sanity":
+        reason = row["verification"]
+    elif phase in ("compile", "compile_wait") and tc.get("stagedir"):
+        err = last_error_line(Path(tc["stagedir"]) / "rfm_build.err")
+        reason = err or reason
+    elif tc.get("stagedir"):
+        err = last_error_line(Path(tc["stagedir"]) / (tc.get("job_stderr") or "rfm_job.err"))
+        reason = err or reason
+    # the scheduler's part (sbatch could not reach slurmctld, job blocked on down nodes)
+    reason = slurm.explain_reframe_failure(tc.get("fail_reason")) or reason
+    return {
+        "test": tc["display_name"],
+        "environment": tc.get("environ"),
+        "phase": phase,
+        "reason": " ".join(str(reason).split())[:500],
+        "stagedir": tc.get("stagedir"),
+    }
