@@ -1,6 +1,8 @@
 """The package's modules form no import cycle: no two modules import each other, even
-through others or from inside a function; and every import points down its layers (no
-core module imports a tool or a command, no tool a command)."""
+through others or from inside a function; and every import points down its layers: the
+entry point, the commands, the tools beside the reports and the ReFrame glue, the history,
+the core, the energy meters, the schemas and the shared base modules, each layer importing
+only the layers below it, and every module of the package in one of them."""
 
 import ast
 from pathlib import Path
@@ -83,18 +85,40 @@ def test_no_module_of_the_package_imports_itself_through_others():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
-#: The package's layers, top down: the entry point, one module per command, the tools
-#: (tune, bisect, plan, bless, scaffold), and below them everything they use (the core
-#: that builds, runs and verifies, the ReFrame glue, the history and the reports).
+#: The package's layers, top down; a module imports only from its own layer and the ones
+#: below. The tools, the reports and the ReFrame glue are one layer: none imports another.
 LAYERS = (
     ("entry point", ("apptune.__main__", "apptune.cli")),
+    # one module per command, and the session of the suite they share (commands/workflow.py)
     ("commands", ("apptune.commands",)),
-    ("tools", ("apptune.tools",)),
+    ("tools, reports and the ReFrame glue", ("apptune.tools", "apptune.report", "apptune.rfm")),
+    # a run directory read into records, the history store, change points, verdicts
+    ("history", ("apptune.history",)),
+    # what builds, runs and verifies: recipes, sources, the build, inputs, the run, outputs
+    # checked against references and baselines, every data file validated
+    ("core", ("apptune.core",)),
+    ("energy", ("apptune.energy",)),
+    ("schemas", ("apptune.models",)),
+    # what every layer uses: errors, file names, paths, YAML, templates, figures, and the
+    # machine and placement facts the schemas check against
+    (
+        "base",
+        (
+            "apptune.constants",
+            "apptune.errors",
+            "apptune.figures",
+            "apptune.machine",
+            "apptune.paths",
+            "apptune.placement",
+            "apptune.templating",
+            "apptune.yamlio",
+        ),
+    ),
 )
 
 
 def layer_of(module: str) -> int:
-    """The index of ``module``'s layer in :data:`LAYERS` (``len(LAYERS)``: below them)."""
+    """The index of ``module``'s layer in :data:`LAYERS` (``len(LAYERS)``: in none)."""
     for i, (_, prefixes) in enumerate(LAYERS):
         if any(module == p or module.startswith(p + ".") for p in prefixes):
             return i
@@ -108,6 +132,22 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
         for m, deps in sorted(graph.items())
         for d in sorted(deps)
         if layer_of(d) < layer_of(m)
+    ]
+
+
+def sideways_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import between two packages of one layer (a tool importing the report, say),
+    as ``a -> b``; the modules of one layer that are no package (the base) may."""
+    packages = {p for _, ps in LAYERS for p in ps if any(m.startswith(p + ".") for m in graph)}
+
+    def package(m: str) -> str | None:
+        return next((p for p in packages if m == p or m.startswith(p + ".")), None)
+
+    return [
+        f"{m} -> {d}"
+        for m, deps in sorted(graph.items())
+        for d in sorted(deps)
+        if layer_of(d) == layer_of(m) and package(m) and package(d) and package(m) != package(d)
     ]
 
 
@@ -128,3 +168,31 @@ def test_an_import_from_a_layer_above_is_found(tmp_path):
 
 def test_every_import_points_down_the_layers():
     assert upward_imports(import_graph()) == []
+
+
+def test_an_import_between_two_packages_of_one_layer_is_found(tmp_path):
+    pkg = tmp_path / "apptune"
+    for d in ("tools", "report"):
+        (pkg / d).mkdir(parents=True)
+    for f in ("__init__.py", "tools/__init__.py", "report/__init__.py", "report/r.py"):
+        (pkg / f).write_text("")
+    (pkg / "tools/t.py").write_text("from ..report import r\n")
+    assert sideways_imports(import_graph(pkg)) == [
+        "apptune.tools.t -> apptune.report",
+        "apptune.tools.t -> apptune.report.r",
+    ]
+    (pkg / "tools/t.py").write_text("from .. import errors\n")
+    (pkg / "errors.py").write_text("from . import paths\n")
+    (pkg / "paths.py").write_text("")
+    assert sideways_imports(import_graph(pkg)) == []
+
+
+def test_every_module_is_in_a_layer():
+    """A new module is placed in a layer (a folder of one, or the base by name)."""
+    assert [
+        m for m in sorted(import_graph()) if m != "apptune" and layer_of(m) == len(LAYERS)
+    ] == []
+
+
+def test_no_two_packages_of_one_layer_import_each_other():
+    assert sideways_imports(import_graph()) == []
