@@ -68,6 +68,19 @@ def test_unverified_results_are_stored_but_not_in_series(tmp_path):
     assert h.samples() == []
 
 
+def test_a_passed_case_whose_record_fails_validation_is_stored_unverified_naming_it(tmp_path):
+    run = _run(tmp_path, 1)
+    (f,) = (run / "output").rglob("apptune-result.json")
+    rec = json.loads(f.read_text())
+    del rec["verification"]["ok"]
+    f.write_text(json.dumps(rec))
+    h = store.History(tmp_path / "h")
+    h.ingest(run)
+    r = h.db.execute("SELECT result, verified, reason FROM results").fetchone()
+    assert tuple(r)[:2] == ("pass", 0) and r["reason"].startswith(f"{f}: verification.ok: ")
+    assert h.samples() == []
+
+
 def test_a_failed_ingest_leaves_nothing(tmp_path, monkeypatch):
     h = store.History(tmp_path / "h")
     run = write_run(

@@ -115,6 +115,30 @@ def test_report_orders_failures_first_and_marks_best(tmp_path):
     assert 'class="bad"' in html and '<th class="variant">gnu/aggressive</th>' in html
 
 
+def test_a_run_record_that_fails_validation_is_a_failure_naming_its_file_and_field(tmp_path):
+    """A test case whose record is not one has no row; it is a failure whose one line names
+    the record file and the field, in the summary and in the report."""
+    good = _tc(tmp_path, "HPCCCheck base", "gnu", "pass", "baseline", {"HPL": 10.0})
+    bad = _tc(tmp_path, "HPCCCheck tuned", "gnu", "pass", "tuned", {"HPL": 15.0})
+    f = tmp_path / "HPCCCheck_tuned" / "gnu" / "apptune-result.json"
+    rec = json.loads(f.read_text())
+    rec["verification"]["ok"] = "maybe"
+    f.write_text(json.dumps(rec))
+    rep = tmp_path / "report.json"
+    rep.write_text(
+        json.dumps({"session_info": {"num_cases": 2}, "runs": [{"testcases": [good, bad]}]})
+    )
+    s = report.collect(rep)
+    assert [r["variant"] for r in s["results"]] == ["baseline"]
+    (failed,) = s["failures"]
+    assert failed["test"] == "HPCCCheck tuned"
+    assert failed["reason"].startswith(f"{f}: verification.ok: ") and "\n" not in failed["reason"]
+    assert s["outcome"]["status"] == 1
+    md, html = (p.read_text() for p in report.render(s, tmp_path)[1:])
+    assert f"| HPCCCheck tuned | gnu |  | {failed['reason']} |" in md
+    assert f"{f}: verification.ok: " in html
+
+
 # ---------------------------------------------------------------- verification messages
 
 

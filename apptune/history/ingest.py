@@ -195,7 +195,12 @@ def _result(tc: dict) -> ResultRec:
                         "lower" if unit in _TIME_UNITS else "higher",
                     )
                 )
-        reason = records.failure(tc, None)["reason"] if res == "fail" else tc.get("fail_reason")
+        # a record that is not one is no verified result: its one line is the reason
+        problem = records.record_problem(tc)
+        if res == "fail" or problem is not None:
+            reason = records.failure(tc, None)["reason"]
+        else:
+            reason = tc.get("fail_reason")
         return ResultRec(
             test=test,
             repeat=repeat,
@@ -207,7 +212,7 @@ def _result(tc: dict) -> ResultRec:
             result=res or "?",
             fail_phase=tc.get("fail_phase"),
             reason=reason,
-            verified=res == "pass",
+            verified=res == "pass" and problem is None,
             provenance=None,
             energy=None,
             figures=figs,

@@ -55,20 +55,39 @@ def load_record(path: str | Path) -> RunRecord | None:
         raise format_validation_error(path, e, data, RunRecord, hint=None) from None
 
 
-def record_of(tc: dict) -> RunRecord | None:
-    """The run record of one ReFrame test case (:func:`load_record`), None if it wrote none
-    (or an unreadable one: that is said on stderr, in one line, and the case counts as
-    without a record, so one broken file stops no report)."""
+def _record_and_problem(tc: dict) -> tuple[RunRecord | None, ApptuneError | None]:
+    """The run record of one ReFrame test case (:func:`load_record`: in its output
+    directory, else in its stage directory) and the error of the first record found that
+    is not one."""
+    problem = None
     for d in (tc.get("outputdir"), tc.get("stagedir")):
         if d:
             try:
                 r = load_record(Path(d))
             except ApptuneError as e:
-                print(f"apptune: warning: {e}", file=sys.stderr)
+                problem = problem or e
                 continue
             if r is not None:
-                return r
-    return None
+                return r, problem
+    return None, problem
+
+
+def record_of(tc: dict) -> RunRecord | None:
+    """The run record of one ReFrame test case (:func:`load_record`), None if it wrote none
+    (or an unreadable one: that is said on stderr, in one line, and the case counts as
+    without a record, so one broken file stops no report; :func:`record_problem` says it
+    where the case is shown)."""
+    r, problem = _record_and_problem(tc)
+    if problem is not None:
+        print(f"apptune: warning: {problem}", file=sys.stderr)
+    return r
+
+
+def record_problem(tc: dict) -> ApptuneError | None:
+    """Why a test case that left a run record has none to show: the error naming the record
+    file and the field that is not as the schema says (None: it has a record, or left none)."""
+    r, problem = _record_and_problem(tc)
+    return problem if r is None else None
 
 
 def read_report(run_dir: Path, report_file: Path | None = None) -> dict:
@@ -129,8 +148,8 @@ def cases(run_dir: Path, report_file: Path | None = None) -> list[Case]:
 
 def failure(tc: dict, row: dict | None = None) -> dict:
     """A failed test case as the report and the history show it: test, environment, phase and
-    the one-line reason (the verification's, the build's or job's last apptune error, or the
-    scheduler's explanation), with its stage directory."""
+    the one-line reason (a run record that is not one, the verification's, the build's or
+    job's last apptune error, or the scheduler's explanation), with its stage directory."""
     reason = tc.get("fail_reason") or "failed"
     phase = tc.get("fail_phase")
     if row and row.get("verification") and phase == "sanity":
@@ -143,6 +162,9 @@ def failure(tc: dict, row: dict | None = None) -> dict:
         reason = err or reason
     # the scheduler's part (sbatch could not reach slurmctld, job blocked on down nodes)
     reason = slurm.explain_reframe_failure(tc.get("fail_reason")) or reason
+    # a run record that is not one: whatever else the case says, it has no verified result
+    problem = None if row else record_problem(tc)
+    reason = problem or reason
     return {
         "test": tc["display_name"],
         "environment": tc.get("environ"),
