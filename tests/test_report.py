@@ -589,8 +589,8 @@ def test_repeats_are_judged_on_their_medians_from_their_run_records(tmp_path, to
         rec.write_text(json.dumps(data))
     (a,) = report.collect(run_dir / "report.json")["apps"]
     (row,) = a["rows"]
-    assert row["baseline"]["why"].startswith("no baseline file"), row["baseline"]
-    assert row["baseline"]["repeats"] == 2  # the two verified (and clean) repeats
+    assert row["baseline"].why.startswith("no baseline file"), row["baseline"]
+    assert row["baseline"].repeats == 2  # the two verified (and clean) repeats
 
 
 @pytest.mark.unit

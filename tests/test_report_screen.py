@@ -9,6 +9,7 @@ import pytest
 
 from apptune import report
 from apptune.core import baselines, changes
+from apptune.models import BaselineVerdicts, EnergyRecord, RunQuality
 from apptune.report import screen
 
 collect = importlib.import_module("apptune.report.collect")  # report.collect: the function
@@ -21,6 +22,7 @@ def row(variant, wall, env="gnu", app="toyapp", ok=True, energy=None, trust="mod
     """One variant's row as the report collects it (an app without a recipe ranks by
     wall_time, lower is better)."""
     figures = {"wall_time": wall} | ({"energy_J": energy} if energy is not None else {})
+    baseline = kw.pop("baseline", None)
     return {
         "app": app,
         "tier": "ci",
@@ -28,9 +30,9 @@ def row(variant, wall, env="gnu", app="toyapp", ok=True, energy=None, trust="mod
         "variant": variant,
         "verified": ok,
         "figures": figures,
-        "energy": {"trust": trust},
-        "baseline": kw.pop("baseline", {}),
-        "quality": kw.pop("quality", CLEAN),
+        "energy": EnergyRecord(trust=trust),
+        "baseline": BaselineVerdicts.model_validate(baseline) if baseline else None,
+        "quality": RunQuality.model_validate(kw.pop("quality", CLEAN)),
         "system": "local:default",
         "outputdir": None,
         "provenance": {},

@@ -18,6 +18,7 @@ from apptune.core import netcdf, runner, scratch
 from apptune.core.run import Where, scratch_spec
 from apptune.core.site import Cluster, cluster_system
 from apptune.errors import ApptuneError
+from apptune.models import RunScratch
 
 pytestmark = pytest.mark.unit
 
@@ -301,11 +302,11 @@ def test_a_cluster_partition_names_its_scratch_directory(tmp_path):
 
 def test_the_report_names_the_file_system_and_the_page_cache():
     info = {"fstype": "tmpfs", "mount": "/dev/shm", "root": "/dev/shm", "bytes": 16 << 20}
-    small = scratch.describe(dict(info, memory_bytes=24 << 30, exceeds_memory=False))
+    small = scratch.describe(RunScratch(**info, memory_bytes=24 << 30, exceeds_memory=False))
     assert small == (
         "tmpfs at /dev/shm (/dev/shm); wrote 16.0 MiB, less than the node's 24.0 GiB of "
         "memory: reads may come from the page cache"
     )
-    big = scratch.describe(dict(info, memory_bytes=8 << 20, exceeds_memory=True))
+    big = scratch.describe(RunScratch(**info, memory_bytes=8 << 20, exceeds_memory=True))
     assert big.endswith("more than the node's 0.0 GiB of memory")
     assert scratch.describe(None) == "–"

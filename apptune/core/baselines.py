@@ -41,7 +41,7 @@ import yaml
 
 from .. import machine, paths
 from ..errors import ApptuneError
-from ..models import BaselineFile, Figure, RunRecord, as_data
+from ..models import BaselineFile, Figure, RunRecord
 from ..yamlio import atomic_write_text, dump_yaml_roundtrip, edit_yaml_text, load_model, load_yaml
 from . import changes, quality
 
@@ -325,7 +325,7 @@ def verdicts(system: str, app: str, runs: list[RunRecord], figures: dict[str, Fi
         blocked = "not verified" + (f" (none of the {len(runs)} repeats)" if len(runs) > 1 else "")
     if blocked is None and not clean:
         blocked = (
-            f"run {quality.summary(as_data(verified[0].quality))}"
+            f"run {quality.summary(verified[0].quality)}"
             if len(runs) == 1
             else f"none of the {len(runs)} repeats was clean"
             if len(verified) == len(runs)

@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .procfs import (
     CLK_TCK,
@@ -57,6 +58,9 @@ from .procfs import (
     observe_binding,
     processes,
 )
+
+if TYPE_CHECKING:
+    from ..models import RunQuality
 
 #: How long a rank's CPU mask must hold before it counts as its binding (seconds).
 AFFINITY_SETTLE_S = 0.05
@@ -483,15 +487,13 @@ def judge(m: dict, limits: Limits) -> tuple[str, list[str]]:
     return ("disturbed" if reasons else "clean"), reasons
 
 
-def summary(q: dict | None) -> str:
+def summary(q: RunQuality | None) -> str:
     """One phrase for a report: ``clean`` or ``disturbed: <reasons>``."""
-    if not q:
+    if q is None:
         return "unmeasured: no run-quality record"
-    if q.get("grade") == "clean":
+    if q.grade == "clean":
         return "clean"
-    return (
-        f"{q.get('grade', 'unmeasured')}: {'; '.join(q.get('reasons') or ['no reason recorded'])}"
-    )
+    return f"{q.grade or 'unmeasured'}: {'; '.join(q.reasons or ['no reason recorded'])}"
 
 
 def wait_for_quiet(

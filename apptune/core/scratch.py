@@ -23,8 +23,12 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from ..models import RunScratch
 
 #: A file system with less free space than this after a failed step was full.
 FULL_BYTES = 1 << 20
@@ -169,16 +173,16 @@ def cleanup(spec: ScratchSpec, info: dict) -> None:
         info["remove_error"] = f"{e.filename}: {e.strerror}"
 
 
-def describe(info: dict | None) -> str:
+def describe(info: RunScratch | None) -> str:
     """One line for a report: the file system measured, what the run wrote and whether the
     page cache can have answered its reads."""
-    if not info:
+    if info is None:
         return "–"
-    fs = f"{info.get('fstype') or 'unknown file system'} at {info.get('mount') or '?'}"
-    out = f"{fs} ({info.get('root')})"
-    wrote, mem = info.get("bytes"), info.get("memory_bytes")
+    fs = f"{info.fstype or 'unknown file system'} at {info.mount or '?'}"
+    out = f"{fs} ({info.root})"
+    wrote, mem = info.bytes, info.memory_bytes
     if wrote is not None and mem:
-        more = info.get("exceeds_memory")
+        more = info.exceeds_memory
         out += (
             f"; wrote {_mib(wrote)}, "
             + ("more than" if more else "less than")

@@ -26,9 +26,17 @@ class _Part(BaseModel):
         return self.model_dump(exclude_unset=True)
 
 
-def as_data(part: _Part | None) -> dict | None:
-    """A part of a run record as its JSON object (:meth:`_Part.data`); None stays None."""
-    return None if part is None else part.data()
+def as_data(part):
+    """A part of a run record as its JSON object (:meth:`_Part.data`); None stays None, and
+    a dict or list that holds parts (a report's summary) is the same with each part as its
+    JSON object."""
+    if isinstance(part, _Part):
+        return part.data()
+    if isinstance(part, dict):
+        return {k: as_data(v) for k, v in part.items()}
+    if isinstance(part, (list, tuple)):
+        return [as_data(v) for v in part]
+    return part
 
 
 # ------------------------------------------------------------------------- run records

@@ -15,7 +15,7 @@ from ..constants import RUN_NOTES_FILE, SKIP_FILE, XFAIL_FILE
 from ..core import recipes
 from ..errors import ApptuneError
 from ..history import records
-from ..models import RunRecord, as_data
+from ..models import BaselineVerdicts, RunRecord
 from .screen import app_summary, changed_since_baseline, first_screen, untested_summaries
 from .values import _key, _num
 
@@ -126,21 +126,22 @@ def collect(report_file: Path) -> dict:
             "verified": r.verification.ok,
             "verification": r.verification.summary,
             "figures": r.figures or {},
-            "baseline": as_data(r.baseline) or {},
-            "energy": as_data(r.energy) or {},
+            # the parts of the run record, typed (summary.json holds them as the record does)
+            "baseline": r.baseline,
+            "energy": r.energy,
             "provenance": r.provenance or {},
             "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
             "ranks": r.ranks,
             "input": r.input,
             "curves": r.curves or {},
-            "job": as_data(r.job),
-            "placement_layout": as_data(r.placement_layout),
-            "launch": as_data(r.launch),
-            "quality": as_data(r.quality),
+            "job": r.job,
+            "placement_layout": r.placement_layout,
+            "launch": r.launch,
+            "quality": r.quality,
             "machine_id": r.machine_id,
             "machine": r.machine,
-            "run": as_data(r.run),
-            "scratch": as_data(r.scratch),
+            "run": r.run,
+            "scratch": r.scratch,
         }
         rows.append(row)
         runs.append(r)
@@ -235,7 +236,7 @@ def baseline_advice(rows: list[dict]) -> list[str]:
 
     groups: dict[tuple[str, str], set[str]] = {}
     for r in rows:
-        if (r.get("baseline") or {}).get("advice"):
+        if r["baseline"] and r["baseline"].advice:
             groups.setdefault((r["tier"], r["system"]), set()).add(r["app"])
     out = []
     for (tier, system), apps in sorted(groups.items()):
@@ -251,36 +252,41 @@ def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
     """This run against the committed baseline (reference/baselines/), kept apart from the
     history's change points: ReFrame's performance check of each test case against it is
     what fails ``apptune run``.  Verdict strings are shown as the baseline comparison gives them."""
-    figures = [
-        {
-            "app": a["app"],
-            "tier": a["tier"],
-            "variant": _key(r),
-            "figure": n,
-            **c,
-            "changed": changed_since_baseline(r),
-        }
+    judged = [
+        (a, r, n, c)
         for a in apps
         for r in a["rows"]
-        for n, c in ((r.get("baseline") or {}).get("figures") or {}).items()
+        if r["baseline"]
+        for n, c in r["baseline"].figures.items()
     ]
     counts: dict[str, int] = {}
-    for f in figures:
-        counts[str(f.get("verdict"))] = counts.get(str(f.get("verdict")), 0) + 1
+    for *_, c in judged:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
     return {
         "decides": "the exit code of apptune run (ReFrame's performance check of each test case)",
         "files": sorted(
             {
-                r["baseline"]["file"]
+                r["baseline"].file
                 for a in apps
                 for r in a["rows"]
-                if (r.get("baseline") or {}).get("file")
+                if r["baseline"] and r["baseline"].file
             }
         ),
         "performance_failures": [f for f in failures if f["phase"] == "performance"],
         "repeated": any(r.get("repeats", 1) > 1 for a in apps for r in a["rows"]),
         "counts": counts,
-        "changes": [f for f in figures if f.get("verdict") in ("regression", "improvement")],
+        "changes": [
+            {
+                "app": a["app"],
+                "tier": a["tier"],
+                "variant": _key(r),
+                "figure": n,
+                **c.data(),
+                "changed": changed_since_baseline(r),
+            }
+            for a, r, n, c in judged
+            if c.verdict in ("regression", "improvement")
+        ],
     }
 
 
@@ -327,19 +333,21 @@ def _merge_repeats(rows: list[dict], runs: list[RunRecord]) -> list[dict]:
     return out
 
 
-def _judge_repeats(app: str, system: str, first: dict, runs: list[RunRecord]) -> dict:
+def _judge_repeats(
+    app: str, system: str, first: BaselineVerdicts, runs: list[RunRecord]
+) -> BaselineVerdicts:
     """The baseline verdicts of repeated runs (:func:`apptune.core.baselines.verdicts`); ``first``:
     the first repeat's own."""
     from ..core import baselines
 
-    out = dict(first)
     try:
         specs = recipes.figure_specs(recipes.load_recipe(app))
     except ApptuneError as e:
-        out["why"] = f"recipe unusable: {e}"
+        out = first.model_copy(deep=True)
+        out.why = f"recipe unusable: {e}"
         return out
-    out.update(baselines.verdicts(system.split(":")[0], app, runs, specs))
-    return out
+    judged = baselines.verdicts(system.split(":")[0], app, runs, specs)
+    return BaselineVerdicts.model_validate(first.data() | judged)
 
 
 def _readable_time(stamp):
@@ -380,7 +388,7 @@ def _matrices(rows: list[dict]) -> list[dict]:
         for n in names:
             cand = [r for r in sel if r["verified"] and _num(r["figures"].get(n)) is not None]
             if recipes.is_energy_figure(n):  # modelled energy ranks nothing
-                cand = [r for r in cand if (r.get("energy") or {}).get("trust") == "measured"]
+                cand = [r for r in cand if _measured(r)]
             if cand:
                 pick = max if better[n] == "higher" else min
                 top = pick(cand, key=lambda r: r["figures"][n])
@@ -394,16 +402,12 @@ def _matrices(rows: list[dict]) -> list[dict]:
                 v, b = _num(r["figures"].get(n)), _num(ref["figures"].get(n)) if ref else None
                 if v and b:
                     r["speedup"][n] = v / b if better[n] == "higher" else b / v
-            r["baseline_verdicts"] = {
-                n: c.get("verdict")
-                for n, c in ((r.get("baseline") or {}).get("figures") or {}).items()
-            }
+            r["baseline_verdicts"] = (
+                {n: c.verdict for n, c in r["baseline"].figures.items()} if r["baseline"] else {}
+            )
         # energy figures that no meter measured here: shown, labelled, never judged
         modelled = sorted(
-            n
-            for n in names
-            if recipes.is_energy_figure(n)
-            and any((r.get("energy") or {}).get("trust") != "measured" for r in sel)
+            n for n in names if recipes.is_energy_figure(n) and not all(_measured(r) for r in sel)
         )
         apps.append(
             {
@@ -423,15 +427,20 @@ def _matrices(rows: list[dict]) -> list[dict]:
     return apps
 
 
+def _measured(row: dict) -> bool:
+    """Whether a row's energy was measured (modelled energy is shown, never ranked)."""
+    return row["energy"] is not None and row["energy"].trust == "measured"
+
+
 #: Two variants whose figures differ by less than this (or than twice the larger noise of
 #: the two: its baseline's noise, or half the spread of its repeats) share the top.
 TIE = 0.02
 
 
 def _noise_of(r: dict, n: str) -> float:
-    base = ((r.get("baseline") or {}).get("figures") or {}).get(n) or {}
+    base = r["baseline"].figures.get(n) if r["baseline"] else None
     spread = (r.get("spread") or {}).get(n)
-    return max(base.get("noise") or 0.0, (spread or 0.0) / 2)
+    return max((base.noise if base else None) or 0.0, (spread or 0.0) / 2)
 
 
 def _tied(a: dict, b: dict, n: str) -> bool:

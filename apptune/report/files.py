@@ -11,6 +11,7 @@ from pathlib import Path
 from .. import templating
 from ..core import quality, scratch
 from ..figures import fmt_figure
+from ..models import as_data
 from ..yamlio import atomic_write_json, atomic_write_text
 from .collect import collect, history_verdicts
 from .plots import curve_plots, power_plots, trend_plots, variant_styles, write_figures
@@ -97,7 +98,7 @@ def render(
     md = env.get_template("report.md.j2").render(**summary)
     html = env.get_template("report.html.j2").render(**summary)
     paths = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")
-    atomic_write_json(paths[0], summary)
+    atomic_write_json(paths[0], as_data(summary))  # the run record's parts as it holds them
     atomic_write_text(paths[1], md)
     atomic_write_text(paths[2], html)
     return paths

@@ -107,7 +107,8 @@ def power_plots(summary: dict, run_dir: Path) -> None:
             f = Path(r["outputdir"] or "") / TRACE_FILE
             if r.get("outputdir") and f.is_file():
                 try:
-                    traces.append((_key(r), r["energy"].get("trust", "?"), read_trace(f)))
+                    trust = r["energy"].trust if r["energy"] else "?"
+                    traces.append((_key(r), trust, read_trace(f)))
                 except (OSError, ValueError, KeyError):
                     continue
         a["power_plot"] = None

@@ -70,18 +70,21 @@ def app_summary(a: dict) -> dict:
         "reference": a["reference_variant"],
         "speedup": (f_row or {}).get("speedup", {}).get(p) if f_row else None,
         "tied": a.get("ties", {}).get(p, []),
-        "disturbed": [_key(r) for r in rows if (r.get("quality") or {}).get("grade") != "clean"],
+        "disturbed": [
+            _key(r) for r in rows if not (r["quality"] and r["quality"].grade == "clean")
+        ],
         # a variant's entry in this machine's baseline (the others are advised to record one)
         "baseline": "applies"
-        if any((r.get("baseline") or {}).get("found") for r in rows)
+        if any(r["baseline"] and r["baseline"].found for r in rows)
         else "none",
         # the report says how to record one (baseline_advice)
-        "advice": any((r.get("baseline") or {}).get("advice") for r in rows),
+        "advice": any(r["baseline"] and r["baseline"].advice for r in rows),
     }
     measured = [
         r
         for r in ok
-        if (r.get("energy") or {}).get("trust") == "measured"
+        if r["energy"]
+        and r["energy"].trust == "measured"
         and _num(r["figures"].get("energy_J")) is not None
     ]
     green = min(measured, key=lambda r: r["figures"]["energy_J"]) if measured else None
@@ -92,7 +95,7 @@ def app_summary(a: dict) -> dict:
         if measured
         else "energy not measured here ("
         + ", ".join(
-            sorted({(r.get("energy") or {}).get("trust") or "none" for r in ok}) or ["no run"]
+            sorted({r["energy"].trust if r["energy"] else "none" for r in ok}) or ["no run"]
         )
         + ")"
     )
@@ -105,12 +108,12 @@ def changed_since_baseline(row: dict) -> str:
     (apptune/core/changes.py); what is unknown is said as such."""
     from ..core import baselines, changes
 
-    b = row.get("baseline") or {}
-    if "changed" not in b:
+    b = row["baseline"]
+    if b is None or not b.found:
         return "no baseline entry to compare with"
-    if b["changed"] is None:
+    if b.changed is None:
         return baselines.NO_PROVENANCE
-    return "changed: " + changes.short(b["changed"]) if b["changed"] else changes.NOTHING
+    return "changed: " + changes.short(b.changed) if b.changed else changes.NOTHING
 
 
 def regressed(found: list[tuple[str, str, float | None, str]]) -> list[dict]:
@@ -137,19 +140,20 @@ def _baseline_verdict(rows: list[dict]) -> dict:
     for r in rows:
         if not r["verified"]:  # a wrong number is no performance: only the failure counts
             continue
-        for n, c in ((r.get("baseline") or {}).get("figures") or {}).items():
-            if c.get("verdict") == "regression":
-                found.append((_key(r), n, c.get("change"), changed_since_baseline(r)))
-            if c.get("verdict") == "unexplained":
-                shifted.append(f"{_key(r)} {n} {_pct(c.get('change'))}")
-            if c.get("verdict") in ("regression", "improvement", "unexplained", "within noise"):
+        b = r["baseline"]
+        for n, c in b.figures.items() if b else ():
+            if c.verdict == "regression":
+                found.append((_key(r), n, c.change, changed_since_baseline(r)))
+            if c.verdict == "unexplained":
+                shifted.append(f"{_key(r)} {n} {_pct(c.change)}")
+            if c.verdict in ("regression", "improvement", "unexplained", "within noise"):
                 judged += 1
-            elif c.get("why"):
+            elif c.why:
                 # why the time figures are not judged matters more than the energy ones
                 weight = 1 if recipes.is_energy_figure(n) else 10
-                whys[c["why"]] = whys.get(c["why"], 0) + weight
-        if (r.get("baseline") or {}).get("why"):
-            whys[r["baseline"]["why"]] = whys.get(r["baseline"]["why"], 0) + 100
+                whys[c.why] = whys.get(c.why, 0) + weight
+        if b and b.why:
+            whys[b.why] = whys.get(b.why, 0) + 100
     out = {"judged": judged, "regressions": regressed(found)}
     if found:
         out["verdict"] = "regression"
