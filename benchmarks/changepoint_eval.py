@@ -58,7 +58,8 @@ def record(run_dirs: list[str], out: Path, all_runs: bool = False) -> None:
             }
         )
         for r in run.results:
-            if not r.verified or (not all_runs and (r.quality or {}).get("grade") != "clean"):
+            grade = r.quality.grade if r.quality else None
+            if not r.verified or (not all_runs and grade != "clean"):
                 continue
             for f in r.figures:
                 s = series.setdefault(

@@ -21,7 +21,7 @@ from uuid import NAMESPACE_URL, uuid5
 from ..constants import RESULT_FILE
 from ..core import recipes
 from ..errors import ApptuneError
-from ..models import RunRecord, as_data
+from ..models import EnergyRecord, RunQuality, RunRecord, as_data
 from . import records
 
 #: Seconds a reader or writer waits for an SQLite database another process holds.
@@ -56,9 +56,9 @@ class ResultRec:
     reason: str | None
     verified: bool
     provenance: dict | None
-    energy: dict | None
+    energy: EnergyRecord | None
     figures: list[FigureRec] = field(default_factory=list)
-    quality: dict | None = None
+    quality: RunQuality | None = None
     machine_id: str | None = None
     #: The placement layout and the CPU frequency asked for (:func:`_layout`).
     layout: dict | None = None
@@ -262,9 +262,9 @@ def _record_result(
         verified=r.verification.ok,
         # how it was launched travels with the build: a change point names either
         provenance=dict(r.provenance, launch=launch) if r.provenance and launch else r.provenance,
-        energy=as_data(r.energy),
+        energy=r.energy,
         figures=figs,
-        quality=as_data(r.quality),
+        quality=r.quality,
         machine_id=r.machine_id,
         layout=_layout(r),
         machine=r.machine,
@@ -276,7 +276,7 @@ def _layout(r: RunRecord) -> dict | None:
     layout does not say) and the CPU frequency it asked for (``cpu_freq``), or None."""
     lay = as_data(r.placement_layout) or {}
     nodes = r.job.nodes if r.job else None
-    if not lay.get("nodes") and isinstance(nodes, int):
+    if not (r.placement_layout and r.placement_layout.nodes) and isinstance(nodes, int):
         lay["nodes"] = nodes
     if r.cpu_freq is not None:
         lay["cpu_freq"] = str(r.cpu_freq)
