@@ -252,7 +252,9 @@ def write_run(
                     "machine_id": (r.get("machine") or this_machine())[0],
                     "machine": (r.get("machine") or this_machine())[1],
                     **{
-                        k: r[k] for k in ("placement_layout", "cpu_freq", "job", "launch") if k in r
+                        k: r[k]
+                        for k in ("placement_layout", "cpu_freq", "knobs", "job", "launch")
+                        if k in r
                     },
                 }
             )

@@ -33,6 +33,8 @@ from pathlib import Path
 from .procfs import format_cpulist, parse_cpulist
 
 KNOBS = ("cpu_freq", "smt", "turbo")
+#: Each knob's name in a run variant (:meth:`Asked.label`).
+LABELS = {"cpu_freq": "freq", "smt": "smt", "turbo": "turbo"}
 CPU_DIR = "devices/system/cpu"
 NO_TURBO = f"{CPU_DIR}/intel_pstate/no_turbo"
 BOOST = f"{CPU_DIR}/cpufreq/boost"
@@ -84,16 +86,21 @@ class Asked:
 
     def label(self) -> list[str]:
         """The knob part of a run's variant name: ``freq=1800000``, ``smt=off``, ``turbo=off``."""
-        names = {"cpu_freq": "freq"}
-        return [f"{names.get(k, k)}={v}" for k, v in self.to_dict().items()]
+        return [f"{LABELS[k]}={v}" for k, v in self.to_dict().items()]
+
+
+def without(variant: str, names=KNOBS) -> str:
+    """A run variant without the labels of the knobs ``names`` (``tuned@rpn=half,freq=low``
+    -> ``tuned@rpn=half``): the runs of one variant at several settings of them."""
+    drop = tuple(f"{LABELS[n]}=" for n in names)
+    build, *rest = variant.split("@")
+    parts = [",".join(x for x in p.split(",") if not x.startswith(drop)) for p in rest]
+    return "@".join([build, *(p for p in parts if p)])
 
 
 def without_freq(variant: str) -> str:
-    """A run variant without its frequency (``tuned@rpn=half,freq=low`` ->
-    ``tuned@rpn=half``): the runs of one variant at several frequencies."""
-    build, *rest = variant.split("@")
-    parts = [",".join(x for x in p.split(",") if not x.startswith("freq=")) for p in rest]
-    return "@".join([build, *(p for p in parts if p)])
+    """A run variant without its frequency: the runs of one variant at several frequencies."""
+    return without(variant, ("cpu_freq",))
 
 
 # ----------------------------------------------------------------------------- readers

@@ -8,14 +8,16 @@ correct variant per figure, a summary per application and the first screen made 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .. import machine
 from ..constants import RUN_NOTES_FILE, SKIP_FILE, XFAIL_FILE
-from ..core import recipes
+from ..core import knobs, recipes
 from ..errors import ApptuneError
 from ..history import records
 from ..models import BaselineVerdicts, RunRecord
+from .knob_table import knob_tables
 from .screen import app_summary, changed_since_baseline, first_screen, untested_summaries
 from .values import _key, _num
 
@@ -107,6 +109,7 @@ def collect(report_file: Path) -> dict:
                     "environment": tc.get("environ"),
                     "reason": _skip_reason(tc, by_name),
                     **_app_tier(tc),
+                    **_asked_of(tc, r),
                 }
             )
             continue
@@ -142,6 +145,7 @@ def collect(report_file: Path) -> dict:
             "machine": r.machine,
             "run": r.run,
             "scratch": r.scratch,
+            "knobs": r.knobs,
         }
         rows.append(row)
         runs.append(r)
@@ -185,6 +189,7 @@ def collect(report_file: Path) -> dict:
         "baseline_verdicts": _baseline_verdicts(apps, failures),
         "history_verdicts": None,
         "apps": apps,
+        "knobs": knob_tables(apps, skipped),
         "results": rows,
     }
     out["first_screen"] = first_screen(out)
@@ -200,6 +205,17 @@ def _app_tier(tc: dict) -> dict:
         "app": app if isinstance(app, str) and app != "<undefined>" else None,
         "tier": tier if isinstance(tier, str) and tier != "<undefined>" else None,
     }
+
+
+def _asked_of(tc: dict, r: RunRecord | None) -> dict:
+    """The variant and the machine knobs a skipped test case asked for (its loggable
+    ``cpu_freq``, ``smt``, ``turbo``), for the knob tables; nothing when it asked for none."""
+    asked = {k: str(tc[k]) for k in knobs.KNOBS if tc.get(k) not in (None, "", "<undefined>")}
+    if not asked:
+        return {}
+    m = re.search(r"%build\.variant=(\S+)", tc.get("display_name") or "")
+    variant = r.variant if r is not None else (m[1] if m else None)
+    return {"variant": variant, "knobs": asked}
 
 
 def outcome(report_file: Path, failures: list[dict], summaries: list[dict] = ()) -> dict:
@@ -294,7 +310,6 @@ def _merge_repeats(rows: list[dict], runs: list[RunRecord]) -> list[dict]:
     """Repeats of a test (``--repeat``) as one matrix column: the median of each figure,
     its spread ((max - min) / median), verified only when every repeat was. ``runs``: the
     run record of each row, which the verdicts of the repeats' medians are judged from."""
-    import re
     import statistics
 
     groups: dict[tuple, list[dict]] = {}
