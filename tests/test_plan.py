@@ -81,7 +81,13 @@ def test_the_studys_example_from_a_history(tmp_path, capsys):
     """The example as three applications' measured runs: jobs 1 and 3, nothing modelled."""
     hdir = history_with(
         tmp_path,
-        [[row("examl", 5 * H, 6 * KWH), row("hpcc", 10 * H, 18 * KWH), row("qe", 5 * H, 7 * KWH)]],
+        [
+            [
+                row("examl", 5 * H, 6 * KWH),
+                row("hpcc", 10 * H, 18 * KWH),
+                row("qe", 5 * H, 7 * KWH, variant="baseline"),
+            ]
+        ],
     )
     (tmp_path / "v.yaml").write_text("values: {examl: 2, hpcc: 6, qe: 3}\n")
     out = tmp_path / "plan"
@@ -216,11 +222,29 @@ def test_bad_value_files_one_line_each(tmp_path, capsys):
     assert "v.yaml: values.hpcc: a value must be a number more than 0" in capsys.readouterr().err
 
 
+def test_a_variant_the_tier_no_longer_builds_is_left_out_saying_so(tmp_path, capsys):
+    """FLASH-IO's gnu-mpich/tuned ran on the ci tier before it moved to the nightly one: the
+    fastest in the history, but the script's `apptune run --mode ci` would run nothing."""
+    hdir = history_with(
+        tmp_path,
+        [[row("flashio", 0.3, 20, env="gnu-mpich"), row("flashio", 0.5, 30, variant="baseline")]],
+    )
+    out = tmp_path / "plan"
+    assert apptune("plan", "--history", hdir, "--time", "1min", "--out", out) == 0
+    text = capsys.readouterr().out
+    (chosen,) = json.loads((out / "plan.json").read_text())["chosen"]
+    assert (chosen["environment"], chosen["variant"]) == ("gnu", "baseline")
+    assert (
+        "left out: flashio gnu-mpich/tuned: in the history, no longer on the ci tier of "
+        "flashio.yaml" in text
+    )
+    assert "gnu-mpich" not in (out / "plan.sh").read_text()
+
+
 def test_unverified_runs_and_other_machines_are_not_planned_from(tmp_path, capsys):
     other = ("m-0000000000", {"cpu": "other"})
-    hdir = history_with(
-        tmp_path, [[row("hpcc", 10, 100, ok=False), row("qe", 5, 50, machine=other)]]
-    )
+    qe = row("qe", 5, 50, variant="baseline", machine=other)
+    hdir = history_with(tmp_path, [[row("hpcc", 10, 100, ok=False), qe]])
     assert apptune("plan", "--history", hdir, "--time", "1h", "--out", tmp_path / "p") == 2
     assert "no verified run of tier ci on this machine" in capsys.readouterr().err
     # the other machine's run, by its system's name
@@ -231,21 +255,21 @@ def test_unverified_runs_and_other_machines_are_not_planned_from(tmp_path, capsy
 
 # ------------------------------------------------------------------- the check
 def test_check_reports_the_error_per_job_and_the_budget(tmp_path, capsys):
-    hdir = history_with(tmp_path, [[row("hpcc", 10, 100), row("qe", 20, 300)]])
+    hdir = history_with(tmp_path, [[row("hpcc", 10, 100), row("qe", 20, 300, variant="baseline")]])
     out = tmp_path / "plan"
     assert apptune("plan", "--history", hdir, "--time", "40s", "--out", out) == 0
     capsys.readouterr()
     jobs = tmp_path / "jobs"
     write_run(jobs / "1", "c1", 1.9e9, [row("hpcc", 12, 110)], mode="ci")
-    write_run(jobs / "2", "c2", 1.9e9, [row("qe", 19, 280)], mode="ci")
+    write_run(jobs / "2", "c2", 1.9e9, [row("qe", 19, 280, variant="baseline")], mode="ci")
     assert apptune("plan", "--check", jobs / "1", jobs / "2", "--plan", out / "plan.json") == 0
     text = capsys.readouterr().out
     assert "hpcc gnu/tuned: time 12 s, expected 10 s (+20.0%" in text
-    assert "qe gnu/tuned: time 19 s, expected 20 s (-5.0%" in text
+    assert "qe gnu/baseline: time 19 s, expected 20 s (-5.0%" in text
     assert "total time 31 s of the budget's 40 s: within the budget" in text
     # a job that did not run, or ran over: exit 1
     assert apptune("plan", "--check", jobs / "1", "--plan", out / "plan.json") == 1
-    assert "qe gnu/tuned: no run of it in the run directories" in capsys.readouterr().out
+    assert "qe gnu/baseline: no run of it in the run directories" in capsys.readouterr().out
 
 
 def test_check_refuses_what_is_not_a_plan(tmp_path, capsys):

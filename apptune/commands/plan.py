@@ -146,6 +146,7 @@ def _plan(a) -> int:
     out = a.out or paths.root() / "runs" / "plan"
     with store.History(a.history, create=False) as h:
         options = plan.load_options(h, a.tier, system=a.system, machine_id=mid, apps=a.app or None)
+    options, notes = plan.runnable(options, a.tier)
     values = plan.load_values(a.values, list(options))
     if a.app and not values:
         values = dict.fromkeys(a.app, 1.0)
@@ -153,6 +154,7 @@ def _plan(a) -> int:
     jobs = plan.build_jobs(options, values, a.tier, where, a.values)
     _idle(a, b, [o for j in jobs for o in j.options])
     p = plan.make_plan(jobs, b, where)
+    p.notes += notes
     data = plan.asdict_plan(p)
     lines = plan_report.table(p)
     out.mkdir(parents=True, exist_ok=True)

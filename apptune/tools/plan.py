@@ -212,6 +212,38 @@ def load_options(
     return out
 
 
+def runnable(
+    options: dict[str, list[Option]], tier: str
+) -> tuple[dict[str, list[Option]], list[str]]:
+    """The options whose build variant the recipe's tier still lists for their environment
+    (the plan's script reruns them with ``apptune run --mode``, which runs nothing else),
+    and one line for each application, environment and variant left out for that."""
+    kept: dict[str, list[Option]] = {}
+    notes = []
+    for app, opts in options.items():
+        try:
+            recipe = recipes.load_recipe(app)
+            spec = recipe.tiers.get(tier)
+        except ApptuneError as e:
+            notes.append(f"left out: {app}: its recipe is unusable ({e})")
+            continue
+        listed = {
+            env: {recipes.Variant.parse(s, recipe).name for s in specs}
+            for env, specs in (spec.variants.items() if spec else ())
+        }
+        for o in opts:
+            if o.variant.split("@")[0] in listed.get(o.environment, ()):
+                kept.setdefault(app, []).append(o)
+                continue
+            line = (
+                f"left out: {app} {o.environment}/{o.variant.split('@')[0]}: in the history, "
+                f"no longer on the {tier} tier of {recipes.recipe_path(app).name}"
+            )
+            if line not in notes:
+                notes.append(line)
+    return kept, notes
+
+
 def load_values(path: str | Path | None, apps: list[str]) -> dict[str, float] | None:
     """The value file's values (None without a file: every job is worth 1); an application
     without a recipe is refused, one line naming the file and the field."""
