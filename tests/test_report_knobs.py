@@ -82,12 +82,18 @@ def test_the_settings_that_ran_are_ratios_to_the_nodes_own_and_the_others_not_me
     skipped = [
         _skipped(tmp_path, "low", "tuned", NO_CPUFREQ, cpu_freq="low"),
         _skipped(tmp_path, "smt", "tuned", NO_SMT, smt="off"),
+        _skipped(tmp_path, "smt-base", "baseline", NO_SMT, smt="off"),
         # skipped for a reason that is no knob's: not said to be the node's
         _skipped(tmp_path, "turbo", "tuned", "environment 'gnu': no mpicc", turbo="on"),
     ]
     s = _run(tmp_path, rows, skipped)
     tables = {(t["knob"], t["variant"]): t for t in s["knobs"]}
-    assert set(tables) == {("cpu_freq", "gnu/tuned"), ("smt", "gnu/tuned"), ("turbo", "gnu/tuned")}
+    assert set(tables) == {
+        ("cpu_freq", "gnu/tuned"),
+        ("smt", "gnu/tuned"),
+        ("smt", "gnu/baseline"),
+        ("turbo", "gnu/tuned"),
+    }
     freq = tables[("cpu_freq", "gnu/tuned")]
     assert freq["reference"] == "node's own setting"
     assert freq["figures"] == ["wall_time", "energy_J", "HPL"]
@@ -103,20 +109,30 @@ def test_the_settings_that_ran_are_ratios_to_the_nodes_own_and_the_others_not_me
     cannot = "not measured: the node cannot set it"
     assert cols["freq=low"]["not_measured"] == f"{cannot} ({NO_CPUFREQ})"
     assert "figures" not in cols["freq=low"]
-    (smt,) = tables[("smt", "gnu/tuned")]["columns"]
+    # beside the node's own setting where that ran, alone where nothing of the variant ran
+    own, smt = tables[("smt", "gnu/tuned")]["columns"]
+    assert own["setting"] == "node's own setting" and own["figures"]["wall_time"] == 10.0
+    assert smt == {"setting": "smt=off", "not_measured": f"{cannot} ({NO_SMT})"}
+    (smt,) = tables[("smt", "gnu/baseline")]["columns"]
     assert smt["not_measured"] == f"{cannot} ({NO_SMT})"
-    assert tables[("smt", "gnu/tuned")]["reference"] is None
-    (turbo,) = tables[("turbo", "gnu/tuned")]["columns"]
+    assert tables[("smt", "gnu/baseline")]["reference"] is None
+    turbo = tables[("turbo", "gnu/tuned")]["columns"][1]
     assert turbo["not_measured"].startswith("not measured: environment 'gnu'")
 
     md, html = (p.read_text() for p in report.render(s, tmp_path)[1:])
     section = md[md.index("## Machine knobs") :]
-    assert "### hpcc/ci: cpu_freq, gnu/tuned (ratios against node's own setting)" in section
-    assert "| | node's own setting | freq=1500000 | freq=high | freq=low |\n" in section, section
-    assert "| wall_time (s, lower is better) | 10 | 15 ×1.50 | 10 ×1.00 | not measured |" in section
-    assert "| energy_J (J, lower is better) | 500 (modelled) | 450 ×0.90 (modelled) |" in section
+    assert "### hpcc/ci: cpu_freq, gnu/tuned (ratios against node's own setting)\n\n|" in section
+    assert "| | node's own setting | freq=1500000 | freq=high | freq=low | \n" in section, section
+    assert (
+        "| wall_time (s, lower is better) | 10 ×1.00 | 15 ×1.50 | 10 ×1.00 | not measured |"
+        in section
+    )
+    assert (
+        "| energy_J (J, lower is better) | 500 ×1.00 (modelled) | 450 ×0.90 (modelled) |"
+        in section
+    )
     assert f"- freq=low: not measured: the node cannot set it ({NO_CPUFREQ})" in section
-    assert "### hpcc/ci: smt, gnu/tuned (no verified run to compare with)" in section
+    assert "### hpcc/ci: smt, gnu/baseline (no verified run to compare with)" in section
     assert '<h2 id="machine-knobs">Machine knobs</h2>' in html and "freq=1500000" in html
 
 

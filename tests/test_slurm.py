@@ -317,6 +317,12 @@ def test_a_cpu_frequency_srun_accepts_is_judged_by_the_frequency_measured(one_no
         )
         assert k["problems"] == [why] and not r["verification"]["ok"]
         assert [s["reason"] for s in summary["skipped"]] == [why] and rc != 0, out[-3000:]
+        # the report's knob table: the setting asked for, not measured, with the node's line
+        ((col,),) = [t["columns"] for t in summary["knobs"] if t["knob"] == "cpu_freq"]
+        assert col == {
+            "setting": "freq=low",
+            "not_measured": f"not measured: the node cannot set it ({why})",
+        }
     else:
         low = knobs.target_khz("low", k["node"]["cpufreq"]) / 1000
         assert abs(k["observed"]["frequency"]["median_mhz"] - low) <= knobs.FREQ_TOLERANCE * low

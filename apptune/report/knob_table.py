@@ -58,7 +58,7 @@ def _in_effect(knob: str, row: dict, value: str | None) -> str:
         return "frequency not measured"
     if knob == "turbo" and seen.get("boost"):
         return f"turbo {'on' if seen['boost']['on'] else 'off'} ({seen['boost']['path']})"
-    return "the node's" if value is None else "in effect (checked after the run)"
+    return "the node's own" if value is None else "in effect (checked after the run)"
 
 
 def _asked(row: dict) -> dict:
