@@ -128,8 +128,7 @@ def test_the_settings_that_ran_are_ratios_to_the_nodes_own_and_the_others_not_me
         in section
     )
     assert (
-        "| energy_J (J, lower is better) | 500 ×1.00 (modelled) | 450 ×0.90 (modelled) |"
-        in section
+        "| energy_J (J, lower is better) | 500 ×1.00 (modelled) | 450 ×0.90 (modelled) |" in section
     )
     assert f"- freq=low: not measured: the node cannot set it ({NO_CPUFREQ})" in section
     assert "### hpcc/ci: smt, gnu/baseline (no verified run to compare with)" in section
