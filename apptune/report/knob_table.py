@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .. import knobs
+from ..core import knobs
 from .values import _key, _num
 
 #: A knob's line in a skip reason (apptune.knobs.unavailable and problems), up to the next.
