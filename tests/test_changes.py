@@ -50,8 +50,8 @@ def test_a_flag_ladder_slip_is_one_line_for_both_languages():
 
 def test_what_a_build_produces_is_no_cause_and_each_cause_is_named():
     a, b = record(), record(gcc="13.1.0", blas="0.3.26", input={"n": 2000})
-    b.provenance["products"] = [{"file": "hpcc", "sha256": "e" * 64}]
-    b.provenance["build_seconds"] = 99
+    b.provenance.products = [{"file": "hpcc", "sha256": "e" * 64}]
+    b.provenance.build_seconds = 99
     b.launch = {"launcher": ["mpirun", "-np", "2"], "env_vars": {"A": "1", "B": "tcp"}}
     d = changes.describe(changes.facts(a), changes.facts(b))
     assert d == [
@@ -93,8 +93,9 @@ def test_the_history_keeps_how_a_run_was_launched_with_its_build(tmp_path):
     by the site's environment), not only the build's."""
     from apptune.history import regressions
 
-    before = dict(record().provenance, launch={"env_vars": {"A": "1"}})
-    after = dict(record().provenance, launch={"env_vars": {"A": "1", "OMPI_MCA_btl": "tcp"}})
+    prov = record().provenance.data()
+    before = dict(prov, launch={"env_vars": {"A": "1"}})
+    after = dict(prov, launch={"env_vars": {"A": "1", "OMPI_MCA_btl": "tcp"}})
     assert regressions.provenance_diff(before, after) == ["env OMPI_MCA_btl: (none) → tcp"]
 
 

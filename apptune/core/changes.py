@@ -12,7 +12,7 @@ a cause, and is left out.
 
 from __future__ import annotations
 
-from ..models import RunRecord, as_data
+from ..models import BuildFlags, Provenance, RunLaunch, RunRecord
 
 #: Flag sets of a build, compared token by token.
 FLAG_SETS = ("cflags", "fflags", "cppflags", "ldflags")
@@ -20,7 +20,7 @@ FLAG_SETS = ("cflags", "fflags", "cppflags", "ldflags")
 
 def facts(record: RunRecord) -> dict[str, str]:
     """The comparable facts of one run record (see the module docstring)."""
-    prov = record.provenance or {}
+    prov = record.provenance or Provenance()
     out = _build_facts(prov)
     for k, v in sorted(record.input.items()):
         out[f"input {k}"] = _text(v)
@@ -28,57 +28,61 @@ def facts(record: RunRecord) -> dict[str, str]:
     for k in ("binding", "nodes", "ranks", "ranks_per_node", "threads_per_rank"):
         if lay is not None and getattr(lay, k) is not None:
             out[f"placement {k}"] = _text(getattr(lay, k))
-    out.update(_launch_facts(as_data(record.launch) or prov.get("launch") or {}))
+    out.update(_launch_facts(record.launch or prov.launch))
     for k, v in sorted((record.machine or {}).items()):
         out[f"machine {k}"] = _text(v)
     return out
 
 
-def provenance_facts(prov: dict) -> dict[str, str]:
-    """The comparable facts of a build's provenance as the history keeps it, with the
-    launch of its run."""
-    return _build_facts(prov) | _launch_facts(prov.get("launch") or {})
+def provenance_facts(prov: Provenance | dict) -> dict[str, str]:
+    """The comparable facts of a build's provenance (as the history keeps it: a dict, read
+    here as :class:`~apptune.models.Provenance`), with the launch of its run."""
+    if isinstance(prov, dict):
+        prov = Provenance.model_validate(prov)
+    return _build_facts(prov) | _launch_facts(prov.launch)
 
 
-def _build_facts(prov: dict) -> dict[str, str]:
+def _build_facts(prov: Provenance) -> dict[str, str]:
     """Compilers, flags, libraries, patches, source and axes of a build's provenance."""
     out: dict[str, str] = {}
-    for name, c in sorted((prov.get("compilers") or {}).items()):
+    for name, c in sorted(prov.compilers.items()):
         if isinstance(c, dict):
             out[f"compiler {name}"] = " / ".join(
                 str(c[k]) for k in ("version", "mpi") if c.get(k)
             ) or str(c.get("command", ""))
-    flags = prov.get("flags") or {}
+    flags = prov.flags or BuildFlags()
     for name in FLAG_SETS:
-        if name in flags:
-            out[f"flags {name}"] = " ".join(str(f) for f in flags.get(name) or [])
-    for i, pf in enumerate(flags.get("per_file") or []):
+        if getattr(flags, name) is not None:
+            out[f"flags {name}"] = " ".join(str(f) for f in getattr(flags, name))
+    for i, pf in enumerate(flags.per_file):
         if isinstance(pf, dict):
             files = " ".join(str(f) for f in pf.get("files") or []) or str(i)
             rest = {k: v for k, v in pf.items() if k not in ("files", "reason") and v}
             out[f"per-file flags {files}"] = _text(rest)
-    for name, lib in sorted((prov.get("libraries") or {}).items()):
+    for name, lib in sorted(prov.libraries.items()):
         out[f"library {name}"] = _text(lib)
-    for name, version in sorted((prov.get("packages") or {}).items()):
+    for name, version in sorted(prov.packages.items()):
         out[f"package {name}"] = str(version)
-    for p in prov.get("patches") or []:
-        out[f"patch {p.get('file')}"] = str(p.get("sha256", ""))[:12]
-    if (prov.get("source") or {}).get("sha256"):
-        src = prov["source"]
-        out["source"] = " ".join(x for x in (src.get("file"), str(src["sha256"])[:12]) if x)
-    for k, v in sorted((prov.get("axes") or {}).items()):
+    for p in prov.patches:
+        out[f"patch {p.file}"] = str(p.sha256 or "")[:12]
+    if prov.source and prov.source.sha256:
+        src = prov.source
+        out["source"] = " ".join(x for x in (src.file, src.sha256[:12]) if x)
+    for k, v in sorted(prov.axes.items()):
         out[f"axis {k}"] = _text(v)
     return out
 
 
-def _launch_facts(launch: dict) -> dict[str, str]:
+def _launch_facts(launch: RunLaunch | None) -> dict[str, str]:
     """The launcher, the modules and the environment variables a run was launched with."""
     out = {}
-    if launch.get("launcher"):
-        out["launcher"] = " ".join(launch["launcher"])
-    for m in launch.get("modules") or []:
+    if launch is None:
+        return out
+    if launch.launcher:
+        out["launcher"] = " ".join(launch.launcher)
+    for m in launch.modules:
         out[f"module {str(m).split('/')[0]}"] = str(m)
-    for k, v in sorted((launch.get("env_vars") or {}).items()):
+    for k, v in sorted(launch.env_vars.items()):
         out[f"env {k}"] = str(v)
     return out
 

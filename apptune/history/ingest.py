@@ -261,7 +261,9 @@ def _record_result(
         reason=r.verification.summary,
         verified=r.verification.ok,
         # how it was launched travels with the build: a change point names either
-        provenance=dict(r.provenance, launch=launch) if r.provenance and launch else r.provenance,
+        provenance=(r.provenance.data() | ({"launch": launch} if launch else {}))
+        if r.provenance
+        else None,
         energy=r.energy,
         figures=figs,
         quality=r.quality,

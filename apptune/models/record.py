@@ -284,6 +284,71 @@ class RunLaunch(_Part):
     modules: list[str] = []
 
 
+class BuildFile(_Part):
+    """A file a build was made from (its source tarball, a patch) and its sha256."""
+
+    file: str | None = None
+    sha256: str | None = None
+
+
+class BuildFlags(_Part):
+    """The flag sets a build compiled with (None: the provenance does not say), and the
+    per-file overrides (apptune/core/ccwrap.py)."""
+
+    cflags: list | None = None
+    fflags: list | None = None
+    cppflags: list | None = None
+    ldflags: list | None = None
+    #: ``{files, cflags, ..., reason}`` each.
+    per_file: list = []
+
+
+class BuildCompileLines(_Part):
+    """The check of a build's compile lines (apptune/core/compilelines.py)."""
+
+    compiles: int | None = None
+
+
+class BuildCacheUse(_Part):
+    """Whether the build came from the build cache (apptune/core/buildcache.py), its key."""
+
+    hit: bool = False
+    key: str | None = None
+    used: bool | None = None
+
+
+class Provenance(_Part):
+    """How a run's programs were made (``provenance.json``): a compiled build's source,
+    patches, flags, axes, compilers, libraries and compile lines (apptune/core/build.py),
+    or an install's packages and modules (apptune/core/installed.py); the history adds the
+    run's ``launch``."""
+
+    app: str | None = None
+    version: str | int | float | None = None
+    variant: str | None = None
+    environment: str | None = None
+    family: str | None = None
+    source: BuildFile | None = None
+    patches: list[BuildFile] = []
+    flags: BuildFlags | None = None
+    axes: dict = {}
+    #: ``{language: {command, version, mpi, ...}}`` (apptune/core/buildid.py).
+    compilers: dict = {}
+    libraries: dict = {}
+    #: An install's distribution packages and their versions.
+    packages: dict = {}
+    modules: list = []
+    install: dict | None = None
+    compile_lines: BuildCompileLines | None = None
+    products: list = []
+    tree: Any = None
+    build_seconds: int | float | None = None
+    host: str | None = None
+    plan_sha256: str | None = None
+    cache: BuildCacheUse | None = None
+    launch: RunLaunch | None = None
+
+
 class RunScratch(_Part):
     """Where an I/O benchmark wrote its files (apptune/core/scratch.py): the file system measured
     (the same bandwidth means different things on a parallel file system, a local disk and
@@ -345,7 +410,7 @@ class RunRecord(_Part):
     job: RunJob | None = None
     #: A tune or bisect candidate, not a check of a tier.
     trial: bool = False
-    provenance: dict | None = None
+    provenance: Provenance | None = None
     energy: EnergyRecord | None = None
     quality: RunQuality | None = None
     #: The CPUs each rank of the program seen on the job's first node could run on

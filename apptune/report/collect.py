@@ -132,7 +132,7 @@ def collect(report_file: Path) -> dict:
             # the parts of the run record, typed (summary.json holds them as the record does)
             "baseline": r.baseline,
             "energy": r.energy,
-            "provenance": r.provenance or {},
+            "provenance": r.provenance,
             "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
             "ranks": r.ranks,
             "input": r.input,

@@ -37,7 +37,7 @@ from ..core import baselines, outputs, recipes
 from ..core.verify import compare_field, load_reference
 from ..errors import ApptuneError
 from ..history import records
-from ..models import FieldTolerance, ReferenceFile, RunRecord
+from ..models import BuildFlags, FieldTolerance, Provenance, ReferenceFile, RunRecord
 from ..yamlio import atomic_write_text
 
 
@@ -65,7 +65,7 @@ def plan_drift(r: RunRecord) -> list[str]:
     """What differs between a result's build and what its recipe resolves to now."""
     from ..core.site import load_site
 
-    prov = r.provenance or {}
+    prov = r.provenance or Provenance()
     try:
         recipe = recipes.load_recipe(r.app)
         site = load_site(r.environment, languages=recipe.build.languages)
@@ -73,18 +73,20 @@ def plan_drift(r: RunRecord) -> list[str]:
     except (ApptuneError, KeyError):
         return []
     out = []
-    if (prov.get("source") or {}).get("sha256") not in (None, recipe.source.sha256):
-        out.append(f"source {prov['source'].get('sha256', '?')[:12]} → {recipe.source.sha256[:12]}")
-    was = {p["file"]: p.get("sha256") for p in prov.get("patches") or []}
+    had = prov.source.sha256 if prov.source else None
+    if had not in (None, recipe.source.sha256):
+        out.append(f"source {had[:12]} → {recipe.source.sha256[:12]}")
+    was = {p.file: p.sha256 for p in prov.patches}
     now = {p["file"]: p["sha256"] for p in plan["patches"]}
     if was != now:
         out.append(
             f"patches {sorted(was)} → {sorted(now)}" if set(was) != set(now) else "patch contents"
         )
-    flags = prov.get("flags") or {}
+    flags = prov.flags or BuildFlags()
     for k in ("cflags", "fflags", "cppflags", "ldflags"):
-        if k in flags and flags[k] != plan[k]:
-            out.append(f"{k} {' '.join(flags[k])!r} → {' '.join(plan[k])!r}")
+        had = getattr(flags, k)
+        if had is not None and had != plan[k]:
+            out.append(f"{k} {' '.join(had)!r} → {' '.join(plan[k])!r}")
     return out
 
 
