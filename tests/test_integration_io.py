@@ -3,10 +3,11 @@ directory, verify what they wrote and remove it.
 
 h5perf through ``apptune run --mode ci`` (gnu: baseline, tuned and the planted wrong byte,
 the expected failure naming the file and the byte), then through plain ReFrame with the
-scratch directory given on the command line. About two minutes on 2 cores. FLASH-IO's
-planted wrong value (one build of PnetCDF and FLASH-IO, 3 to 4 minutes on 2 cores unless
-the build cache has it). Asserts correctness, the file system recorded and the removal,
-never timings.
+scratch directory given on the command line. About two minutes on 2 cores. FLASH-IO
+through plain ReFrame: gnu baseline and its planted wrong value (two builds of PnetCDF and
+FLASH-IO, 3 to 4 minutes each on 2 cores unless the build cache has them; `make run` builds
+both on its ci tier). Asserts correctness, the file system recorded and the removal, never
+timings.
 """
 
 import subprocess
@@ -78,27 +79,38 @@ def test_h5perf_plain_reframe_writes_where_it_is_told(tmp_path):
     assert list(scratch.iterdir()) == []
 
 
-def test_flashio_planted_wrong_value_fails_naming_the_file_and_the_variable(tmp_path):
-    """FLASH-IO's build with one wrong value of dens in its checkpoint file (patch 0003):
-    the per-variable checksums of the three files it wrote fail on that file's dens alone,
-    the run is the reference's expected failure, and its files are gone."""
-    run_dir = tmp_path / "run"
+def test_flashio_plain_reframe_verifies_every_variable_and_names_a_wrong_one(tmp_path):
+    """FLASH-IO through plain ReFrame (the ci tier by its mode, as the README runs it), gnu
+    baseline and its build with one wrong value of dens in its checkpoint file (patch
+    0003): the baseline's three files verify variable by variable; the planted one fails on
+    that file's dens alone, as the reference's expected failure; the files are removed."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
     p = subprocess.run(
-        APPTUNE
-        + ["run", "--mode", "ci", "--run-dir", str(run_dir), "-c", "reframe-checks/flashio"]
-        + ["--", "-n", "build.variant=baseline\\+data=planted$", "-S", "valid_prog_environs=gnu"],
+        REFRAME
+        + ["-C", "site-config/settings.py", "-c", "reframe-checks/flashio", "--mode", "ci", "-r"]
+        + ["-n", "build.variant=baseline", "-S", "valid_prog_environs=gnu"]
+        + ["-S", f"scratch_dir={scratch}", "--prefix", str(tmp_path)],
         capture_output=True,
         text=True,
         cwd=REPO,
         timeout=900,
     )
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-    v = _results(run_dir)[("gnu", "baseline+data=planted")]["verification"]
+    results = _results(tmp_path)
+    good = results[("gnu", "baseline")]
+    assert good["verification"]["ok"], good["verification"]["summary"]
+    checked = {f["field"] for f in good["verification"]["fields"] if f["ok"]}
+    for f in ("ncmpi_chk_0000", "ncmpi_plt_cnt_0000", "ncmpi_plt_crn_0000"):
+        assert f"{f}.dens.crc32" in checked, sorted(checked)[:20]
+    assert good["figures"]["checkpoint_bandwidth"] > 0
+    v = results[("gnu", "baseline+data=planted")]["verification"]
     assert not v["ok"] and v.get("xfail"), v
     wrong = {f["field"] for f in v["fields"] if not f["ok"]}
     assert wrong and all(f.startswith("ncmpi_chk_0000.dens.") for f in wrong), wrong
     assert "ncmpi_chk_0000.dens.crc32" in wrong and "ncmpi_chk_0000.dens.min" in wrong
     right = {f["field"] for f in v["fields"] if f["ok"]}
     assert {"ncmpi_chk_0000.velx.crc32", "ncmpi_plt_crn_0000.dens.crc32"} <= right
-    r = _results(run_dir)[("gnu", "baseline+data=planted")]
-    assert r["scratch"]["removed"] and not Path(r["scratch"]["path"]).exists()
+    for r in results.values():
+        assert r["scratch"]["root"] == str(scratch) and r["scratch"]["removed"], r["scratch"]
+    assert list(scratch.iterdir()) == []
