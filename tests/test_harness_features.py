@@ -290,6 +290,8 @@ def test_report_lists_expected_failures_and_the_runs_they_skip(tmp_path):
 
 
 def test_curve_columns_without_a_finite_value_are_not_plotted(tmp_path):
+    from apptune.models import RunCurve
+
     out = tmp_path / "out"
     (out / "curves").mkdir(parents=True)
     (out / "curves/placement.csv").write_text(
@@ -307,7 +309,7 @@ def test_curve_columns_without_a_finite_value_are_not_plotted(tmp_path):
                         "variant": "tuned",
                         "verified": True,
                         "outputdir": str(out),
-                        "curves": {"placement": {"file": "curves/placement.csv", "plot": plot}},
+                        "curves": {"placement": RunCurve(file="curves/placement.csv", plot=plot)},
                     }
                 ],
             }

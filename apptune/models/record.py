@@ -373,6 +373,24 @@ class RunScratch(_Part):
     removed: bool | None = None
 
 
+class RunCurvePlot(_Part):
+    """How a curve is plotted (the recipe's ``CurvePlot``): x against each y column."""
+
+    x: str
+    y: list[str] = []
+    xlog: bool = True
+    ylog: bool = False
+
+
+class RunCurve(_Part):
+    """A curve of the run (NetPIPE, micro-benchmarks): its data file in the run directory
+    (``curves/NAME.csv``), its columns and how it is plotted (None: it is not)."""
+
+    file: str
+    columns: list[str] = []
+    plot: RunCurvePlot | None = None
+
+
 class RunRecord(_Part):
     """``apptune-result.json``: one run of one input, as the checks (apptune/rfm/check.py) and
     tune and bisect trials (apptune/core/localrun.py) write it through
@@ -423,7 +441,7 @@ class RunRecord(_Part):
     #: The file system an I/O benchmark wrote to (``run.scratch`` recipes).
     scratch: RunScratch | None = None
     values: dict | None = None
-    curves: dict | None = None
+    curves: dict[str, RunCurve] | None = None
     figures: dict[str, float | None] | None = None
     verification: RunVerification
     #: Each figure against this machine's baseline (apptune/core/baselines.py), checks only.

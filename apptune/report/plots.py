@@ -152,16 +152,16 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
         a["curve_plots"] = []
         found: dict[tuple[str, str], list] = {}
         for r in a["rows"]:
-            for name, c in (r.get("curves") or {}).items():
-                plot = c.get("plot")
-                f = Path(r.get("outputdir") or "") / c["file"]
-                if not plot or not r.get("outputdir") or not f.is_file():
+            for name, c in r["curves"].items():
+                plot = c.plot
+                f = Path(r.get("outputdir") or "") / c.file
+                if plot is None or not r.get("outputdir") or not f.is_file():
                     continue
                 try:
                     data = _read_curve(f)
                 except (OSError, ValueError, IndexError):
                     continue
-                for y in plot["y"]:
+                for y in plot.y:
                     # a column with no finite value (a placement class this system lacks)
                     # would be empty axes
                     if any(math.isfinite(v) for v in data.get(y, [])):
@@ -179,7 +179,7 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
             fig, ax = plt.subplots(figsize=(8, 3.2), dpi=100)
             for label, ok, _, data in lines:
                 ax.plot(
-                    data[plot["x"]],
+                    data[plot.x],
                     data[y],
                     label=label + ("" if ok else " (NOT verified)"),
                     linewidth=1.2,
@@ -187,12 +187,12 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
                     markersize=3,
                     **styles[label],
                 )
-            if plot.get("xlog"):
+            if plot.xlog:
                 ax.set_xscale("log", base=2)
-            if plot.get("ylog"):
+            if plot.ylog:
                 ax.set_yscale("log")
-            ax.set_title(f"{a['app']} — tier {a['tier']}: {name} {y} vs {plot['x']}")
-            ax.set_xlabel(plot["x"])
+            ax.set_title(f"{a['app']} — tier {a['tier']}: {name} {y} vs {plot.x}")
+            ax.set_xlabel(plot.x)
             ax.set_ylabel(y)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
@@ -200,7 +200,7 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
                 fig, run_dir / "plots" / f"curve-{a['app']}-{a['tier']}-{name}-{y}.png"
             )
             a["curve_plots"].append(
-                {"name": name, "y": y, "x": plot["x"], "file": str(out.relative_to(run_dir))}
+                {"name": name, "y": y, "x": plot.x, "file": str(out.relative_to(run_dir))}
             )
 
 
