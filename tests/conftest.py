@@ -319,6 +319,7 @@ def fake_trials(monkeypatch, gnu_toolchain):
 
     from apptune.core import localrun, runner
     from apptune.core import site as site_config
+    from apptune.models import Provenance
     from apptune.yamlio import atomic_write_json
 
     fake = SimpleNamespace(wrong=set(), interrupt_at=None, runs=0)
@@ -330,7 +331,7 @@ def fake_trials(monkeypatch, gnu_toolchain):
         (stage / "plan.json").write_text(json.dumps(plan))
         (stage / "provenance.json").write_text(json.dumps(prov))
         (stage / "wrong").write_text("1" if plan["variant"] in fake.wrong else "")
-        return prov
+        return Provenance.model_validate(prov)
 
     def run(argv, cwd, environ, deadline, sampler):
         fake.runs += 1

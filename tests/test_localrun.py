@@ -277,7 +277,7 @@ def test_toy_builds_runs_and_verifies_like_a_check(toy_root, tmp_path, gnu_toolc
     r = recipes.load_recipe("toy")
     plan = localrun.plan_for(r, "tuned", site)
     prov = localrun.build_variant(r, plan, site, tmp_path / "b", use_cache=False)
-    assert prov["variant"] == "tuned" and (tmp_path / "b/src/main.o").is_file()
+    assert prov.variant == "tuned" and (tmp_path / "b/src/main.o").is_file()
     res = localrun.run_tier(r, "ci", tmp_path / "b", tmp_path / "run", site)
     assert res.ok, res.summary
     assert res.figures["rate"] == 123.5 and res.figures["wall_time"] > 0

@@ -43,7 +43,14 @@ from pathlib import Path
 from .. import placement as pl
 from ..constants import XFAIL_FILE
 from ..errors import ApptuneError, last_error_line
-from ..models import EnergyRecord, Recipe, RunQuality, RunRecord, RunVerification
+from ..models import (
+    EnergyRecord,
+    Provenance,
+    Recipe,
+    RunQuality,
+    RunRecord,
+    RunVerification,
+)
 from ..yamlio import atomic_write_json
 from . import inputs, installed, recipes, runner, sources
 from . import run as runcore
@@ -96,7 +103,7 @@ def variant_label(variant: str, extra_cflags=(), extra_fflags=()) -> str:
 
 def build_variant(
     recipe: Recipe, plan: dict, site: Site, stage: Path, use_cache: bool = True
-) -> dict:
+) -> Provenance:
     """Build ``plan`` in ``stage`` as the checks' build fixture does (``python -m
     apptune.core.build``); return its provenance. A build that already happened in
     ``stage`` for the same plan is kept (bisect's ends survive a restart)."""
@@ -106,7 +113,7 @@ def build_variant(
         if json.loads((stage / "plan.json").read_text()) == plan and (
             use_cache or (stage / "src").is_dir()
         ):
-            return json.loads(prov_file.read_text())
+            return Provenance.model_validate_json(prov_file.read_text())
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
@@ -138,7 +145,7 @@ def build_variant(
     if rc != 0 or not prov_file.is_file():
         err = last_error_line(stage / "build.log") or f"build exited with status {rc}"
         raise ApptuneError(stage / "build.log", plan["variant"], f"build failed: {err}")
-    return json.loads(prov_file.read_text())
+    return Provenance.model_validate_json(prov_file.read_text())
 
 
 # ------------------------------------------------------------------------------- run
@@ -256,7 +263,9 @@ def run_tier(
     build_dir, run_dir = Path(build_dir).resolve(), Path(run_dir).resolve()
     if variant is None:
         prov = build_dir / "provenance.json"
-        variant = json.loads(prov.read_text()).get("variant") if prov.is_file() else None
+        variant = (
+            Provenance.model_validate_json(prov.read_text()).variant if prov.is_file() else None
+        )
     plan, launch = launch_line(
         recipe,
         site,

@@ -24,7 +24,10 @@ import sys
 import time
 from pathlib import Path
 
+import pydantic
+
 from ..constants import SLURM_STATE_FILE
+from ..models import Provenance
 from . import buildcache
 from .buildcost import NOTICE_FILE
 
@@ -46,17 +49,18 @@ def expected_build(
         if e.manifest.get("app") != app:
             continue
         try:
-            prov = json.loads((e.path / "files" / "provenance.json").read_text())
-        except (OSError, json.JSONDecodeError):
+            text = (e.path / "files" / "provenance.json").read_text()
+            prov = Provenance.model_validate_json(text)
+        except (OSError, pydantic.ValidationError):
             continue
-        n = (prov.get("compile_lines") or {}).get("compiles")
+        n = prov.compile_lines.compiles if prov.compile_lines else None
         if not n:
             continue
         same = (e.manifest.get("environment"), e.manifest.get("variant")) == (environment, variant)
         if same:
-            return n, prov.get("build_seconds")
+            return n, prov.build_seconds
         if found == (None, None):
-            found = (n, prov.get("build_seconds"))
+            found = (n, prov.build_seconds)
     return found
 
 

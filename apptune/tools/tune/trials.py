@@ -93,11 +93,12 @@ class Tuner:
         if not known:
             self.cost.builds += 1
             self.cost.build_seconds += time.monotonic() - t0
-            self.cost.builds_reused += bool(prov.get("cache", {}).get("hit"))
+            hit = bool(prov.cache and prov.cache.hit)
+            self.cost.builds_reused += hit
             self.builds[key] = {
                 "config": list(c.build_key),
                 "ok": True,
-                "cache_hit": bool(prov.get("cache", {}).get("hit")),
+                "cache_hit": hit,
                 "baseline": c.build_key == self.baseline_config().build_key,
             }
             self.save()
