@@ -1,9 +1,14 @@
 """What changed between a baseline's runs and this run, in the words a user reads."""
 
+import json
+
 import pytest
+from conftest import hpcc_ci_run
 
 from apptune.core import baselines, changes
+from apptune.errors import ApptuneError
 from apptune.models import RunRecord
+from apptune.tools.bisect import between
 
 pytestmark = pytest.mark.unit
 
@@ -245,3 +250,19 @@ def test_bisect_between_applies_a_removed_patch_again_when_its_file_is_here(hpcc
     assert undo.config([c], {c.fact}, ffte, h.site, h2)[0]["patches"] == ffte["patches"]
     (c,) = undo.dimensions(edited, now, h2)
     assert c.where is None and "only its checksum" in c.why_not
+
+
+def test_bisect_between_takes_the_result_named_as_the_report_names_it(tmp_path):
+    """``--test gnu/tuned`` (environment/variant, as the report and the docs name it), the
+    run variant or the test's name; another environment's is not this one."""
+    run_dir = hpcc_ci_run(tmp_path / "run")
+    f = next(run_dir.rglob("apptune-result.json"))
+    rec = json.loads(f.read_text())
+    verdict = {"value": 20.0, "baseline": 40.0, "change": -0.5, "verdict": "regression"}
+    rec["baseline"] = {"found": True, "figures": {"HPL": verdict}}
+    f.write_text(json.dumps(rec))
+    for test in ("gnu/tuned", "tuned", "HPCCCheck %tier=ci %build.variant=tuned"):
+        r, fig = between._regressed(run_dir, "HPL", test)
+        assert (r.environment, r.variant, fig) == ("gnu", "tuned", "HPL")
+    with pytest.raises(ApptuneError, match="in figure HPL for llvm/tuned"):
+        between._regressed(run_dir, "HPL", "llvm/tuned")

@@ -82,7 +82,7 @@ def _regressed(run_dir: Path, figure: str | None, test: str | None) -> tuple[Run
     found = []
     for c in records.cases(run_dir):
         r = c.record
-        if not r or (test and test not in (c.test, r.variant)):
+        if not r or (test and test not in (c.test, r.variant, f"{r.environment}/{r.variant}")):
             continue
         figs = r.baseline.figures if r.baseline else {}
         bad = {n: j for n, j in figs.items() if j.verdict == "regression"}
