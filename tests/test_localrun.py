@@ -3,6 +3,7 @@ overridden parameters, verification that skips fields of changed inputs, a real
 build and run of the toy app, and bad inputs."""
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -304,6 +305,19 @@ def test_toy_builds_runs_and_verifies_like_a_check(toy_root, tmp_path, gnu_toolc
     (tmp_path / "b/marker").write_text("x")
     localrun.build_variant(r, plan, site, tmp_path / "b", use_cache=False)
     assert (tmp_path / "b/marker").is_file()
+
+
+def test_a_stage_relative_to_the_working_directory_builds(
+    toy_root, tmp_path, gnu_toolchain, monkeypatch
+):
+    """``bisect --between --work-dir runs/b``: the build runs in its stage directory, so the
+    paths it is given are absolute."""
+    site = Site("gnu", gnu_toolchain, {}, "local", "default", {}, "test")
+    r = recipes.load_recipe("toy")
+    monkeypatch.chdir(tmp_path)
+    plan = localrun.plan_for(r, "baseline", site)
+    localrun.build_variant(r, plan, site, Path("rel/b"), use_cache=False)
+    assert (tmp_path / "rel/b/provenance.json").is_file()
 
 
 def test_ladder_everywhere_gives_rule_files_the_variants_flags(toy_root, gnu_toolchain):

@@ -106,8 +106,9 @@ def build_variant(
 ) -> Provenance:
     """Build ``plan`` in ``stage`` as the checks' build fixture does (``python -m
     apptune.core.build``); return its provenance. A build that already happened in
-    ``stage`` for the same plan is kept (bisect's ends survive a restart)."""
-    stage = Path(stage)
+    ``stage`` for the same plan is kept (bisect's ends survive a restart). The build runs
+    in ``stage``: a relative one is taken from the working directory."""
+    stage = Path(stage).resolve()
     prov_file = stage / "provenance.json"
     if prov_file.is_file() and (stage / "plan.json").is_file():
         if json.loads((stage / "plan.json").read_text()) == plan and (
