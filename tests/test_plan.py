@@ -112,6 +112,13 @@ def test_modelled_energy_is_said_first_and_on_every_line_using_it(tmp_path, caps
     assert apptune("plan", "--history", hdir, "--energy", "2kJ", "--out", out) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("ENERGY MODELLED")
+    # a job left out for the cap or the energy budget: its power or energy is modelled too
+    rc = apptune("plan", "--history", hdir, "--energy", "800J", "--power-cap", "42W",
+                 "--out", tmp_path / "capped")  # fmt: skip
+    capped = capsys.readouterr().out.splitlines()
+    assert rc == 0, capped
+    assert "left out: examl (value 1): draws 45 W (modelled) on 1 node(s), cap 42 W" in capped
+    lines += capped[1:]
     for line in lines[1:]:
         if " J" in line or "kJ" in line or " W " in line:
             assert "(modelled)" in line, line

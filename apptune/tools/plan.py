@@ -264,6 +264,11 @@ def load_values(path: str | Path | None, apps: list[str]) -> dict[str, float] | 
 
 
 # ------------------------------------------------------------------- the budget
+def grade_tag(grade: str) -> str:
+    """What follows a figure of energy or power that no meter measured: `` (modelled)``."""
+    return "" if grade == "measured" else f" ({grade})"
+
+
 def _upper(x: float | None, sd: float | None) -> float | None:
     return None if x is None else x + SIGMAS * (sd or 0.0)
 
@@ -286,14 +291,15 @@ def apply_budget(job: Job, b: Budget) -> list[tuple[Option, str]]:
             out.append(
                 (
                     o,
-                    f"draws {o.power_W:.0f} W on {b.nodes or o.nodes} node(s), "
-                    f"cap {b.power_W:.0f} W",
+                    f"draws {o.power_W:.0f} W{grade_tag(o.grade)} on {b.nodes or o.nodes} "
+                    f"node(s), cap {b.power_W:.0f} W",
                 )
             )
         elif b.time_s and o.plan_time_s > b.time_s:
             out.append((o, f"takes {fmt_time(o.plan_time_s)}, more than the whole budget"))
         elif b.energy_J and o.plan_energy_J > b.energy_J:
-            out.append((o, f"needs {fmt_energy(o.plan_energy_J)}, more than the whole budget"))
+            need = f"{fmt_energy(o.plan_energy_J)}{grade_tag(o.grade)}"
+            out.append((o, f"needs {need}, more than the whole budget"))
     return out
 
 
@@ -385,7 +391,12 @@ def make_plan(jobs: list[Job], b: Budget, where: str) -> Plan:
             j.why_not = (
                 f"does not fit beside the chosen jobs (needs at least "
                 f"{fmt_time(min(o.plan_time_s for o in ok))}"
-                + (f", {fmt_energy(min(o.plan_energy_J for o in ok))}" if b.energy_J else "")
+                + (
+                    f", {fmt_energy(min(o.plan_energy_J for o in ok))}"
+                    + grade_tag(min(ok, key=lambda o: o.plan_energy_J).grade)
+                    if b.energy_J
+                    else ""
+                )
                 + f"; value {j.value:g})"
             )
     return plan

@@ -17,7 +17,16 @@ from ..core import knobs
 from ..errors import ApptuneError
 from ..history import records
 from ..models import RunRecord
-from .plan import METERED, SIGMAS, Option, Plan, fmt_energy, fmt_time, max_loaded_nodes
+from .plan import (
+    METERED,
+    SIGMAS,
+    Option,
+    Plan,
+    fmt_energy,
+    fmt_time,
+    grade_tag,
+    max_loaded_nodes,
+)
 
 SCRIPT_FILE = "plan.sh"
 PLAN_FILE = "plan.json"
@@ -36,10 +45,6 @@ def first_line(grade: str, uses_energy: bool = True) -> str:
     if grade == "measured-shared":
         return "energy measured on shared nodes (grade 'measured-shared')"
     return "energy measured (grade 'measured')" if uses_energy else "energy measured"
-
-
-def _tag(grade: str) -> str:
-    return "" if grade == "measured" else f" ({grade})"
 
 
 def _pm(x: float | None, sd: float | None, fmt) -> str:
@@ -90,7 +95,7 @@ def table(plan: Plan) -> list[str]:
                 str(o.nodes),
                 _freq(o),
                 _pm(o.time_s, o.time_sd, fmt_time),
-                energy + (_tag(o.grade) if o.energy_J is not None else ""),
+                energy + (grade_tag(o.grade) if o.energy_J is not None else ""),
                 f"{o.runs}" + ("" if o.clean else " disturbed"),
                 f"{j.value:g}",
             )
@@ -109,7 +114,7 @@ def table(plan: Plan) -> list[str]:
 
 def budget_lines(plan: Plan) -> list[str]:
     b, chosen = plan.budget, [j.chosen for j in plan.chosen]
-    tag = _tag(plan.energy_grade())
+    tag = grade_tag(plan.energy_grade())
     t = sum(o.plan_time_s for o in chosen)
     out = [f"budget used: time {fmt_time(t)}" + (f" of {fmt_time(b.time_s)}" if b.time_s else "")]
     energies = [o.plan_energy_J for o in chosen]
@@ -128,7 +133,7 @@ def budget_lines(plan: Plan) -> list[str]:
             x = max_loaded_nodes(b, p_load)
             if x is not None:
                 out.append(
-                    f"power model: {o.app} at {p_load:.0f} W per loaded node{_tag(o.grade)}, "
+                    f"power model: {o.app} at {p_load:.0f} W per loaded node{grade_tag(o.grade)}, "
                     f"idle {b.idle_W:g} W ({b.idle_source}): the cap allows {x} of "
                     f"{b.nodes} nodes loaded"
                 )
@@ -151,7 +156,7 @@ def tradeoff_lines(plan: Plan) -> list[str]:
             if len({o.freq for o in opts}) < 2:
                 continue
             parts = [
-                f"{_freq(o)}: {fmt_time(o.time_s)}, {fmt_energy(o.energy_J)}{_tag(o.grade)}"
+                f"{_freq(o)}: {fmt_time(o.time_s)}, {fmt_energy(o.energy_J)}{grade_tag(o.grade)}"
                 for o in sorted(opts, key=lambda o: o.time_s)
             ]
             out.append(
@@ -206,7 +211,7 @@ def slurm_script(plan: Plan, out_dir: Path, overhead_s: float, python: str = sys
         o = j.chosen
         name = f"{i}-{j.app}"
         limit_min = max(1, -(-int(o.plan_time_s + overhead_s) // 60))
-        energy = f"{fmt_energy(o.plan_energy_J)}{_tag(o.grade)}" if o.plan_energy_J else "-"
+        energy = f"{fmt_energy(o.plan_energy_J)}{grade_tag(o.grade)}" if o.plan_energy_J else "-"
         sb = [
             "sbatch",
             "--parsable",
@@ -292,8 +297,8 @@ def check(plan: dict, run_dirs: list[str | Path]) -> tuple[list[str], bool]:
             f"{fmt_time(job['time_s'])} ({_err(t, job['time_s'])}; planned "
             f"{fmt_time(job['plan_time_s'])})"
             + (
-                f"; energy {fmt_energy(e)}{_tag(grade)}, expected "
-                f"{fmt_energy(job['energy_J'])}{_tag(job['energy_grade'])} "
+                f"; energy {fmt_energy(e)}{grade_tag(grade)}, expected "
+                f"{fmt_energy(job['energy_J'])}{grade_tag(job['energy_grade'])} "
                 f"({_err(e, job['energy_J'])})"
                 if e is not None and job.get("energy_J")
                 else ""
