@@ -3,12 +3,14 @@ an Intel node (intel_pstate, no_turbo, two threads per core) and an AMD node
 (acpi-cpufreq, boost, a frequency table); the readers, the writes the runner does and
 puts back, and the judgement of what was in effect."""
 
+import json
 from pathlib import Path
 
 import pytest
 
 from apptune.core import knobs, procfs
 from apptune.core.knobs import Asked
+from apptune.models import RunKnobs
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -202,3 +204,26 @@ def test_what_was_not_in_effect_is_said_knob_by_knob(tmp_path):
         "(/sys/devices/system/cpu/cpu0/cpufreq is missing); srun --cpu-freq=low was accepted "
         "and the CPUs ran at 3000 MHz"
     ]
+
+
+def test_the_runners_knob_record_is_the_run_records_typed_knobs_part(tmp_path):
+    """What the runner records (the node, what was asked, set and in effect) reads as
+    :class:`apptune.models.RunKnobs` and is written back unchanged."""
+    sysfs = amd(tmp_path)
+    want = {"asked": {"cpu_freq": "low", "turbo": "off"}, "launcher": "mpirun", "mpi": "openmpi"}
+    rec, undo = knobs.before_run(want, {0}, sysfs)
+    rec = knobs.after_run(rec, undo, {0: [2450.0, 1500.0, 1510.0]}, knobs.probe(sysfs),
+                          {"ranks": [{"cpus": "0"}]}, {0, 1})  # fmt: skip
+    rec = json.loads(json.dumps(rec))  # as the record file holds it
+    typed = RunKnobs.model_validate(rec)
+    assert typed.data() == rec
+    assert typed.asked.given() == {"cpu_freq": "low", "turbo": "off"}
+    assert typed.node.cpufreq.available_khz == [1500000, 2000000, 2450000]
+    assert typed.node.boost.path == "/sys/" + knobs.BOOST and typed.node.smt.threads_per_core == 1
+    assert typed.observed.frequency.median_mhz == 1505.0 and typed.observed.frequency.cpus == "0"
+    assert typed.observed.boost.on is False and typed.observed.governor == "ondemand"
+    # a node without cpufreq or a turbo switch, and SMT of two threads
+    intel_node = json.loads(json.dumps(knobs.node_state(intel(tmp_path / "intel"))))
+    assert RunKnobs(node=intel_node).data() == {"node": intel_node}
+    vm = knobs.node_state(_tree(tmp_path / "vm", {"devices/system/cpu/cpu0/topology/x": ""}))
+    assert RunKnobs(node=vm).node.cpufreq is None and RunKnobs(node=vm).node.boost is None

@@ -70,6 +70,16 @@ def test_the_writer_refuses_a_record_without_a_verdict(tmp_path):
         ("[1, 2]", "not a JSON object"),
         (json.dumps(_record(figures={"rate": "fast"})), "figures.rate"),
         (json.dumps({k: v for k, v in _record().items() if k != "tier"}), "tier"),
+        # the knobs are typed
+        (
+            json.dumps(_record(knobs={"asked": {"turbo": "off"}, "observed": {"boost": "on"}})),
+            "knobs.observed.boost",
+        ),
+        (
+            json.dumps(_record(knobs={"node": {"cpufreq": {"max_khz": "fast"}}})),
+            "knobs.node.cpufreq.max_khz",
+        ),
+        (json.dumps(_record(knobs={"asked": {"smt": False}})), "knobs.asked.smt"),
     ],
 )
 def test_a_broken_record_is_one_line_naming_the_file_and_field(tmp_path, text, says):

@@ -254,18 +254,103 @@ class RunBinding(_Part):
     ranks: list[RankBinding] = []
 
 
+class KnobsAsked(_Part):
+    """The knobs a run asked for (apptune/core/knobs.py ``Asked.to_dict``): only those asked."""
+
+    #: kHz (``1800000``), a Slurm name (``low``, ``high``, ...) or a governor.
+    cpu_freq: str | int | None = None
+    #: ``on`` or ``off``.
+    smt: str | None = None
+    turbo: str | None = None
+
+    def given(self) -> dict[str, str]:
+        """The knobs asked for, as text: ``{knob: value}`` (``cpu_freq``, ``smt``, ``turbo``)."""
+        return {n: str(v) for n in type(self).model_fields if (v := getattr(self, n)) is not None}
+
+
+class NodeCpufreq(_Part):
+    """The cpufreq state of the node's first CPU (kHz; apptune/core/knobs.py ``read_cpufreq``)."""
+
+    driver: str | None = None
+    governor: str | None = None
+    min_khz: int | None = None
+    max_khz: int | None = None
+    cur_khz: int | None = None
+    hw_min_khz: int | None = None
+    hw_max_khz: int | None = None
+    #: The frequencies the driver lists to choose from (empty: it lists none).
+    available_khz: list[int] = []
+    #: Whether this user may write the scaling limits.
+    writable: bool | None = None
+    #: How many of the node's CPUs have a cpufreq directory.
+    cpus_with_cpufreq: int | None = None
+
+
+class NodeBoost(_Part):
+    """The turbo switch (apptune/core/knobs.py ``read_boost``): its sysfs file, whether turbo
+    was on and whether this user may write it."""
+
+    path: str | None = None
+    on: bool | None = None
+    writable: bool | None = None
+
+
+class NodeSmt(_Part):
+    """The node's hardware threads (apptune/core/knobs.py ``read_smt``)."""
+
+    threads_per_core: int = 1
+    #: The kernel's ``smt/control`` (``on``, ``notsupported``, ...), or None.
+    control: str | None = None
+    #: Each CPU (as text) -> the CPU list of its core's threads.
+    siblings: dict[str, str] = {}
+
+
+class KnobsNode(_Part):
+    """What the job's node offers (apptune/core/knobs.py ``node_state``): cpufreq (None: the
+    node has none), the turbo switch (None: it has none) and SMT."""
+
+    cpufreq: NodeCpufreq | None = None
+    boost: NodeBoost | None = None
+    smt: NodeSmt | None = None
+
+
+class KnobsFrequency(_Part):
+    """The frequency measured on the ranks' CPUs during the run (MHz; apptune/core/knobs.py
+    ``frequency_summary``)."""
+
+    #: The CPUs measured, as a CPU list (``0-1``).
+    cpus: str | None = None
+    median_mhz: float | None = None
+    min_mhz: float | None = None
+    max_mhz: float | None = None
+    samples: int | None = None
+
+
+class KnobsObserved(_Part):
+    """What was in effect during the run (apptune/core/knobs.py ``after_run``)."""
+
+    #: The frequency measured on the ranks' CPUs (None: not measured).
+    frequency: KnobsFrequency | None = None
+    #: The turbo switch during the run (None: the node has none).
+    boost: NodeBoost | None = None
+    #: The governor most of the ranks' CPUs had.
+    governor: str | None = None
+    #: Who set the frequency: the launcher's option or the runner's sysfs.
+    cpu_freq_set_by: str | None = None
+
+
 class RunKnobs(_Part):
     """The machine knobs a run asked for and what was in effect (apptune/core/knobs.py)."""
 
     #: ``cpu_freq``, ``smt``, ``turbo`` as asked (the check's variables).
-    asked: dict = {}
+    asked: KnobsAsked = KnobsAsked()
     #: Who sets each: the launcher's option (``srun --cpu-freq=...``) or the runner's sysfs.
     set_by: dict = {}
     #: What the job's node offers: cpufreq, the turbo switch, SMT (``node_state``).
-    node: dict | None = None
+    node: KnobsNode | None = None
     #: What was in effect: the frequency measured on the ranks' CPUs, the turbo switch and
     #: the governor during the run.
-    observed: dict | None = None
+    observed: KnobsObserved | None = None
     #: The knobs the node could not set, one line each (nothing ran then).
     refused: dict | None = None
     #: The sysfs files the runner wrote (path, value), put back after the run.

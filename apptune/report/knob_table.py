@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from ..core import knobs
+from ..models import KnobsObserved
 from .values import _key, _num
 
 #: A knob's line in a skip reason (apptune.knobs.unavailable and problems), up to the next.
@@ -45,25 +46,25 @@ def _in_effect(knob: str, row: dict, value: str | None) -> str:
     """What was in effect, as measured: the frequency of the ranks' CPUs (of the node for
     the node's own setting), the turbo switch; a run with a knob asked ran only where it was
     in effect (the check skips it otherwise)."""
-    k = row.get("knobs")  # the run record's typed part (RunKnobs), None without knobs
-    seen = (k.observed if k else None) or {}
+    k = row["knobs"]  # the run record's typed part (RunKnobs), None without knobs
+    seen = (k.observed if k else None) or KnobsObserved()
     if knob == "cpu_freq":
-        f = seen.get("frequency")
-        if f:
-            return f"{f['median_mhz']:g} MHz measured (median on CPUs {f['cpus']})"
+        f = seen.frequency
+        if f and f.median_mhz is not None:
+            return f"{f.median_mhz:g} MHz measured (median on CPUs {f.cpus})"
         span = row["quality"].freq_mhz if row.get("quality") else None
         if span:
             lo, hi = span
             return f"{lo:g}–{hi:g} MHz measured on the node" if lo != hi else f"{lo:g} MHz measured"
         return "frequency not measured"
-    if knob == "turbo" and seen.get("boost"):
-        return f"turbo {'on' if seen['boost']['on'] else 'off'} ({seen['boost']['path']})"
+    if knob == "turbo" and seen.boost:
+        return f"turbo {'on' if seen.boost.on else 'off'} ({seen.boost.path})"
     return "the node's own" if value is None else "in effect (checked after the run)"
 
 
 def _asked(row: dict) -> dict:
-    k = row.get("knobs")
-    return {n: str(v) for n, v in ((k.asked if k else None) or {}).items()}
+    k = row["knobs"]
+    return k.asked.given() if k else {}
 
 
 def knob_tables(apps: list[dict], skipped: list[dict]) -> list[dict]:
