@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from apptune import machine
 from apptune.constants import RESULT_FILE
 from apptune.core import run
 from apptune.errors import ApptuneError
@@ -70,7 +71,7 @@ def test_the_writer_refuses_a_record_without_a_verdict(tmp_path):
         ("[1, 2]", "not a JSON object"),
         (json.dumps(_record(figures={"rate": "fast"})), "figures.rate"),
         (json.dumps({k: v for k, v in _record().items() if k != "tier"}), "tier"),
-        # the knobs are typed
+        # the knobs, the machine's fingerprint and a compiler of the provenance are typed
         (
             json.dumps(_record(knobs={"asked": {"turbo": "off"}, "observed": {"boost": "on"}})),
             "knobs.observed.boost",
@@ -80,6 +81,11 @@ def test_the_writer_refuses_a_record_without_a_verdict(tmp_path):
             "knobs.node.cpufreq.max_khz",
         ),
         (json.dumps(_record(knobs={"asked": {"smt": False}})), "knobs.asked.smt"),
+        (json.dumps(_record(machine={"cpu_model": "AMD EPYC", "cpus": "two"})), "machine.cpus"),
+        (
+            json.dumps(_record(provenance={"compilers": {"cc": {"version": 12}}})),
+            "provenance.compilers.cc.version",
+        ),
     ],
 )
 def test_a_broken_record_is_one_line_naming_the_file_and_field(tmp_path, text, says):
@@ -114,6 +120,9 @@ def test_records_of_earlier_versions_load_with_their_parts_typed(path):
     assert rec.job.scheduler == "squeue" and rec.run.exit_status == 0
     assert rec.energy.trust and rec.quality.grade and rec.verification.fields
     assert rec.placement_layout.ranks == rec.ranks == len(rec.binding.ranks)
+    assert rec.machine.cpus == 2 and rec.machine.isa and machine.machine_id(rec.machine.data())
+    assert rec.machine_id == machine.machine_id(rec.machine.data())
+    assert rec.provenance.compilers["cc"].mpi.startswith("mpicc: Open MPI")
     assert rec.baseline.advice and not rec.baseline.found and rec.baseline.changed is None
     assert {v.verdict for v in rec.baseline.figures.values()} == {"no verdict"}
 
@@ -123,6 +132,24 @@ def test_a_part_keeps_the_keys_of_a_newer_version(tmp_path):
     run.write_record(tmp_path, rec)
     assert RunRecord.model_validate(rec).energy.model_extra == {"meter_firmware": "2.1"}
     assert records.load_record(tmp_path).data() == rec
+
+
+def test_the_fingerprint_and_the_compilers_as_written_read_back_unchanged(tmp_path):
+    fp = machine.fingerprint()
+    compilers = {
+        "cc": {"command": "mpicc", "version": "gcc 12.2.0", "mpi": "mpicc: Open MPI 4.1.4"},
+        "ftn": {"command": "gfortran", "version": "GNU Fortran 12.2.0", "flavour": "newer"},
+    }
+    rec = _record(
+        machine=fp, machine_id=machine.machine_id(fp), provenance={"compilers": compilers}
+    )
+    written = run.write_record(tmp_path, rec)
+    back = records.load_record(tmp_path)
+    again = run.write_record(tmp_path / "again", back)  # the typed record, written back
+    assert again.read_bytes() == written.read_bytes()
+    assert back.data() == rec and machine.describe(back.machine.data()) == machine.describe(fp)
+    assert back.machine.cpus == fp["cpus"] and back.provenance.compilers["ftn"].mpi is None
+    assert back.provenance.compilers["ftn"].model_extra == {"flavour": "newer"}
 
 
 def test_the_reader_sets_the_run_directory_and_the_writer_refuses_it(tmp_path):

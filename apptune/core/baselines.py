@@ -499,7 +499,7 @@ def merge(
     today = datetime.date.today().isoformat()
     for key, rs in groups.items():
         mid = key[0]
-        data["machines"].setdefault(mid, dict(rs[0].machine))
+        data["machines"].setdefault(mid, rs[0].machine.data())
         figs = {}
         names = sorted({n for r in rs for n in (r.figures or {})})
         for n in names:

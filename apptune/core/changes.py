@@ -29,7 +29,7 @@ def facts(record: RunRecord) -> dict[str, str]:
         if lay is not None and getattr(lay, k) is not None:
             out[f"placement {k}"] = _text(getattr(lay, k))
     out.update(_launch_facts(record.launch or prov.launch))
-    for k, v in sorted((record.machine or {}).items()):
+    for k, v in sorted((record.machine.data() if record.machine else {}).items()):
         out[f"machine {k}"] = _text(v)
     return out
 
@@ -46,10 +46,9 @@ def _build_facts(prov: Provenance) -> dict[str, str]:
     """Compilers, flags, libraries, patches, source and axes of a build's provenance."""
     out: dict[str, str] = {}
     for name, c in sorted(prov.compilers.items()):
-        if isinstance(c, dict):
-            out[f"compiler {name}"] = " / ".join(
-                str(c[k]) for k in ("version", "mpi") if c.get(k)
-            ) or str(c.get("command", ""))
+        out[f"compiler {name}"] = " / ".join(x for x in (c.version, c.mpi) if x) or (
+            c.command or ""
+        )
     flags = prov.flags or BuildFlags()
     for name in FLAG_SETS:
         if getattr(flags, name) is not None:

@@ -269,7 +269,7 @@ def _record_result(
         quality=r.quality,
         machine_id=r.machine_id,
         layout=_layout(r),
-        machine=r.machine,
+        machine=as_data(r.machine),
     )
 
 

@@ -369,6 +369,17 @@ class RunLaunch(_Part):
     modules: list[str] = []
 
 
+class BuildCompiler(_Part):
+    """One compiler of a build as it answered (apptune/core/buildid.py ``compiler_identity``)."""
+
+    #: The command the build ran (``mpicc``, ``gfortran``).
+    command: str | None = None
+    #: The first line of its ``--version``.
+    version: str | None = None
+    #: The MPI behind an MPI wrapper (``mpicc: Open MPI 4.1.4 ...``); None: not a wrapper.
+    mpi: str | None = None
+
+
 class BuildFile(_Part):
     """A file a build was made from (its source tarball, a patch) and its sha256."""
 
@@ -417,8 +428,8 @@ class Provenance(_Part):
     patches: list[BuildFile] = []
     flags: BuildFlags | None = None
     axes: dict = {}
-    #: ``{language: {command, version, mpi, ...}}`` (apptune/core/buildid.py).
-    compilers: dict = {}
+    #: Each language's compiler (``cc``, ``ftn``, ``cxx``).
+    compilers: dict[str, BuildCompiler] = {}
     libraries: dict = {}
     #: An install's distribution packages and their versions.
     packages: dict = {}
@@ -476,6 +487,28 @@ class RunCurve(_Part):
     plot: RunCurvePlot | None = None
 
 
+class RunMachine(_Part):
+    """The fingerprint of the machine a run ran on (:func:`apptune.machine.fingerprint`): its
+    key fields decide whether a baseline applies (``machine_id`` hashes them); ``kernel`` is
+    recorded, not matched. A baseline file keeps the same fingerprint, checked strictly
+    (:class:`apptune.models.Machine`)."""
+
+    cpu_vendor: str | None = None
+    cpu_model: str | None = None
+    #: ``family/model/stepping`` (``25/1/1``).
+    cpu_id: str | None = None
+    #: The instruction-set extensions that change generated code (``machine.ISA_FLAGS``).
+    isa: list[str] = []
+    sockets: int | None = None
+    cores_per_socket: int | None = None
+    threads_per_core: int | None = None
+    cpus: int | None = None
+    memory_gib: int | None = None
+    #: The hypervisor's name, or ``bare metal``.
+    hypervisor: str | None = None
+    kernel: str | None = None
+
+
 class RunRecord(_Part):
     """``apptune-result.json``: one run of one input, as the checks (apptune/rfm/check.py) and
     tune and bisect trials (apptune/core/localrun.py) write it through
@@ -519,7 +552,8 @@ class RunRecord(_Part):
     #: The CPUs each rank of the program seen on the job's first node could run on
     #: (apptune/core/procfs.py ``observe_binding``), judged against ``placement_layout.binding``.
     binding: RunBinding | None = None
-    machine: dict | None = None
+    #: The machine's fingerprint, and its id (``m-`` and a hash of its key fields).
+    machine: RunMachine | None = None
     machine_id: str | None = None
     #: The runner's summary: exit status, failed step, wall time, start time.
     run: RunSummary | None = None

@@ -171,9 +171,9 @@ def collect(report_file: Path) -> dict:
         session[k] = _readable_time(session[k])
     apps = _matrices(_merge_repeats(rows, runs))
     machines = {
-        r["machine_id"]: machine.describe(r["machine"])
+        r["machine_id"]: machine.describe(r["machine"].data())
         for r in rows
-        if r.get("machine_id") and r.get("machine")
+        if r["machine_id"] and r["machine"]
     }
     summaries = [app_summary(a) for a in apps] + untested_summaries(cases, apps, failures)
     out = {
