@@ -266,3 +266,18 @@ def test_bisect_between_takes_the_result_named_as_the_report_names_it(tmp_path):
         assert (r.environment, r.variant, fig) == ("gnu", "tuned", "HPL")
     with pytest.raises(ApptuneError, match="in figure HPL for llvm/tuned"):
         between._regressed(run_dir, "HPL", "llvm/tuned")
+
+
+def test_a_flag_set_no_compile_line_carries_is_listed_not_bisected(hpcc_here):
+    """The ladder's Fortran flags changed with its C flags; HPCC compiles C only: one
+    dimension (cflags), not a cycle spent on fflags."""
+    from apptune.tools.bisect import undo
+
+    h = hpcc_here
+    old = dict(h.plan, cflags=["-O2"], fflags=["-O2"])
+    by = {c.fact: c for c in undo.dimensions(h.plan_facts(old), h.plan_facts(h.plan), h)}
+    assert by["flags cflags"].where == "build"
+    assert by["flags fflags"].where is None
+    assert (
+        by["flags fflags"].why_not == "no compile line of this build carries fflags (it compiles c)"
+    )

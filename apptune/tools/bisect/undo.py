@@ -151,10 +151,30 @@ def dimensions(base: dict[str, str], now: dict[str, str], here: Here | None = No
             c.why_not = NOT_HERE
         out.append(c)
     if here is not None:
+        _unused_flags(out, here)
         _axes(out, here)
         _environment(out, here, base)
         _patches(out, here)
     return out
+
+
+#: The languages whose compile lines carry a flag set (cppflags and ldflags: every build's).
+FLAG_LANGUAGES = {"cflags": ("c", "cxx"), "fflags": ("fortran",)}
+
+
+def _unused_flags(chs: list[Change], here: Here) -> None:
+    """A flag set that no compile line of this build carries (Fortran flags of a C build)
+    changed with the ladder, but changes nothing here: listed, not a dimension (a cycle of
+    builds and runs that could only show noise)."""
+    langs = set(here.recipe.build.languages)
+    for c in chs:
+        name = c.fact.split(" ", 1)[1] if c.fact.startswith("flags ") else None
+        if c.where and name in FLAG_LANGUAGES and not langs & set(FLAG_LANGUAGES[name]):
+            c.where = None
+            c.why_not = (
+                f"no compile line of this build carries {name} (it compiles "
+                f"{', '.join(sorted(langs))})"
+            )
 
 
 def _fold(chs: list[Change], head: Change, old: dict, new: dict) -> None:
