@@ -329,21 +329,40 @@ def test_a_cpu_frequency_srun_accepts_is_judged_by_the_frequency_measured(one_no
         assert k["problems"] == [] and r["verification"]["ok"] and rc == 0, out[-3000:]
 
 
+#: The pre-run step _tree gives HPCC: sleep N seconds, or hold the job until the file
+#: named exists (the test releases it when what it does under the job is done).
+PAUSE = (
+    "import os, sys, time\n"
+    "a = sys.argv[1]\n"
+    "if a.isdigit():\n"
+    "    time.sleep(int(a))\n"
+    "else:\n"
+    "    while not os.path.exists(a):\n"
+    "        time.sleep(0.1)\n"
+)
+
+
+def pause_argv(pause: int | str | Path) -> list[str]:
+    """The pre-run step of a tier of _tree with this pause, as it runs in the job."""
+    return [sys.executable, "-c", PAUSE, str(pause)]
+
+
 def _tree(
-    tmp_path: Path, pauses: dict[str, tuple[str, int]] | None = None, cluster: dict | None = None
+    tmp_path: Path,
+    pauses: dict[str, tuple[str, int | Path]] | None = None,
+    cluster: dict | None = None,
 ) -> Path:
     """A copy of the tree; ``pauses``: more HPCC tiers with the ci input, each a Slurm
-    time limit and a pause (seconds of sleep before the run); ``cluster``: fields set in
-    its localslurm.yaml."""
+    time limit and a pause before the run (seconds, or a file that releases the job);
+    ``cluster``: fields set in its localslurm.yaml."""
     root = tmp_path / "tree"
     for d in ("build-recipes", "patches", "inputs", "reference", "site-config", "reframe-checks"):
         shutil.copytree(REPO / d, root / d)
     if pauses:
         f = root / "build-recipes/hpcc.yaml"
         recipe = yaml.safe_load(f.read_text())
-        recipe["run"]["prerun"] = [{"command": ["sleep", "{{ pause | default(0) }}"]}] + recipe[
-            "run"
-        ].get("prerun", [])
+        step = {"command": pause_argv("{{ pause | default(0) }}")}
+        recipe["run"]["prerun"] = [step] + recipe["run"].get("prerun", [])
         for tier, (limit, pause) in pauses.items():
             recipe["tiers"][tier] = {
                 "ranks": 2,
@@ -353,7 +372,7 @@ def _tree(
             shutil.copytree(root / "inputs/hpcc/ci", root / f"inputs/hpcc/{tier}")
             spec = root / f"inputs/hpcc/{tier}/input.yaml"
             data = yaml.safe_load(spec.read_text())
-            data["parameters"]["pause"] = pause
+            data["parameters"]["pause"] = str(pause)
             spec.write_text(yaml.safe_dump(data))
             ref = yaml.safe_load((root / "reference/hpcc/ci.yaml").read_text())
             ref["tier"] = tier
@@ -439,29 +458,49 @@ def _running_in(argv: list[str], workdir: str) -> bool:
     return False
 
 
+def reframe_counts_the_job_ended(log: Path, mark: int, timeout: float = 60) -> bool:
+    """Whether ReFrame's debug log ``log`` (past byte ``mark``) says the check went on to
+    wait for the end of its run: ReFrame counts its job as ended. Waits up to ``timeout`` s."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with open(log, "rb") as f:
+            f.seek(mark)
+            if b"Entering stage: run_wait" in f.read():
+                return True
+        time.sleep(0.2)
+    return False
+
+
 def test_slurmctld_stopped_mid_job_the_check_judges_the_real_end(cluster, tmp_path):
     """slurmctld stops while the job runs, so ReFrame's squeue polling fails (its
     squeue backend takes that for the job's end), and comes back before the job ends:
-    the check waits for the job and verifies its output instead of failing 'run incomplete'."""
+    the check waits for the job and verifies its output instead of failing 'run incomplete'.
+    The job is held in its pre-run step until slurmctld is back."""
     env = dict(cluster["env"])
-    root = _tree(tmp_path, pauses={"slow": ("5m", 50)})
+    release = tmp_path / "release"
+    root = _tree(tmp_path, pauses={"slow": ("5m", release)})
     env["APPTUNE_ROOT"] = str(root)
     outage = {}
 
     def stop_slurmctld_under_the_job():
-        job = running_job(env, ["sleep", "50"])
+        job = running_job(env, pause_argv(release))
         if not job:
             return
+        log = root / "reframe.log"  # ReFrame's debug log (site-config/settings.py)
+        mark = log.stat().st_size
         subprocess.run(
             ["bash", str(SCRIPT), "ctld-stop", str(cluster["dir"])], check=True, timeout=60
         )
         p = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env=env, timeout=60)
         outage.update(job, squeue_rc=p.returncode, squeue_err=p.stderr)
-        time.sleep(15)  # ReFrame polls every 1-3 s: it meets the failing squeue
+        # ReFrame polls every 1-3 s: it meets the failing squeue and takes it for the job's
+        # end (the job is held: it cannot have ended)
+        outage["taken_for_the_end"] = reframe_counts_the_job_ended(log, mark)
         subprocess.run(
             ["bash", str(SCRIPT), "ctld-start", str(cluster["dir"])], check=True, timeout=60
         )
         outage["restarted"] = True
+        release.touch()
 
     t = threading.Thread(target=stop_slurmctld_under_the_job, daemon=True)
     t.start()
@@ -471,6 +510,7 @@ def test_slurmctld_stopped_mid_job_the_check_judges_the_real_end(cluster, tmp_pa
             root, env, run_dir, "HPCCCheck%tier=slow%build.variant=tuned$"
         )
     finally:
+        release.touch()
         t.join(timeout=120)
         if not outage.get("restarted"):
             subprocess.run(["bash", str(SCRIPT), "ctld-start", str(cluster["dir"])], timeout=60)
@@ -478,6 +518,7 @@ def test_slurmctld_stopped_mid_job_the_check_judges_the_real_end(cluster, tmp_pa
     assert (
         outage["squeue_rc"] != 0 and "Unable to contact slurm controller" in outage["squeue_err"]
     ), outage
+    assert outage["taken_for_the_end"], "ReFrame's squeue polling never met the outage"
     assert rc == 0, out[-3000:]
     (r,) = summary["results"]
     assert r["result"] == "pass" and r["verified"], (r, summary["failures"])
@@ -492,7 +533,8 @@ def test_job_pending_on_down_nodes_is_cancelled_after_the_bounded_wait(cluster, 
     the cluster's down_node_wait the job is cancelled and the verdict names the nodes
     and their reason."""
     env = dict(cluster["env"])
-    root = _tree(tmp_path, cluster={"down_node_wait": 15})
+    wait = 5  # s; apptune's watch polls every 10 s, so it cancels at its second poll
+    root = _tree(tmp_path, cluster={"down_node_wait": wait})
     env["APPTUNE_ROOT"] = str(root)
     down = ["n2", "n3"]
     for n in down:
@@ -522,9 +564,8 @@ def test_job_pending_on_down_nodes_is_cancelled_after_the_bounded_wait(cluster, 
     assert rc != 0, out[-3000:]
     (fail,) = summary["failures"]
     reason = fail["reason"]
-    assert (
-        reason.startswith("job cancelled after ") and " s pending on unavailable nodes: " in reason
-    ), fail
+    waited = re.match(r"job cancelled after (\d+) s pending on unavailable nodes: ", reason)
+    assert waited and int(waited.group(1)) >= wait, fail
     assert (
         "n2 is down (apptune test: PSU failed), n3 is down (apptune test: PSU failed)" in reason
     ), reason
@@ -545,7 +586,7 @@ def test_time_limit_and_node_down_give_clear_verdicts_while_ci_finishes(cluster,
     downed = {}
 
     def take_node_down():
-        job = running_job(env, ["sleep", "120"])
+        job = running_job(env, pause_argv(120))
         if job:
             time.sleep(2)
             slurm(
