@@ -133,7 +133,9 @@ def test_nodes_mode_distributes_over_every_idle_node(cluster, tmp_path):
 def test_slurmctld_down_at_submit_and_half_subscribed_placement(cluster, tmp_path):
     """slurmctld is down when the first check submits: that check fails saying so. It
     comes back, and the next check (the same ci input half-subscribed: 1 rank on each
-    of 2 nodes, srun with PMIx across them) runs, verifies and records where it ran."""
+    of 2 nodes, srun with PMIx across them) runs, verifies and records where it ran.
+    NPB's class S: the ranks talk through TCP between these nodes, where HPCC's two
+    random-access tests run up to their time bound of 60 s each."""
     env = dict(cluster["env"])
     sync = tmp_path / "sync"
     sync.mkdir()
@@ -173,14 +175,14 @@ exit $rc
                 "--run-dir",
                 str(run_dir),
                 "-c",
-                "reframe-checks/hpcc",
+                "reframe-checks/npb",
                 "--",
                 "--system",
                 "localslurm:batch",
                 "-S",
                 "valid_prog_environs=gnu",
                 "-n",
-                "HPCCCheck%tier=ci%build.variant=tuned$",
+                "NPBCheck%tier=ci%build.variant=tuned$",
                 "-P",
                 "ranks_per_node=full,half",
                 "--exec-order=name",
