@@ -17,3 +17,12 @@ def fmt_figure(value, missing: str = "n/a") -> str:
     if value is None:
         return missing
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def worse_better(value: float, base: float, direction: str) -> tuple[float, float]:
+    """(worse, better) than the baseline as ratios minus one in the figure's direction (a
+    doubled time, a halved rate: +100 % worse); not positive: the relative change."""
+    pos = base > 0 and value >= 0
+    up = value / base - 1 if pos else (value - base) / abs(base) if base else 0.0
+    down = (math.inf if value == 0 else base / value - 1) if pos else -up
+    return (down, up) if direction == "higher" else (up, down)

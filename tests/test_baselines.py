@@ -101,8 +101,35 @@ def test_reframe_reference_holds_only_judged_figures():
     c = judged(b, {"HPL": 39.0, "lat": 1.0, "energy_J": 500.0}, energy_trust="modelled")
     ref = reframe_reference(c, FIGS)
     t = c["HPL"]["threshold"]
-    assert ref == {"*": {"HPL": (40.0, -t, None, "Gflop/s"), "lat": (1.0, None, t, "us")}}
+    # a rate's lower bound is the baseline over (1 + t): the ratio the verdict weighs
+    lower = -t / (1 + t)
+    assert ref == {"*": {"HPL": (40.0, lower, None, "Gflop/s"), "lat": (1.0, None, t, "us")}}
     assert c["energy_J"]["verdict"] == "no verdict" and "modelled" in c["energy_J"]["why"]
+    # ReFrame's bound and the verdict agree on either side of it
+    for value, verdict in (
+        (40.0 * (1 + lower) * 0.999, "regression"),
+        (40.0 * (1 + lower) * 1.001, "within noise"),
+    ):
+        assert judged(b, {"HPL": value})["HPL"]["verdict"] == verdict
+
+
+def test_a_noisy_rate_that_collapses_is_a_regression_although_its_threshold_is_beyond_100_percent():
+    """A rate cannot fall by more than 100 %: weighed as a relative drop, a noisy figure's
+    threshold of 200 % would let it fall to nothing unjudged. As a ratio, a bandwidth that
+    falls 22x is 2100 % worse, as a time that grows 22x is."""
+    b = bfile(noise=0.44, runs=5)
+    t = judged(b, {"HPL": 40.0})["HPL"]
+    assert t["verdict"] == "no verdict" and "only a change beyond" in t["why"]
+    c = judged(b, {"HPL": 40.0 / 22, "lat": 22.0})
+    assert c["HPL"]["change"] == pytest.approx(1 / 22 - 1)
+    assert c["HPL"]["threshold"] > 1 and c["HPL"]["verdict"] == "regression"
+    assert "the rate fell 22x" in c["HPL"]["why"]
+    assert c["lat"]["verdict"] == "regression"
+    # and symmetric: the same ratio the other way is an improvement of either kind
+    c = judged(b, {"HPL": 40.0 * 22, "lat": 1 / 22})
+    assert c["HPL"]["verdict"] == c["lat"]["verdict"] == "improvement"
+    # a rate of zero is infinitely worse
+    assert judged(b, {"HPL": 0.0})["HPL"]["verdict"] == "regression"
 
 
 def test_a_baseline_of_another_machine_gives_no_verdict_and_says_how_to_record_one(tmp_path):
@@ -151,7 +178,7 @@ def test_a_change_beyond_the_threshold_of_a_noisy_figure_is_judged(value, verdic
     t = c["HPL"]["threshold"]
     assert c["HPL"]["verdict"] == verdict and 0.2 < t < 0.5, c["HPL"]
     assert "noise 6.0% per run: a change inside it would not be judged" in c["HPL"]["why"]
-    assert reframe_reference(c, FIGS)["*"]["HPL"] == (40.0, -t, None, "Gflop/s")
+    assert reframe_reference(c, FIGS)["*"]["HPL"] == (40.0, -t / (1 + t), None, "Gflop/s")
 
 
 def result(value, run, quality=CLEAN, ok=True, energy="measured", mach=None, **figs):

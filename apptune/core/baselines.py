@@ -18,7 +18,9 @@ the difference is ``sd = s * sqrt(f(r) + f(n))`` (``f(k)``: the variance of a me
 k runs) and the threshold ``t = max(5 %, 4 sd)``. "Within noise" is said only when a
 change of ``DETECT`` (10 %) would exceed ``t`` nine times in ten (``t`` at most ``CAP``,
 7.6 %); a noisier figure is "not judged here" unless its change is beyond ``t`` anyway.
-Baselines need at least ``MIN_RUNS`` (3) clean runs to have a noise at all.
+Baselines need at least ``MIN_RUNS`` (3) clean runs to have a noise at all. A change is
+weighed as a ratio in the figure's direction: a doubled time and a halved rate are both
+100 % worse, so a noisy rate's threshold beyond 100 % still catches its collapse.
 
 **Sessions.** Repeats within one session do not average out the level a session (a
 night) runs at. A baseline recorded from at least 3 sessions holds the noise *between*
@@ -41,6 +43,7 @@ import yaml
 
 from .. import machine, paths
 from ..errors import ApptuneError
+from ..figures import worse_better
 from ..models import BaselineFile, Figure, RunRecord
 from ..yamlio import atomic_write_text, dump_yaml_roundtrip, edit_yaml_text, load_model, load_yaml
 from . import changes, quality
@@ -238,9 +241,11 @@ def judge(
     else:
         noise = effective_noise(base.noise, base.runs)
         t, sd, judged = threshold(noise, base.runs, repeats, base.between, base.sessions)
-        bad = out["change"] < -t if fig.better == "higher" else out["change"] > t
-        good = out["change"] > t if fig.better == "higher" else out["change"] < -t
+        worse, better = worse_better(value, base.value, fig.better)
+        bad, good = worse > t, better > t
         rule = f"threshold {t:.1%} = max({FLOOR:.0%}, {SIGMAS:g} x noise of the difference)"
+        if bad and fig.better == "higher" and out["change"] >= -t:
+            rule += f"; the rate fell {1 + worse:.3g}x (the baseline over this run)"
         if judged:
             out["threshold"] = round(t, 4)
             out["verdict"] = "regression" if bad else "improvement" if good else "within noise"

@@ -14,7 +14,8 @@ def reframe_reference(judged: dict, figures: dict[str, Figure]) -> dict:
         if j["verdict"] == "no verdict" or name not in figures:
             continue
         t = j["threshold"]
-        bounds = (-t, None) if figures[name].better == "higher" else (None, t)
+        # a rate regresses below baseline / (1 + t) (apptune.figures.worse_better)
+        bounds = (-t / (1 + t), None) if figures[name].better == "higher" else (None, t)
         if j["verdict"] == "unexplained":
             bounds = (None, None)
         ref[name] = (j["baseline"], *bounds, figures[name].unit)
