@@ -94,6 +94,13 @@ def _hypervisor(flags: set[str], sysfs: Path) -> str:
     return next((_CLOCKSOURCES[c] for c in clocks if c in _CLOCKSOURCES), "virtual machine")
 
 
+def cpu_flags(proc: str | os.PathLike = "/proc") -> set[str]:
+    """The CPU flags of this node's first processor (/proc/cpuinfo ``flags``)."""
+    blocks = _cpuinfo(Path(proc))
+    first = blocks[0] if blocks else {}
+    return set((first.get("flags") or first.get("Features") or "").split())
+
+
 def fingerprint(proc: str | os.PathLike = "/proc", sysfs: str | os.PathLike = "/sys") -> dict:
     """This machine's fingerprint (key fields plus ``kernel``) from /proc and /sys."""
     proc, sysfs = Path(proc), Path(sysfs)

@@ -8,7 +8,7 @@ import shutil
 import tarfile
 
 import pytest
-from conftest import PATCH
+from conftest import PATCH, make_tarball
 
 from apptune.core import build, compilelines, inputs, patching, recipes, sources
 from apptune.errors import ApptuneError
@@ -415,3 +415,35 @@ def test_a_python_without_the_extraction_filter_unpacks_with_apptunes_own(tmp_pa
     with pytest.raises(ApptuneError, match="a path outside the source tree"):
         sources.unpack(bad, tmp_path / "src2", 1)
     assert not (tmp_path / "escaped").exists()
+
+
+def test_a_sources_components_are_fetched_pinned_and_unpacked_into_their_directory(
+    toy_root, tmp_path
+):
+    extra = make_tarball({"ref/expected.txt": "42\n"}, top="toy-tests-1.0")
+    (tmp_path / "mirror" / "toy-tests.tar.gz").write_bytes(extra)
+    sha = hashlib.sha256(extra).hexdigest()
+    f = toy_root / "build-recipes/toy.yaml"
+    f.write_text(
+        f.read_text().replace(
+            "  sha256:",
+            "  components:\n    - {file: toy-tests.tar.gz, url: https://example.invalid/t.tgz, "
+            f"sha256: {sha}, dest: tests}}\n  sha256:",
+            1,
+        )
+    )
+    r = recipes.load_recipe("toy")
+    main = sources.fetch(r)
+    assert (main.parent / "toy-tests.tar.gz").is_file()
+    src = tmp_path / "src"
+    sources.unpack(main, src, 1)
+    got = build.unpack_components(r, main, src)
+    assert (src / "tests/ref/expected.txt").read_text() == "42\n"
+    assert got == [{"file": "toy-tests.tar.gz", "sha256": sha}]
+    ident = build.source_identity(r, main)
+    assert ident.endswith(";" + sha) and ident.startswith(recipes.sha256_file(main))
+    # a component that does not match its pin is named by its field
+    (tmp_path / "mirror" / "toy-tests.tar.gz").write_bytes(extra + b"x")
+    (main.parent / "toy-tests.tar.gz").unlink()
+    with pytest.raises(ApptuneError, match="is not the tarball"):
+        sources.fetch(r)

@@ -189,6 +189,47 @@ def cache_inputs(recipe, plan: dict, source_sha256: str, compilers: dict, librar
     )
 
 
+def component_tarball(recipe, tarball: Path, index: int) -> Path:
+    """The source's component ``index``, fetched beside the main tarball
+    (:func:`apptune.sources.fetch`)."""
+    c = recipe.source.components[index]
+    f = tarball.parent / c.file
+    if not f.is_file():
+        raise ApptuneError(
+            recipe_path(recipe.name),
+            f"source.components[{index}]",
+            f"{c.file} is not in {tarball.parent} (python -m apptune.sources "
+            f"{recipe.name} fetches it)",
+        )
+    return f
+
+
+def source_identity(recipe, tarball: Path) -> str:
+    """The source's sha256, and each component's after it: a change to any is another build."""
+    digests = [sha256_file(tarball)] + [
+        sha256_file(component_tarball(recipe, tarball, i))
+        for i in range(len(recipe.source.components))
+    ]
+    return ";".join(digests)
+
+
+def unpack_components(recipe, tarball: Path, src: Path) -> list[dict]:
+    """Unpack each component into its ``dest`` of the source tree; return their file names
+    and sha256 for the provenance."""
+    out = []
+    for i, c in enumerate(recipe.source.components):
+        f = component_tarball(recipe, tarball, i)
+        if not inside(src, src / c.dest):
+            raise ApptuneError(
+                recipe_path(recipe.name),
+                f"source.components[{i}].dest",
+                f"{c.dest} leads outside the source tree",
+            )
+        sources.unpack(f, src / c.dest, c.strip_components)
+        out.append({"file": c.file, "sha256": sha256_file(f)})
+    return out
+
+
 class ExpectedFailure(Exception):
     """The build failed the way the recipe's ``build.expected_failures`` entry says."""
 
@@ -237,7 +278,7 @@ def build(plan: dict, tarball: Path, stage: Path, use_cache: bool = True) -> dic
     t0 = time.monotonic()
     compilers = compiler_identity(plan, recipe.build.languages)
     libraries = library_versions(plan)
-    inputs = cache_inputs(recipe, plan, sha256_file(tarball), compilers, libraries)
+    inputs = cache_inputs(recipe, plan, source_identity(recipe, tarball), compilers, libraries)
     key = buildcache.key_of(inputs)
     if not use_cache:
         prov = _build(recipe, plan, tarball, stage, compilers, libraries, t0)
@@ -323,6 +364,7 @@ def _build(
     if src.exists():
         shutil.rmtree(src)  # a flag change must never reuse stale objects
     sources.unpack(tarball, src, recipe.source.strip_components)
+    components = unpack_components(recipe, tarball, src)
     apply_patches(plan, src)
     shims = write_wrappers(plan, stage, src)
     render_templates(recipe, plan, src, shims)
@@ -385,7 +427,8 @@ def _build(
         "variant": plan["variant"],
         "environment": plan["environment"],
         "family": plan["family"],
-        "source": {"file": tarball.name, "sha256": sha256_file(tarball)},
+        "source": {"file": tarball.name, "sha256": sha256_file(tarball)}
+        | ({"components": components} if components else {}),
         "patches": [{"file": p["file"], "sha256": p["sha256"]} for p in plan["patches"]],
         "flags": {
             "cflags": plan["cflags"],

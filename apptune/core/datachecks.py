@@ -301,6 +301,12 @@ def output_fields(recipe: Recipe) -> set[str] | None:
             names.add(o.field)
         elif o.format == "curve":
             names |= set(o.derived)
+        elif o.format == "gmx_mdlog":
+            from .gmx import MDLOG_FIELDS
+
+            names |= set(MDLOG_FIELDS)
+        elif o.format.startswith("gmx_check"):
+            names.add(o.field)
     return names
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import jinja2
@@ -135,15 +136,19 @@ def render(
         params[name] = value
     for out, product in spec.from_build.items():
         src = Path(build_dir or ".") / product
-        if build_dir is None or not src.is_file():
+        if build_dir is None or not (src.is_file() or src.is_dir()) or not inside(build_dir, src):
             raise ApptuneError(
                 d / "input.yaml",
                 f"from_build.{out}",
                 f"build product '{product}' not found in {build_dir} "
-                f"(list it in the recipe's build.products)",
+                f"(list it in the recipe's build.products, or a path of its build.tree.paths "
+                f"as tree/PATH)",
             )
         _check_inside(dest, out, d / "input.yaml", f"from_build.{out}")
-        atomic_copy(src, Path(dest) / out)
+        if src.is_dir():  # a directory of the build's install tree, e.g. a test's inputs
+            shutil.copytree(src, Path(dest) / out, symlinks=False, dirs_exist_ok=True)
+        else:
+            atomic_copy(src, Path(dest) / out)
     env = data_environment(jinja2.FileSystemLoader(d))
     for out, tmpl in spec.files.items():
         try:

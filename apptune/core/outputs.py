@@ -6,7 +6,10 @@ Formats (``run.output`` in a recipe, one spec or a list):
 * ``regex``     one field per anchored pattern, first/last match or a match count;
 * ``newick_rf`` Robinson-Foulds distance of a result tree to the stored reference tree;
 * ``curve``     whitespace-separated columns (NetPIPE, micro-benchmarks): the curve is
-                kept as data and figures are derived from it (first, max, half-peak x).
+                kept as data and figures are derived from it (first, max, half-peak x);
+* ``gmx_check_energy``, ``gmx_check_forces``, ``gmx_mdlog``: GROMACS's ``gmx check``
+                reports, read as its regression-test driver does, and mdrun's md.log
+                (:mod:`apptune.gmx`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,14 @@ def parse(
         return _parse_newick_rf(spec, path, tier)
     if spec.format == "curve":
         return _parse_curve(spec, path)
+    if spec.format.startswith("gmx_"):
+        from . import gmx
+
+        if spec.format == "gmx_check_energy":
+            return gmx.energy_errors(path, spec.field)
+        if spec.format == "gmx_check_forces":
+            return gmx.force_direction_error(path, spec.field)
+        return gmx.mdlog(path)
     lines = path.read_text(errors="replace").splitlines()
     if spec.begin:
         try:

@@ -202,6 +202,23 @@ def all_variants(recipe: Recipe) -> list[str]:
     return seen or ["unbuilt"]
 
 
+def cpu_missing(recipe: Recipe, variant: str, flags: set[str]) -> str | None:
+    """Why ``variant`` cannot run on a node with CPU ``flags``: an axis option it chooses
+    (or the default option) needs a flag the node lacks (``axes.AXIS.OPTION.cpu``)."""
+    if variant in recipe.installs:
+        return None
+    chosen = dict(recipe.defaults, **dict(Variant.parse(variant, recipe).choices))
+    for axis, option in chosen.items():
+        opt = recipe.axes.get(axis, {}).get(option)
+        lacking = [f for f in (opt.cpu if opt else []) if f not in flags]
+        if lacking:
+            return (
+                f"{axis}={option} needs CPU flag {', '.join(lacking)}, which this node's CPU "
+                f"does not have ({recipe_path(recipe.name).name}: axes.{axis}.{option}.cpu)"
+            )
+    return None
+
+
 def install_of(recipe: Recipe, variant: str):
     """The recipe's install (``installs.NAME``) a variant names, None for a built one."""
     return recipe.installs.get(variant)

@@ -63,6 +63,7 @@ def steps(
             runner.Step(
                 label=f"run.prerun[{i}]",
                 stdout=step.stdout,
+                stderr=step.stderr,
                 stdin=step.stdin,
                 argv=(list(launch) if step.launch else []) + argv,
             )
@@ -469,7 +470,7 @@ def app_error(recipe: Recipe, run_dir: Path, streams: list) -> str | None:
     stdout and stderr, each pre-run step's stdout file), as its one-line message."""
     import re
 
-    files = [*streams, *(s.stdout for s in recipe.run.prerun if s.stdout)]
+    files = [*streams, *(f for s in recipe.run.prerun for f in (s.stdout, s.stderr) if f)]
     texts = []
     for f in files:
         p = Path(run_dir, f) if f else None

@@ -24,8 +24,10 @@ from .locks import locked
 from .recipes import recipe_path, sha256_file
 
 
-def debian_orig_uri(recipe: Recipe) -> str:
-    """Ask apt (with the machine's deb-src entries) where the orig tarball is."""
+def debian_orig_uri(recipe: Recipe, file: str | None = None) -> str:
+    """Ask apt (with the machine's deb-src entries) where the orig tarball is (or ``file``,
+    another file of the same source package: an ``orig-COMPONENT`` tarball)."""
+    file = file or recipe.source.file
     deb = recipe.source.debian
     spec = f"{deb.package}={deb.version}"
     if shutil.which("apt-get") is None:
@@ -52,12 +54,12 @@ def debian_orig_uri(recipe: Recipe) -> str:
         )
     for line in proc.stdout.splitlines():
         parts = line.split()
-        if len(parts) >= 2 and parts[0].startswith("'") and parts[1] == recipe.source.file:
+        if len(parts) >= 2 and parts[0].startswith("'") and parts[1] == file:
             return parts[0].strip("'")
     raise ApptuneError(
         recipe_path(recipe.name),
-        "source.file",
-        f"{recipe.source.file} is not among the files of Debian source {spec}",
+        "source.file" if file == recipe.source.file else "source.components",
+        f"{file} is not among the files of Debian source {spec}",
     )
 
 
@@ -148,18 +150,43 @@ def _pack_local(recipe: Recipe, target: Path) -> Path:
     return target
 
 
+def component_path(recipe: Recipe, index: int, cache: Path | None = None) -> Path:
+    """Where the build takes the source's component ``index`` from (after :func:`fetch`)."""
+    return (cache or paths.cache_dir()) / "sources" / recipe.source.components[index].file
+
+
 def fetch(recipe: Recipe, cache: Path | None = None, mirror: Path | None = None) -> Path:
-    """Return the path of the verified tarball in the download cache.
+    """Return the path of the verified tarball in the download cache, after fetching and
+    verifying each of the source's ``components`` beside it (:func:`fetch_file`)."""
+    if recipe.source.path is not None:
+        return _pack_local(recipe, tarball_path(recipe, cache))
+    for i, c in enumerate(recipe.source.components):
+        uri = (lambda c=c: debian_orig_uri(recipe, c.file)) if recipe.source.debian else c.url
+        fetch_file(recipe, c.file, c.sha256, uri, cache, mirror, f"source.components[{i}].sha256")
+    uri = (lambda: debian_orig_uri(recipe)) if recipe.source.debian else recipe.source.url
+    return fetch_file(
+        recipe, recipe.source.file, recipe.source.sha256, uri, cache, mirror, "source.sha256"
+    )
+
+
+def fetch_file(
+    recipe: Recipe,
+    name: str,
+    pin: str,
+    uri,
+    cache: Path | None = None,
+    mirror: Path | None = None,
+    field: str = "source.sha256",
+) -> Path:
+    """Return the path of the verified tarball ``name`` (pinned by ``pin``; ``uri`` its
+    address, or a function that finds it) in the download cache.
 
     A copy that does not match the pin is never deleted: the cache's copy (and a
     download) is kept aside under its own sha256 (:func:`kept_path`), where it is found
     again once a recipe pins that hash (a mistyped pin, corrected), and the mirror's copy
     is left alone: a good copy in the cache is used instead, with a warning."""
-    if recipe.source.path is not None:
-        return _pack_local(recipe, tarball_path(recipe, cache))
     cache = cache or paths.cache_dir()
     mirror = mirror if mirror is not None else paths.mirror_dir()
-    name, pin = recipe.source.file, recipe.source.sha256
     target = cache / "sources" / name
     target.parent.mkdir(parents=True, exist_ok=True)
     with locked(cache / "sources" / f".{name}.lock"):
@@ -207,7 +234,8 @@ def fetch(recipe: Recipe, cache: Path | None = None, mirror: Path | None = None)
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=target.parent)
         os.close(fd)
         try:
-            uri = debian_orig_uri(recipe) if recipe.source.debian else recipe.source.url
+            if callable(uri):
+                uri = uri()
             try:
                 _download(uri, Path(tmp))
             except ApptuneError as e:
@@ -217,7 +245,7 @@ def fetch(recipe: Recipe, cache: Path | None = None, mirror: Path | None = None)
                 aside = _keep_aside(Path(tmp), got, cache, name)
                 raise ApptuneError(
                     recipe_path(recipe.name),
-                    "source.sha256",
+                    field,
                     f"the download of {name} has sha256 {got}, not the pinned {pin}; kept "
                     f"it as {aside} (if the pin is mistyped, correct it: the kept copy is "
                     f"used){kept}",

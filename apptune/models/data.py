@@ -33,7 +33,8 @@ class InputSpec(Strict):
     #: destination file name -> template under this input directory
     files: dict[str, str] = {}
     #: destination file name -> installed build product (data shipped in the source
-    #: tarball, e.g. ExaML's testData/49 or QE's pseudopotentials)
+    #: tarball, e.g. ExaML's testData/49 or QE's pseudopotentials), or ``tree/PATH``: a
+    #: file or directory of the build's install tree (``build.tree.paths``)
     from_build: dict[str, str] = {}
     #: What the input stands for (ci inputs name the nightly input they reduce).
     stands_for: str | None = None

@@ -30,6 +30,20 @@ class DebianSource(Strict):
     version: str
 
 
+class SourceComponent(Strict):
+    """A further tarball of the same source (Debian's ``orig-COMPONENT`` tarballs, e.g.
+    GROMACS's regression tests), unpacked into a directory of the source tree."""
+
+    #: File name of the tarball in the mirror and the cache.
+    file: str = Field(pattern=r"^[^/]+$")
+    sha256: str = Field(pattern=SHA256_RE)
+    #: Where in the source tree it is unpacked (relative to the source root).
+    dest: str = Field(pattern=r"^[^/.][^\\]*$")
+    #: Its download address, for a ``url`` source (a ``debian`` source names its files).
+    url: str | None = None
+    strip_components: int = Field(default=1, ge=0)
+
+
 class SourceSpec(Strict):
     #: File name of the tarball in the mirror and the cache.
     file: str | None = Field(default=None, pattern=r"^[^/]+$")
@@ -41,6 +55,9 @@ class SourceSpec(Strict):
     path: str | None = Field(default=None, pattern=r"^[^/.][^\\]*$")
     #: Leading path components to drop when unpacking (the tarball's top directory).
     strip_components: int = Field(default=1, ge=0)
+    #: Further tarballs unpacked into the tree (pinned too), e.g. Debian's
+    #: ``gromacs_2022.5.orig-regressiontests.tar.gz``.
+    components: list[SourceComponent] = []
 
     @model_validator(mode="after")
     def _one_origin(self):
@@ -51,6 +68,11 @@ class SourceSpec(Strict):
             raise ValueError("a downloaded source needs 'file' and its pinned 'sha256'")
         if self.path is not None and (self.file is not None or self.sha256 is not None):
             raise ValueError("a 'path' source is pinned by the repository: no 'file'/'sha256'")
+        for i, c in enumerate(self.components):
+            if self.path is not None:
+                raise ValueError("a 'path' source has no components")
+            if self.url is not None and c.url is None:
+                raise ValueError(f"components[{i}]: a 'url' source's component needs its 'url'")
         return self
 
 
@@ -177,6 +199,9 @@ class AxisOption(Strict):
     cflags: list[str] = []
     #: Values for templates (build steps, products, makefile templates) as ``vars.NAME``.
     vars: dict[str, str] = {}
+    #: CPU flags (as /proc/cpuinfo names them, e.g. ``avx512f``) the option's code needs:
+    #: on a node without one its builds and runs are skipped, saying which flag is missing.
+    cpu: list[Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]] = []
 
 
 class PerFileOverride(Strict):
@@ -298,8 +323,18 @@ class OutputSpec(Strict):
     file: str
     #: keyvalue: ``key=value`` lines (between ``begin``/``end``); regex: one field per
     #: pattern; newick_rf: Robinson-Foulds distance of the tree in ``file`` to the stored
-    #: tree ``reference`` (under reference/); curve: whitespace columns, figures derived.
-    format: Literal["keyvalue", "regex", "newick_rf", "curve"]
+    #: tree ``reference`` (under reference/); curve: whitespace columns, figures derived;
+    #: gmx_check_energy / gmx_check_forces: a ``gmx check`` report, one ``field``;
+    #: gmx_mdlog: mdrun's md.log (ns/day, wall time, cycle-table shares; apptune/gmx.py).
+    format: Literal[
+        "keyvalue",
+        "regex",
+        "newick_rf",
+        "curve",
+        "gmx_check_energy",
+        "gmx_check_forces",
+        "gmx_mdlog",
+    ]
     begin: str | None = None
     end: str | None = None
     patterns: dict[str, RegexField] = {}
@@ -319,6 +354,8 @@ class OutputSpec(Strict):
             "regex": ["patterns"],
             "newick_rf": ["reference", "field"],
             "curve": ["columns", "name"],
+            "gmx_check_energy": ["field"],
+            "gmx_check_forces": ["field"],
         }.get(self.format, [])
         for n in need:
             if not getattr(self, n):
@@ -344,6 +381,8 @@ class PreRun(Strict):
     launch: bool = False
     #: Redirect its standard output into this file of the stage directory.
     stdout: str | None = Field(default=None, pattern=r"^[^/]+$")
+    #: ... and its standard error into this one (default: with the standard output).
+    stderr: str | None = Field(default=None, pattern=r"^[^/]+$")
     #: Its standard input: a file of the run directory that the tier's input makes
     #: (``inputs/APP/<tier>/input.yaml`` ``files`` or ``from_build``).
     stdin: str | None = Field(default=None, pattern=r"^[^/]+$")

@@ -387,6 +387,13 @@ class BuildFile(_Part):
     sha256: str | None = None
 
 
+class BuildSource(BuildFile):
+    """The source tarball of a build and the components unpacked into it (GROMACS's
+    regression tests)."""
+
+    components: list[BuildFile] = []
+
+
 class BuildFlags(_Part):
     """The flag sets a build compiled with (None: the provenance does not say), and the
     per-file overrides (apptune/core/ccwrap.py)."""
@@ -424,7 +431,7 @@ class Provenance(_Part):
     variant: str | None = None
     environment: str | None = None
     family: str | None = None
-    source: BuildFile | None = None
+    source: BuildSource | None = None
     patches: list[BuildFile] = []
     flags: BuildFlags | None = None
     axes: dict = {}

@@ -16,6 +16,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
+from .. import machine
 from ..constants import (
     SKIP_FILE,
     XFAIL_FILE,
@@ -226,6 +227,9 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
         reason = reason or syspackages.missing(
             recipe, recipes.recipe_path(self.app), self.current_partition.extras
         )
+        if not reason and self.current_partition.scheduler.registered_name == "local":
+            # the build runs where its runs run: a SIMD level this CPU lacks is not built
+            reason = recipes.cpu_missing(recipe, self.variant, machine.cpu_flags())
         if reason:
             Path(self.stagedir, SKIP_FILE).write_text(reason + "\n")
             self.skip(reason)
