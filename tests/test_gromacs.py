@@ -9,6 +9,8 @@ exist and for a reference .edr that is missing (2022.5, this build).
 """
 
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -197,7 +199,7 @@ def test_an_unknown_simd_value_is_one_line_naming_the_file_and_field():
     with pytest.raises(ApptuneError) as e:
         recipes.Variant.parse("tuned+simd=AVX_1024", _recipe(), "tiers.ci.variants.gnu")
     assert str(e.value) == (
-        f"{REPO}/build-recipes/gromacs.yaml: tiers.ci.variants.gnu: 'tuned+simd=AVX_1024': "
+        "build-recipes/gromacs.yaml: tiers.ci.variants.gnu: 'tuned+simd=AVX_1024': "
         "unknown simd 'AVX_1024' (allowed: AVX2_256, AVX_512, None)"
     )
 
@@ -231,6 +233,24 @@ def test_the_inputs_copy_the_tests_from_the_builds_tree(tmp_path, monkeypatch):
     with pytest.raises(ApptuneError) as e:
         inputs.render("gromacs", "ci", tmp_path / "run2", 2, build_dir=stage)
     assert str(e.value).startswith(
-        f"{REPO}/inputs/gromacs/ci/input.yaml: from_build.tip4p: build product "
+        "inputs/gromacs/ci/input.yaml: from_build.tip4p: build product "
         "'tree/regressiontests/complex/tip4p' not found"
     )
+
+
+def test_mode_ci_leaves_the_long_build_tier_out_and_mode_dev_runs_it():
+    reframe = str(Path(sys.executable).with_name("reframe"))
+    listed = {}
+    for mode in ("ci", "dev"):
+        p = subprocess.run(
+            [reframe, "-C", "site-config/settings.py", "-c", "reframe-checks/gromacs"]
+            + ["--mode", mode, "-l"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        assert p.returncode == 0, p.stdout + p.stderr
+        listed[mode] = [ln for ln in p.stdout.splitlines() if "GromacsCheck" in ln]
+    assert listed["ci"] == []
+    assert any("%tier=ci" in ln for ln in listed["dev"]), listed["dev"]
