@@ -2,10 +2,10 @@
 table (as regressiontests' gmxtest.pl reads them), the SIMD axis on a CPU without the level,
 and the bad inputs, each one line naming the file and the field.
 
-tests/data/gromacs/: ``md-2ranks.log`` is the md.log of the ci benchmark (nbnxn_pme, gnu/tuned
-on 2 ranks); ``grompp-bad-topology.out`` and ``check-missing-reference.out`` are what
-gmx_mpi grompp and gmx_mpi check printed for a topology naming a molecule type that does not
-exist and for a reference .edr that is missing (2022.5, this build).
+tests/data/gromacs/: ``md-2ranks.log`` is the md.log of the ci benchmark (nbnxn_pme, 400 steps,
+gnu/tuned on 2 ranks, with a build running beside it); ``grompp-bad-topology.out`` and
+``check-missing-reference.err`` are what gmx_mpi grompp and gmx_mpi check (2022.5) printed for
+a topology naming a molecule type that does not exist and for a reference .edr that is missing.
 """
 
 import shutil
@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from apptune import build, gmx, inputs, outputs, recipes, run, verify
+from apptune.core import build, gmx, inputs, outputs, recipes, run, verify
+from apptune.core.recipes import Toolchain
 from apptune.errors import ApptuneError
 from apptune.models import OutputSpec
-from apptune.recipes import Toolchain
 
 DATA = REPO / "tests/data/gromacs"
 
@@ -72,35 +72,35 @@ def test_the_cmake_step_carries_the_variant_its_simd_level_and_fft():
     assert "libmkl_core" in lib and inc.endswith("/lib/../include")
 
 
-def test_energy_report_counts_the_terms_outside_the_tolerance():
+def test_energy_report_counts_the_terms_outside_the_tolerance(tmp_path):
     text = ENERGY_HEADER + textwrap.dedent("""\
         Angle            step   0:       1733.2,  step   0:      1817.86
         Potential        step  20:     -30761.8,  step  20:     -30671.3
 
         Files read successfully
         """)
-    p = Path("check.out")
+    p = tmp_path / "check.out"
     p.write_text(text)
     assert gmx.energy_errors(p, "nbnxn_pme.energy") == {"nbnxn_pme.energy": 2}
     p.write_text(ENERGY_HEADER + "\nFiles read successfully\n")
     assert gmx.energy_errors(p, "nbnxn_pme.energy") == {"nbnxn_pme.energy": 0}
 
 
-def test_energy_report_with_other_frames_or_no_report_is_one_error_naming_file_and_field():
-    p = Path("check.out")
+def test_energy_report_with_other_frames_or_no_report_is_one_error_naming_file_and_field(tmp_path):
+    p = tmp_path / "check.out"
     p.write_text(
         ENERGY_HEADER + "\nEnd of file on nbnxn_pme/md.edr but not on nbnxn_pme/reference_s.edr\n"
     )
     with pytest.raises(ApptuneError) as e:
         gmx.energy_errors(p, "nbnxn_pme.energy")
-    assert str(e.value).startswith("check.out: nbnxn_pme.energy: the energy files have different")
+    assert str(e.value).startswith(f"{p}: nbnxn_pme.energy: the energy files have different")
     p.write_text("Fatal error: something else\n")
-    with pytest.raises(ApptuneError, match=r"^check.out: nbnxn_pme.energy: not a report"):
+    with pytest.raises(ApptuneError, match=r"check.out: nbnxn_pme.energy: not a report"):
         gmx.energy_errors(p, "nbnxn_pme.energy")
 
 
-def test_force_report_judges_the_direction_of_each_listed_force():
-    p = Path("check.out")
+def test_force_report_judges_the_direction_of_each_listed_force(tmp_path):
+    p = tmp_path / "check.out"
     a, b, c = "1.00000e+02", "0.00000e+00", "1.00000e+00"
     p.write_text(
         "\n"
@@ -117,13 +117,13 @@ def test_force_report_judges_the_direction_of_each_listed_force():
     assert gmx.force_direction_error(p, "tip4p.forces") == {"tip4p.forces": 0.0}
 
 
-def test_force_report_with_another_difference_names_it():
-    p = Path("check.out")
+def test_force_report_with_another_difference_names_it(tmp_path):
+    p = tmp_path / "check.out"
     p.write_text("\nbF (TRUE - FALSE)\n")
     with pytest.raises(ApptuneError) as e:
         gmx.force_direction_error(p, "tip4p.forces")
     assert str(e.value) == (
-        "check.out: tip4p.forces: gmx check reports a difference: bF (TRUE - FALSE) (line 2)"
+        f"{p}: tip4p.forces: gmx check reports a difference: bF (TRUE - FALSE) (line 2)"
     )
 
 
@@ -132,17 +132,21 @@ def test_mdlog_gives_ns_per_day_wall_time_and_the_cycle_table_shares():
     assert set(got) == set(gmx.MDLOG_FIELDS)
     assert got["mpi_ranks"] == 2 and got["pme_ranks"] == 0
     assert got["ns_per_day"] > 0 and got["mdrun_wall_s"] > 0
-    rows = gmx.cycle_table((DATA / "md-2ranks.log").read_text(), DATA / "md-2ranks.log")
+    rows, pme = gmx.cycle_table((DATA / "md-2ranks.log").read_text(), DATA / "md-2ranks.log")
     assert sum(rows.values()) == pytest.approx(100, abs=0.5)  # every row of the main table
-    assert got["force_pct"] == rows["Force"]
-    assert got["pme_pct"] == pytest.approx(sum(v for k, v in rows.items() if k.startswith("PME")))
-    assert (
-        0
-        < got["comm_pct"]
-        == pytest.approx(
-            sum(v for k, v in rows.items() if "Comm." in k or k.startswith(("Wait", "Send X")))
-        )
-    )
+    assert set(pme) == {
+        "PME redist. X/F",
+        "PME spread",
+        "PME gather",
+        "PME 3D-FFT",
+        "PME 3D-FFT Comm.",
+        "PME solve Elec",
+    }
+    assert got["force_pct"] == rows["Force"] == 9.7
+    assert got["pme_pct"] == rows["PME mesh"] == 81.9
+    # Comm. coord., Wait + Comm. F, Comm. energies; PME redist. X/F and PME 3D-FFT Comm.
+    assert got["comm_pct"] == pytest.approx(1.7 + 2.0 + 0.3 + 34.1 + 18.6)
+    assert got["ns_per_day"] == 18.099 and got["mdrun_wall_s"] == 1.919
 
 
 def test_mdlog_of_a_run_that_stopped_is_one_error(tmp_path):
@@ -208,14 +212,15 @@ def test_a_tpr_that_cannot_be_made_is_one_line_naming_the_file_and_line(tmp_path
     shutil.copy(DATA / "grompp-bad-topology.out", tmp_path / "grompp-nbnxn_pme.out")
     said = run.app_error(_recipe(), tmp_path, [])
     assert said == (
-        "nbnxn_pme/topol.top: line 32: No such moleculetype SOLX (grompp could not make the .tpr)"
+        "nbnxn_pme/topol (topol.top, line 50): No such moleculetype SOLX "
+        "(grompp could not make the .tpr)"
     )
 
 
 def test_a_missing_reference_file_is_one_line_naming_it(tmp_path):
-    shutil.copy(DATA / "check-missing-reference.out", tmp_path / "check-tip4p-energy.err")
+    shutil.copy(DATA / "check-missing-reference.err", tmp_path / "check-tip4p-energy.err")
     said = run.app_error(_recipe(), tmp_path, [])
-    assert said == "tip4p/reference_s.edr: cannot be read (gmx check: File input/output error)"
+    assert said == "tip4p/reference_s.edr: does not exist (gmx check -e)"
 
 
 def test_the_inputs_copy_the_tests_from_the_builds_tree(tmp_path, monkeypatch):

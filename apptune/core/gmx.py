@@ -15,7 +15,10 @@
   differs) is an error naming the file and the field.
 * ``gmx_mdlog``: mdrun's ``md.log``: ns/day, the wall time and the cycle table
   (``R E A L   C Y C L E   A N D   T I M E   A C C O U N T I N G``): the share of the
-  PP force work, of PME and of communication and waiting in the run's wall time.
+  PP force work (the ``Force`` row), of PME (every ``PME ...`` row of the main table) and of
+  communication and waiting (the ``Comm.``, ``Wait + Comm.`` and ``Send X to PME`` rows,
+  and the PME breakdown's ``PME redist. X/F`` and ``PME 3D-FFT Comm.``: inside PME's
+  share too) in the run's wall time.
 """
 
 from __future__ import annotations
@@ -101,25 +104,37 @@ _ROW = re.compile(
 )
 
 
-def cycle_table(text: str, path: Path) -> dict[str, float]:
-    """The main table of md.log's cycle accounting: row name -> its share of the total (%)."""
+def cycle_table(text: str, path: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """md.log's cycle accounting: the main table and its breakdown of the PME mesh, each
+    row name -> its share of the total wall time (%)."""
     start = text.rfind("R E A L   C Y C L E   A N D   T I M E   A C C O U N T I N G")
     if start < 0:
         raise ApptuneError(path, "cycle table", "md.log has no cycle accounting (run incomplete?)")
-    rows: dict[str, float] = {}
-    rules = 0
+    main: dict[str, float] = {}
+    pme: dict[str, float] = {}
+    rows, rules = main, 0
     for line in text[start:].splitlines():
         if line.startswith("-----"):
             rules += 1
-            if rules == 2:  # the rule under the Total row ends the main table
-                break
             continue
+        if line.strip().startswith("Breakdown of PME mesh"):
+            rows = pme
+            continue
+        if line.strip().startswith(("Core t", "Time:")):
+            break
         m = _ROW.match(line)
-        if m and rules == 1 and m["name"] != "Total":
-            rows[m["name"].strip()] = rows.get(m["name"].strip(), 0.0) + float(m["pct"])
-    if not rows:
+        if m and m["name"] != "Total":
+            name = m["name"].strip()
+            rows[name] = rows.get(name, 0.0) + float(m["pct"])
+    if not main:
         raise ApptuneError(path, "cycle table", "the cycle accounting table has no rows")
-    return rows
+    return main, pme
+
+
+def _is_comm(name: str) -> bool:
+    """A row of communication or of waiting for it: ``Comm. coord.``, ``Wait + Comm. F``,
+    ``Send X to PME``, PME's ``PME redist. X/F`` and ``PME 3D-FFT Comm.``."""
+    return "Comm." in name or name.startswith(("Wait", "Send X")) or "redist" in name
 
 
 def mdlog(path: Path) -> dict:
@@ -141,9 +156,9 @@ def mdlog(path: Path) -> dict:
     )
     out["mpi_ranks"] = int(m[1]) + int(m[2] or 0) if m else 1
     out["pme_ranks"] = int(m[2] or 0) if m else 0
-    rows = cycle_table(text, path)
+    rows, pme = cycle_table(text, path)
     out["force_pct"] = rows.get("Force", 0.0)
     out["pme_pct"] = round(sum(v for k, v in rows.items() if k.startswith("PME")), 3)
-    comm = [v for k, v in rows.items() if "Comm." in k or k.startswith(("Wait", "Send X"))]
+    comm = [v for k, v in rows.items() if _is_comm(k)] + [v for k, v in pme.items() if _is_comm(k)]
     out["comm_pct"] = round(float(sum(comm)), 3)
     return out
