@@ -171,7 +171,7 @@ def test_outputs_dispatch_the_gromacs_formats(tmp_path):
 
 
 def test_a_wrong_energy_or_force_fails_naming_the_test_and_the_quantity():
-    ok = {f: 0 for f in _reference_fields()}
+    ok = dict({f: 0 for f in _reference_fields()}, mpi_ranks=2)
     v = verify.verify("gromacs", "ci", ok)
     assert v.ok, v.summary()
     v = verify.verify("gromacs", "ci", dict(ok, **{"nbnxn_vsite.energy": 3, "tip4p.forces": 0.02}))

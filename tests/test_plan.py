@@ -215,7 +215,7 @@ def test_bad_value_files_one_line_each(tmp_path, capsys):
     assert apptune("plan", "--history", hdir, "--values", v, "--time", "1h") == 2
     assert capsys.readouterr().err.splitlines() == [
         f"apptune: error: {v}: values.nosuch: unknown application (known: examl, flashio, "
-        "h5perf, hpcc, mpi-micro, netpipe, npb, npb-official, nwchem, openfoam, qe)"
+        "gromacs, h5perf, hpcc, mpi-micro, netpipe, npb, npb-official, nwchem, openfoam, qe)"
     ]
     v.write_text("values: {hpcc: 1, qe: 2, examl: 1}\n")
     assert apptune("plan", "--history", hdir, "--values", v, "--time", "1h") == 2

@@ -331,7 +331,8 @@ def test_a_literal_lists_its_values_in_words(tree):
     edit(tree / "build-recipes/toy.yaml", "format: keyvalue", "format: keyval")
     assert only(validate.problems()) == (
         "tree/build-recipes/toy.yaml: run.output.format: must be one of: "
-        "keyvalue, regex, newick_rf, curve (got 'keyval')"
+        "keyvalue, regex, newick_rf, curve, gmx_check_energy, gmx_check_forces, gmx_mdlog "
+        "(got 'keyval')"
     )
 
 

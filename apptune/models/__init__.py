@@ -40,7 +40,6 @@ from .recipe import (
     BuildStep,
     CurveDerived,
     CurvePlot,
-    DebianSource,
     EnvFile,
     ExpectedBuildFailure,
     FamilyFlags,
@@ -58,9 +57,6 @@ from .recipe import (
     Recipe,
     RegexField,
     RunSpec,
-    SourceComponent,
-    SourceSpec,
-    SystemRequirements,
     Template,
     TierSpec,
     duration_seconds,
@@ -102,6 +98,7 @@ from .record import (
     RunVerification,
     as_data,
 )
+from .source import DebianSource, SourceComponent, SourceSpec, SystemRequirements
 from .tuning import (
     PlanValues,
     Scalar,

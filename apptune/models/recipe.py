@@ -15,77 +15,15 @@ from .base import (
     FIGURE_NAME_RE,
     FIGURE_UNIT_RE,
     NAME_RE,
-    SHA256_RE,
     Strict,
     _env_names,
     _valid_regex,
 )
 from .install import BuildEstimate, EnvFile, Install, InstallTree
+from .source import SourceSpec, SystemRequirements
 
 
 # --------------------------------------------------------------------------- recipes
-class DebianSource(Strict):
-    package: str = Field(pattern=NAME_RE)
-    #: Debian source version, e.g. ``1.5.0-3``; the orig tarball is taken from it.
-    version: str
-
-
-class SourceComponent(Strict):
-    """A further tarball of the same source (Debian's ``orig-COMPONENT`` tarballs, e.g.
-    GROMACS's regression tests), unpacked into a directory of the source tree."""
-
-    #: File name of the tarball in the mirror and the cache.
-    file: str = Field(pattern=r"^[^/]+$")
-    sha256: str = Field(pattern=SHA256_RE)
-    #: Where in the source tree it is unpacked (relative to the source root).
-    dest: str = Field(pattern=r"^[^/.][^\\]*$")
-    #: Its download address, for a ``url`` source (a ``debian`` source names its files).
-    url: str | None = None
-    strip_components: int = Field(default=1, ge=0)
-
-
-class SourceSpec(Strict):
-    #: File name of the tarball in the mirror and the cache.
-    file: str | None = Field(default=None, pattern=r"^[^/]+$")
-    sha256: str | None = Field(default=None, pattern=SHA256_RE)
-    debian: DebianSource | None = None
-    url: str | None = None
-    #: Project-written source kept in this repository (e.g. ``src/mpi-micro``), pinned by
-    #: git; it is packed into a reproducible tarball named by its content digest.
-    path: str | None = Field(default=None, pattern=r"^[^/.][^\\]*$")
-    #: Leading path components to drop when unpacking (the tarball's top directory).
-    strip_components: int = Field(default=1, ge=0)
-    #: Further tarballs unpacked into the tree (pinned too), e.g. Debian's
-    #: ``gromacs_2022.5.orig-regressiontests.tar.gz``.
-    components: list[SourceComponent] = []
-
-    @model_validator(mode="after")
-    def _one_origin(self):
-        given = [k for k in ("debian", "url", "path") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one of 'debian', 'url' or 'path'")
-        if self.path is None and (self.file is None or self.sha256 is None):
-            raise ValueError("a downloaded source needs 'file' and its pinned 'sha256'")
-        if self.path is not None and (self.file is not None or self.sha256 is not None):
-            raise ValueError("a 'path' source is pinned by the repository: no 'file'/'sha256'")
-        for i, c in enumerate(self.components):
-            if self.path is not None:
-                raise ValueError("a 'path' source has no components")
-            if self.url is not None and c.url is None:
-                raise ValueError(f"components[{i}]: a 'url' source's component needs its 'url'")
-        return self
-
-
-class SystemRequirements(Strict):
-    """What the application needs from the system besides its environment's toolchain."""
-
-    #: Debian packages (libraries and headers the build links, e.g. ScaLAPACK): installed by
-    #: ci/bootstrap.sh; a build on a partition with ``extras.debian_packages`` is skipped,
-    #: naming the package, when one is missing. On a cluster the environments' modules
-    #: provide them instead.
-    debian: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]+$")]] = []
-
-
 class Template(Strict):
     #: A jinja2 template under build-recipes/templates/.
     src: str
