@@ -4,9 +4,10 @@ three of GROMACS's own regression tests (grompp, mdrun on 2 ranks, gmx check aga
 stored reference energies and forces) and the benchmark mdrun.
 
 The build comes from the build cache when it holds it (the user's, as every integration
-test's); a cold cache builds it: about 40 minutes on 2 cores (docs/applications.md), so the
-test pays it once. ``--mode ci`` leaves this tier out (``long_build``), so `make run` does
-not build GROMACS. Asserts correctness and provenance, never timings."""
+test's); a cold cache builds it: 23 minutes on 2 cores (docs/applications.md), so the test
+pays it once; with the build cached it takes about 20 seconds. ``--mode ci`` leaves this
+tier out (``long_build``), so `make run` does not build GROMACS. Asserts correctness and
+provenance, never timings."""
 
 import subprocess
 import sys
