@@ -1,7 +1,8 @@
 # apptune: the two commands of the README, for a fresh Debian 12 machine (as root).
 #   make run   install what is missing, run the ci tier, write the report (runs/latest/)
 #   make test  install what is missing, lint the workflows, run the test suite (unit + integration,
-#              incl. the real-Slurm test on a private cluster started by ci/slurm-local.sh)
+#              incl. the real-Slurm test on a private cluster started by ci/slurm-local.sh), all
+#              but the tests of builds too long for it (make test-long)
 VENV   ?= .venv
 MODE   ?= ci
 # extra options of apptune run, e.g. ARGS='-- -p oneapi' (ReFrame's options after --; -p is
@@ -9,7 +10,7 @@ MODE   ?= ci
 ARGS   ?=
 PYTEST ?= $(VENV)/bin/python -m pytest
 
-.PHONY: run test lint bootstrap validate unit integration clean
+.PHONY: run test test-long lint bootstrap validate unit integration clean
 
 bootstrap:
 	APPTUNE_VENV=$(VENV) bash ci/bootstrap.sh
@@ -18,7 +19,12 @@ run: bootstrap
 	$(VENV)/bin/apptune run --mode $(MODE) $(ARGS)
 
 test: bootstrap lint
-	$(PYTEST) -q -ra tests
+	$(PYTEST) -q -ra -m "not long_build" tests
+
+# the integration tests whose cold build is beyond make test's 10 minutes (GROMACS: about 23
+# minutes on 2 cores); the nightly workflow runs them
+test-long: bootstrap
+	$(PYTEST) -q -ra -m long_build tests
 
 # GitHub workflows (ci.yml, nightly.yml) with actionlint, the Python code with ruff (lint rules
 # and formatting, configured in pyproject.toml); both from the test extra

@@ -6,7 +6,8 @@ stored reference energies and forces) and the benchmark mdrun.
 The build comes from the build cache when it holds it (the user's, as every integration
 test's); a cold cache builds it: 23 minutes on 2 cores (docs/applications.md), so the test
 pays it once; with the build cached it takes about 20 seconds. ``--mode ci`` leaves this
-tier out (``long_build``), so `make run` does not build GROMACS. Asserts correctness and
+tier out (``long_build``), so `make run` does not build GROMACS, nor does `make test` (marker
+``long_build``): `make test-long` and the nightly workflow run it. Asserts correctness and
 provenance, never timings."""
 
 import subprocess
@@ -19,7 +20,7 @@ from conftest import run_records
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long_build]
 
 
 def test_gromacs_ci_tier_verifies_by_its_own_regression_tests(tmp_path):
