@@ -12,7 +12,7 @@ output is complete. The input tier ``ci`` runs it on 1 rank through the partitio
 import textwrap
 from pathlib import Path
 
-ITER = 250_000_000
+ITER = 100_000_000
 REPS = 7
 #: What the BLAS computes: 1^2 + ... + 1000^2.
 DOT = sum(i * i for i in range(1, 1001))
