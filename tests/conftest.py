@@ -160,6 +160,22 @@ def toy_root(tmp_path, monkeypatch):
     return root
 
 
+def gnu_mpi_toolchain():
+    """The gnu environment of the site: Open MPI's compiler wrappers, OpenBLAS."""
+    from apptune.core.recipes import Toolchain
+
+    return Toolchain(
+        environment="gnu",
+        family="gnu",
+        cc="mpicc",
+        cxx="mpicxx",
+        ftn="mpifort",
+        mpi="openmpi",
+        mpi_standard="3.1",
+        blas="openblas",
+    )
+
+
 @pytest.fixture
 def gnu_toolchain():
     from apptune.core.recipes import Toolchain

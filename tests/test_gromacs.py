@@ -15,25 +15,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, gnu_mpi_toolchain
 
 from apptune.core import build, gmx, inputs, outputs, recipes, run, verify
-from apptune.core.recipes import Toolchain
 from apptune.errors import ApptuneError
 from apptune.models import OutputSpec
 
 DATA = REPO / "tests/data/gromacs"
 
-GNU = Toolchain(
-    environment="gnu",
-    family="gnu",
-    cc="mpicc",
-    cxx="mpicxx",
-    ftn="mpifort",
-    mpi="openmpi",
-    mpi_standard="3.1",
-    blas="openblas",
-)
+GNU = gnu_mpi_toolchain()
 
 # what gmx check -e prints (fileio/enxio.cpp comp_enx and cmp_energies)
 ENERGY_HEADER = textwrap.dedent("""\

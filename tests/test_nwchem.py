@@ -9,23 +9,14 @@ import re
 import subprocess
 
 import pytest
-from conftest import REPO
+from conftest import REPO, gnu_mpi_toolchain
 
 from apptune.core import build, outputs, recipes, verify
 from apptune.core.recipes import Toolchain
 
 OUT = (REPO / "tests/data/nwchem/ci-gnu-tuned.out").read_text()
 
-GNU = Toolchain(
-    environment="gnu",
-    family="gnu",
-    cc="mpicc",
-    cxx="mpicxx",
-    ftn="mpifort",
-    mpi="openmpi",
-    mpi_standard="3.1",
-    blas="openblas",
-)
+GNU = gnu_mpi_toolchain()
 
 
 def _recipe():

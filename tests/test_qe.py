@@ -7,7 +7,7 @@ input (`apptune run --mode dev -c reframe-checks/qe`, 2026-11-22).
 import re
 
 import pytest
-from conftest import REPO
+from conftest import REPO, gnu_mpi_toolchain
 
 from apptune.core import build, inputs, outputs, recipes, verify
 from apptune.core.recipes import Toolchain
@@ -75,16 +75,7 @@ def test_unconverged_or_crashed_run_fails(tmp_path):
 
 def test_make_inc_carries_the_variant_and_family_flags(tmp_path):
     r = _recipe()
-    gnu = Toolchain(
-        environment="gnu",
-        family="gnu",
-        cc="mpicc",
-        cxx="mpicxx",
-        ftn="mpifort",
-        mpi="openmpi",
-        mpi_standard="3.1",
-        blas="openblas",
-    )
+    gnu = gnu_mpi_toolchain()
     plan = recipes.resolve(r, "tuned+fft=internal", gnu).to_dict()
     ctx = dict(plan, cc="/w/cc", cxx="/w/cxx", ftn="/w/ftn")
     text = build._jinja().get_template("qe/make.inc.j2").render(**ctx)
