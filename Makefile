@@ -9,6 +9,8 @@ MODE   ?= ci
 # ReFrame's pattern, matched from the start of an environment's name: -p 'gnu$$' is gnu alone)
 ARGS   ?=
 PYTEST ?= $(VENV)/bin/python -m pytest
+# make test's workers for the tests that time nothing (pytest-xdist's -n): one per CPU
+TEST_WORKERS ?= auto
 
 .PHONY: run test test-long lint bootstrap validate unit integration clean
 
@@ -18,8 +20,13 @@ bootstrap:
 run: bootstrap
 	$(VENV)/bin/apptune run --mode $(MODE) $(ARGS)
 
+# two passes: the tests that time nothing on all CPUs at once (pytest-xdist), then those
+# marked exclusive (they time runs) one at a time on a node left to them; both always run
 test: bootstrap lint
-	$(PYTEST) -q -ra -m "not long_build" tests
+	@status=0; \
+	$(PYTEST) -q -ra -n $(TEST_WORKERS) --dist loadgroup -m "not long_build and not exclusive" tests || status=1; \
+	$(PYTEST) -q -ra -m "exclusive and not long_build" tests || status=1; \
+	exit $$status
 
 # the integration tests whose cold build is beyond make test's 10 minutes (GROMACS: about 23
 # minutes on 2 cores); the nightly workflow runs them

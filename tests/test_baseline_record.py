@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.integration
+@pytest.mark.exclusive
 def test_record_runs_the_sessions_shows_the_diff_and_writes_with_yes(tmp_path):
     root = tmp_path / "tree"
     timeapp.write_tree(root, REPO, n=20_000_000)

@@ -131,6 +131,7 @@ def test_hpcc_ci_gnu_tuned_end_to_end(tmp_path):
     assert again["verification"]["ok"]
 
 
+@pytest.mark.exclusive
 def test_broken_patch_and_perf_regression_fail_with_clear_reasons(tmp_path):
     """A patch that no longer applies fails its variant's build while the other
     variant still builds, runs and verifies; that one then fails its performance

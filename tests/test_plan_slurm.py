@@ -19,7 +19,8 @@ REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
 APPS = ["--app", "npb", "--app", "examl", "--env", "gnu", "--variant", "tuned"]
 
-pytestmark = pytest.mark.integration
+# --check compares the plan with what the jobs took: make test runs it with the node to itself
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
 
 
 @pytest.fixture(scope="module")

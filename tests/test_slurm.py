@@ -35,7 +35,8 @@ REFRAME = str(Path(sys.executable).with_name("reframe"))
 NODES = 3
 SLURM_TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo")
 
-pytestmark = pytest.mark.integration
+# one private cluster for the module: its tests stay on one pytest-xdist worker
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm")]
 
 
 def _unavailable() -> str | None:

@@ -31,7 +31,8 @@ from apptune import machine
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
 
-pytestmark = pytest.mark.integration
+# they time real runs and judge them: make test runs them with the node to themselves
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
 
 
 def run(args, root, timeout=900):
