@@ -21,10 +21,11 @@ run: bootstrap
 	$(VENV)/bin/apptune run --mode $(MODE) $(ARGS)
 
 # two passes: the tests that time nothing on all CPUs at once (pytest-xdist), then those
-# marked exclusive (they time runs) one at a time on a node left to them; both always run
+# marked exclusive (they time runs, or run MPI under srun) one at a time on a node left to
+# them; both passes always run
 test: bootstrap lint
 	@status=0; \
-	$(PYTEST) -q -ra -n $(TEST_WORKERS) --dist loadgroup -m "not long_build and not exclusive" tests || status=1; \
+	$(PYTEST) -q -ra -n $(TEST_WORKERS) -m "not long_build and not exclusive" tests || status=1; \
 	$(PYTEST) -q -ra -m "exclusive and not long_build" tests || status=1; \
 	exit $$status
 

@@ -19,7 +19,8 @@ REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
 APPS = ["--app", "npb", "--app", "examl", "--env", "gnu", "--variant", "tuned"]
 
-# --check compares the plan with what the jobs took: make test runs it with the node to itself
+# its jobs run under srun, and --check compares the plan with what they took: make test runs
+# it with the node to itself (see tests/test_slurm.py)
 pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
 
 
