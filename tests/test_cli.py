@@ -19,7 +19,7 @@ def test_validate_unknown_environment(tmp_path, monkeypatch, capsys):
     for d in ("build-recipes", "patches", "inputs", "reference", "site-config"):
         shutil.copytree(REPO / d, root / d)
     r = root / "build-recipes/hpcc.yaml"
-    r.write_text(r.read_text().replace("      llvm: [tuned]\n", "      lvm: [tuned]\n", 1))
+    r.write_text(r.read_text().replace("      oneapi: [tuned]\n", "      lvm: [tuned]\n", 1))
     monkeypatch.setenv("APPTUNE_ROOT", str(root))
     assert cli.main(["validate"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
