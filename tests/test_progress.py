@@ -131,3 +131,17 @@ def test_a_log_gets_at_most_a_line_a_minute(tmp_path, monkeypatch):
     progress.relay(p, tmp_path, out=out)
     p.wait()
     assert out.getvalue() == "".join(lines)
+
+
+def test_the_stage_is_read_at_the_tests_level_only(tmp_path):
+    """A build tree's own files below a test's directory (CMake's TryCompile directories
+    come and go while a build runs) are never walked; a file gone meanwhile is left out."""
+    test_dir = tmp_path / "stage/local/default/gnu/GromacsBuild_1"
+    deep = test_dir / "src/_build/CMakeFiles/CMakeScratch/TryCompile-x"
+    deep.mkdir(parents=True)
+    (deep / "compile-lines.jsonl").write_text("{}\n")
+    (test_dir / "compile-lines.jsonl").write_text("{}\n")
+    (test_dir / "gone.jsonl").symlink_to(test_dir / "nowhere")
+    found = progress._in_test_dirs(tmp_path / "stage", "compile-lines.jsonl")
+    assert [p for _, p in found] == [test_dir / "compile-lines.jsonl"]
+    assert progress._in_test_dirs(tmp_path / "stage", "gone.jsonl") == []

@@ -97,7 +97,7 @@ class Follower:
         if not stage.is_dir():
             return None
         now = time.time()
-        logs = [(p.stat().st_mtime, p) for p in stage.rglob("compile-lines.jsonl")]
+        logs = _in_test_dirs(stage, "compile-lines.jsonl")
         logs = [
             (t, p) for t, p in logs if now - t < 60 and not (p.parent / "provenance.json").exists()
         ]
@@ -137,7 +137,7 @@ class Follower:
         if not stage.is_dir():
             return []
         out = []
-        for f in sorted(stage.rglob(NOTICE_FILE)):
+        for _, f in sorted(_in_test_dirs(stage, NOTICE_FILE), key=lambda tp: tp[1]):
             if f in self._noticed:
                 continue
             try:
@@ -155,7 +155,7 @@ class Follower:
         if not stage.is_dir():
             return None
         now = time.time()
-        files = [(p.stat().st_mtime, p) for p in stage.rglob(SLURM_STATE_FILE)]
+        files = _in_test_dirs(stage, SLURM_STATE_FILE)
         files = [(t, p) for t, p in files if now - t < 120]
         if not files:
             return None
@@ -187,6 +187,20 @@ class Follower:
             parts.append(said)
         parts.append(f"{_dur(self.clock() - self.t0)} elapsed")
         return "; ".join(parts)
+
+
+def _in_test_dirs(stage: Path, name: str) -> list[tuple[float, Path]]:
+    """(change time, path) of each test's file ``name`` in ReFrame's stage directory
+    (stage/<system>/<partition>/<environment>/<test>/): never a walk through the build trees
+    below (an OpenFOAM build has tens of thousands of files, CMake's TryCompile directories
+    vanish while they are read); a file removed meanwhile is left out."""
+    found = []
+    for p in stage.glob(f"*/*/*/*/{name}"):
+        try:
+            found.append((p.stat().st_mtime, p))
+        except OSError:
+            continue
+    return found
 
 
 def _dur(s: float) -> str:
