@@ -4,6 +4,7 @@ inputs agree with the builds their tiers name."""
 from pathlib import Path
 
 import pytest
+import yaml
 
 from apptune.core import inputs, recipes, run
 
@@ -49,3 +50,20 @@ def test_each_tier_runs_the_block_size_its_input_says():
             for v in variants:
                 axes = dict(p.split("=", 1) for p in v.split("+")[1:] if "=" in p)
                 assert axes.get("zones", recipe.defaults["zones"]) == str(zones), (tier, v)
+
+
+def test_the_planted_tier_holds_the_ci_tiers_input_and_values():
+    """The planted tier is the ci tier's input for another build: its reference and input
+    may not drift from the ci tier's (re-bless both together)."""
+
+    def load(path):
+        return yaml.safe_load((REPO / path).read_text())
+
+    ci, planted = load("reference/flashio/ci.yaml"), load("reference/flashio/planted.yaml")
+    assert planted["fields"] == ci["fields"]
+    assert list(planted["xfail"]) == ["gnu/baseline+data=planted"] and "xfail" not in ci
+    ci_in, planted_in = (
+        load("inputs/flashio/ci/input.yaml"),
+        load("inputs/flashio/planted/input.yaml"),
+    )
+    assert planted_in == ci_in
