@@ -320,3 +320,20 @@ def test_variants_are_ratios_to_the_distributions_build_when_there_is_no_gnu_bas
     ratios = {(r["environment"], r["variant"]): r["speedup"]["wall_time"] for r in a["rows"]}
     assert ratios[("gnu", "tuned")] == pytest.approx(10.0 / 8.0)
     assert ratios[("llvm", "tuned")] == pytest.approx(2.0)
+
+
+def test_an_application_whose_only_run_was_an_expected_failure_says_so():
+    """Only the planted variant run (XFAIL): the last line gives its reason, not 'no test
+    case ran'."""
+    cases = [{"app": "gromacs", "display_name": "GromacsCheck %variant=tuned+fault=wrong_k"}]
+    xfailed = [
+        {
+            "test": "GromacsCheck %variant=tuned+fault=wrong_k",
+            "reason": "known-wrong result: the planted fault",
+        }
+    ]
+    (s,) = screen.untested_summaries(cases, [], [], xfailed)
+    assert s["nothing_verified"] == (
+        "GromacsCheck %variant=tuned+fault=wrong_k: "
+        "expected failure: known-wrong result: the planted fault"
+    )

@@ -771,11 +771,15 @@ def test_a_known_wrong_result_is_xfail_with_its_reason_and_a_stale_entry_is_xpas
     toy_root, tmp_path
 ):
     """``reference/APP/TIER.yaml`` ``xfail`` through ReFrame's ``@rfm.xfail``: a listed
-    variant whose numbers are wrong is XFAIL (the report gives the data's reason); the same
-    entry on numbers that verify is XPASS, a failure that names the stale entry."""
+    variant whose numbers are wrong as its entry says is XFAIL (the report gives the data's
+    reason); wrong otherwise, it is a FAIL saying what differs; on numbers that verify it is
+    XPASS, a failure that names the stale entry."""
     toy_checks(toy_root, "{gnu: [baseline, tuned]}")
     ref = toy_root / "reference/toy/ci.yaml"
-    ref.write_text(ref.read_text() + 'xfail:\n  gnu/tuned: "sum drifts with -O3 (toy bug 7)"\n')
+    ref.write_text(
+        ref.read_text()
+        + 'xfail:\n  gnu/tuned: {reason: "sum drifts with -O3 (toy bug 7)", fails: [sum]}\n'
+    )
     good = ref.read_text()
     ref.write_text(good.replace("1.6449330668", "1.7"))  # both variants now give wrong numbers
     p = _run(["--run-dir", str(tmp_path / "wrong"), "--no-history"])
@@ -786,6 +790,17 @@ def test_a_known_wrong_result_is_xfail_with_its_reason_and_a_stale_entry_is_xpas
     assert x["reason"] == "known-wrong result: sum drifts with -O3 (toy bug 7)", x
     assert "%build.variant=tuned" in x["test"]
     assert [f["test"] for f in summary["failures"] if "variant=baseline" in f["test"]], summary
+
+    ref.write_text(good.replace("1.6449330668", "1.7").replace("value: 1000000", "value: 7"))
+    p = _run(["--run-dir", str(tmp_path / "otherwise"), "--no-history"])  # n is wrong too
+    assert p.returncode != 0 and "XFAIL" not in p.stdout, p.stdout[-3000:]
+    summary = json.loads((tmp_path / "otherwise/summary.json").read_text())
+    assert not summary["expected_failures"]
+    (f,) = [f for f in summary["failures"] if "variant=tuned" in f["test"]]
+    assert (
+        "not the known-wrong result of reference/toy/ci.yaml xfail gnu/tuned (fails: sum): "
+        "failed besides: n" in f["reason"]
+    ), f
 
     ref.write_text(good)  # the numbers verify: the entry is stale
     p = _run(["--run-dir", str(tmp_path / "stale"), "--no-history"])

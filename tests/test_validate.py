@@ -192,6 +192,18 @@ def test_depends_on_names_parameters_of_the_tiers_input(tree):
     )
 
 
+def test_a_known_wrong_entry_names_fields_or_checks_that_exist(tree):
+    ref = tree / "reference/toy/ci.yaml"
+    ref.write_text(ref.read_text() + "xfail:\n  gnu/tuned: {reason: r, fails: [s*, figure rate]}\n")
+    assert lines(validate.problems()) == []  # a field pattern; a figure that is not a number
+    edit(ref, "fails: [s*, figure rate]", "fails: [sum, exit status, Sum]")
+    assert only(validate.problems()) == (
+        "tree/reference/toy/ci.yaml: xfail.gnu/tuned.fails[2]: 'Sum' names no field of this "
+        "reference nor a check of the run (own checks by file, 'exit status', 'binding', "
+        "'knobs', 'figure NAME')"
+    )
+
+
 # ----------------------------------------------------------------------- YAML itself
 def test_duplicate_keys_are_refused_naming_key_and_line(tree):
     edit(tree / "build-recipes/toy.yaml", "  jobs: 1\n", "  jobs: 1\n  jobs: 2\n")

@@ -116,3 +116,69 @@ def test_reference_for_another_app_is_rejected(toy_root):
     p.write_text(p.read_text().replace("app: toy", "app: hpcc"))
     with pytest.raises(ApptuneError, match="expected toy/ci"):
         verify.load_reference("toy", "ci")
+
+
+def _known_wrong(toy_root, fails: str):
+    p = toy_root / "reference/toy/ci.yaml"
+    p.write_text(
+        p.read_text() + f'xfail:\n  gnu/tuned: {{reason: "sum drifts with -O3", fails: {fails}}}\n'
+    )
+
+
+@pytest.mark.parametrize(
+    "values, crashed, xfail, unexpected",
+    [
+        ({"sum": 1.7, "n": 1000000}, False, True, None),  # exactly what the entry names
+        ({"sum": 1.6449330668, "n": 1000000}, False, True, None),  # passed: XPASS, stale
+        ({"sum": 1.7, "n": 5}, False, False, "failed besides: n"),
+        ({"sum": 1.6449330668, "n": 5}, False, False, "did not fail: sum; failed besides: n"),
+        ({"sum": 1.7, "n": 1000000}, True, False, "failed besides: exit status"),
+        ({}, False, False, "failed besides: n"),  # no output: every field is missing
+    ],
+)
+def test_a_known_wrong_variant_must_fail_exactly_as_its_entry_says(
+    toy_root, values, crashed, xfail, unexpected
+):
+    """``xfail`` ``fails`` names what must fail: anything else failing (another field, a
+    crash) is a plain failure saying what differs, never an expected one."""
+    _known_wrong(toy_root, "[sum]")
+    v = verify.verify("toy", "ci", values, environment="gnu", variant="tuned")
+    if crashed:  # what apptune.core.run.evaluate adds for a program that did not exit 0
+        v.ok = False
+        v.own_checks.append({"pattern": "exit status", "ok": False, "message": "exit 139"})
+    verify.judge_known_wrong(v)
+    assert (v.xfail == "sum drifts with -O3") is xfail
+    if unexpected:
+        assert v.unexpected.endswith(unexpected), v.unexpected
+        assert v.summary().startswith(
+            "not the known-wrong result of reference/toy/ci.yaml xfail gnu/tuned (fails: sum)"
+        ), v.summary()
+    else:
+        assert v.unexpected is None
+    assert "known" not in v.to_dict()
+
+
+def test_a_known_wrong_entry_names_fields_by_pattern_and_other_variants_are_not_judged(toy_root):
+    _known_wrong(toy_root, "['s*', n]")
+    v = verify.verify("toy", "ci", {"sum": 1.7, "n": 5}, environment="gnu", variant="tuned")
+    verify.judge_known_wrong(v)
+    assert v.xfail and not v.unexpected
+    v = verify.verify("toy", "ci", {"sum": 1.7, "n": 5}, environment="gnu", variant="baseline")
+    verify.judge_known_wrong(v)
+    assert v.xfail is None and v.unexpected is None and not v.ok
+
+
+@pytest.mark.parametrize(
+    "entry, error",
+    [
+        ('"sum drifts"', "xfail.gnu/tuned: must be a mapping"),
+        ("{reason: drifts, fails: []}", "xfail.gnu/tuned.fails: must have at least 1 item"),
+        ("{reason: drifts}", "xfail.gnu/tuned.fails: required field is missing"),
+    ],
+)
+def test_a_known_wrong_entry_without_what_must_fail_is_refused(toy_root, entry, error):
+    p = toy_root / "reference/toy/ci.yaml"
+    p.write_text(p.read_text() + f"xfail:\n  gnu/tuned: {entry}\n")
+    with pytest.raises(ApptuneError) as e:
+        verify.load_reference("toy", "ci")
+    assert "reference/toy/ci.yaml" in str(e.value) and error in str(e.value), str(e.value)

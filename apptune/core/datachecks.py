@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import jinja2
@@ -110,7 +111,7 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
                     f"parameters of {_rel(d / 'input.yaml')} for tier {tier}",
                     word,
                 )
-        _check_reference(app, tier, params, produced, found)
+        _check_reference(app, tier, params, produced, found, known_wrong_names(r))
         for o in r.run.outputs:
             if o.format == "newick_rf":
                 tree = outputs.reference_tree(o, tier)
@@ -484,8 +485,24 @@ def _defaulted(ast) -> set[str]:
     return {n for n, k in guarded.items() if uses.get(n) == k}
 
 
+def known_wrong_names(r: Recipe) -> set[str]:
+    """What a reference's ``xfail`` ``fails`` may name besides its fields: the own checks by
+    the file they read and the checks of the run itself (apptune/core/run.py evaluate)."""
+    first = r.run.outputs[0].file if r.run.outputs else ""
+    return (
+        {c.file or first for c in r.run.own_checks}
+        | {"exit status", "binding", "knobs"}
+        | {f"figure {name}" for name in r.run.figures}
+    )
+
+
 def _check_reference(
-    app: str, tier: str, params: set[str] | None, produced: set[str] | None, found: list
+    app: str,
+    tier: str,
+    params: set[str] | None,
+    produced: set[str] | None,
+    found: list,
+    checks: set[str] = frozenset(),
 ) -> None:
     ref_file = paths.reference_file(app, tier)
     if not ref_file.exists():
@@ -523,6 +540,18 @@ def _check_reference(
                     f"(run.output gives: {', '.join(sorted(produced)) or 'nothing'})",
                 )
             )
+    names = set(ref.fields) | set(checks)
+    for key, kw in ref.xfail.items():
+        for i, pattern in enumerate(kw.fails):
+            if not any(fnmatchcase(n, pattern) for n in names):
+                found.append(
+                    ApptuneError(
+                        ref_file,
+                        f"xfail.{key}.fails[{i}]",
+                        f"'{pattern}' names no field of this reference nor a check of the run "
+                        f"(own checks by file, 'exit status', 'binding', 'knobs', 'figure NAME')",
+                    )
+                )
 
 
 def _unique(found: list[ApptuneError]) -> list[ApptuneError]:

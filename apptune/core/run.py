@@ -448,6 +448,7 @@ def evaluate(
         v.own_checks.append({"pattern": "knobs", "matches": 0, "ok": False, "message": line})
     result["figures"] = figures(recipe, values, rec.get("wall_s"), energy_record)
     verify.check_figures(v, result["figures"])
+    verify.judge_known_wrong(v)
     atomic_write_json(run_dir / "verification.json", v.to_dict())
     result["verification"] = v.to_dict()
     return _typed(run_dir, result)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from .. import paths
 from ..errors import ApptuneError
-from ..models import OwnCheck, ReferenceFile
+from ..models import KnownWrong, OwnCheck, ReferenceFile
 from ..yamlio import load_model
 from .outputs import is_bad_number
 
@@ -35,7 +36,13 @@ class Verification:
     ok: bool
     fields: list[FieldResult]
     own_checks: list[dict]
+    #: The reference's reason when this variant is known to be wrong and failed as its entry
+    #: says, or passed (a stale entry): :func:`judge_known_wrong`.
     xfail: str | None = None
+    #: The variant is known to be wrong but failed otherwise than its entry says: what differs.
+    unexpected: str | None = None
+    #: The reference's ``xfail`` entry of the variant, with its key (not written out).
+    known: tuple[str, KnownWrong] | None = field(default=None, repr=False)
     #: Fields not compared because an input they depend on was changed (``depends_on``).
     skipped: list[str] = field(default_factory=list)
     #: Why nothing could be compared: the reference has no fields yet (the skeleton of
@@ -45,7 +52,8 @@ class Verification:
     @property
     def failures(self) -> list[str]:
         return (
-            ([self.no_reference] if self.no_reference else [])
+            ([self.unexpected] if self.unexpected else [])
+            + ([self.no_reference] if self.no_reference else [])
             + [f.message for f in self.fields if not f.ok]
             + [c["message"] for c in self.own_checks if not c["ok"]]
         )
@@ -68,6 +76,7 @@ class Verification:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d.pop("known")
         d["summary"] = self.summary()
         return d
 
@@ -174,7 +183,13 @@ def run_own_checks(checks: list[OwnCheck], text: str | dict, default_file: str =
         n = len(found)
         ok = (n == 0) if c.forbid else (n >= c.min_count)
         message = c.message if not ok else f"{c.message}: ok ({n} matches)"
-        entry = {"pattern": c.pattern, "matches": n, "ok": ok, "message": message}
+        entry = {
+            "pattern": c.pattern,
+            "file": c.file or default_file,
+            "matches": n,
+            "ok": ok,
+            "message": message,
+        }
         if c.forbid and found:  # what was found says where (a file, a value, an offset)
             start = t.rfind("\n", 0, found[0].start()) + 1
             end = t.find("\n", found[0].end())
@@ -183,11 +198,50 @@ def run_own_checks(checks: list[OwnCheck], text: str | dict, default_file: str =
     return out
 
 
-def xfail_reason(ref: ReferenceFile, environment: str | None, variant: str | None) -> str | None:
-    """Known-wrong results are keyed ``environment/variant`` or ``variant``."""
+def known_wrong(
+    ref: ReferenceFile, environment: str | None, variant: str | None
+) -> tuple[str, KnownWrong] | None:
+    """The reference's ``xfail`` entry of a variant (keyed ``environment/variant`` or
+    ``variant``), with its key."""
     if variant is None:
         return None
-    return ref.xfail.get(f"{environment}/{variant}") or ref.xfail.get(variant)
+    for key in (f"{environment}/{variant}", variant):
+        if key in ref.xfail:
+            return key, ref.xfail[key]
+    return None
+
+
+def failed_names(v: Verification) -> list[str]:
+    """What failed, as a ``fails`` list names it: the fields, then the own checks by the file
+    they read (checks of the run itself by what they check: ``exit status``, ``binding``)."""
+    return [f.field for f in v.fields if not f.ok] + [
+        c.get("file") or c["pattern"] for c in v.own_checks if not c["ok"]
+    ]
+
+
+def judge_known_wrong(v: Verification):
+    """A known-wrong variant is an expected failure only when exactly what its entry names
+    failed; one that passed keeps the reason too (ReFrame's XPASS names the stale entry). A
+    failure of anything else, or of nothing the entry names, is said in ``v.unexpected``
+    and fails the run as any failure does. Call it once every check of the run is in."""
+    if v.known is None:
+        return
+    key, kw = v.known
+    if v.ok:
+        v.xfail = kw.reason
+        return
+    failed = [] if v.no_reference else failed_names(v)
+    missing = [p for p in kw.fails if not any(fnmatchcase(n, p) for n in failed)]
+    extra = [n for n in dict.fromkeys(failed) if not any(fnmatchcase(n, p) for p in kw.fails)]
+    if not missing and not extra:
+        v.xfail = kw.reason
+        return
+    said = [f"did not fail: {', '.join(missing)}"] if missing else []
+    said += [f"failed besides: {', '.join(extra)}"] if extra else []
+    v.unexpected = (
+        f"not the known-wrong result of {v.reference} xfail {key} "
+        f"(fails: {', '.join(kw.fails)}): " + "; ".join(said)
+    )
 
 
 def verify(
@@ -228,9 +282,9 @@ def verify(
         ok=ok,
         fields=fields,
         own_checks=own,
-        xfail=xfail_reason(ref, environment, variant),
         skipped=skipped,
         no_reference=none,
+        known=known_wrong(ref, environment, variant),
     )
 
 

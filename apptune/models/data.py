@@ -69,6 +69,17 @@ class FieldTolerance(Strict):
         return self
 
 
+class KnownWrong(Strict):
+    """A known-wrong result of a variant (an expected failure): why, and what must fail."""
+
+    reason: str
+    #: What must fail, and nothing else: fields of this reference (shell-style patterns:
+    #: ``ft_sum_*``) and the recipe's own checks by the file they read (``stdout``: the job's
+    #: output; ``exit status``: the program's). A run that fails otherwise (another field, a
+    #: crash, no output at all) is a failure, not the expected one.
+    fails: list[str] = Field(min_length=1)
+
+
 class ReferenceFile(Strict):
     app: str
     tier: str
@@ -76,9 +87,10 @@ class ReferenceFile(Strict):
     #: Empty only in the skeleton ``apptune new`` writes: a run against it fails ("no
     #: reference yet") until ``apptune bless --new RUN`` writes the first fields.
     fields: dict[str, FieldTolerance]
-    #: "environment/variant" or "variant" -> reason: known wrong results, reported
-    #: by ReFrame as expected failures (XFAIL), never hidden by a looser tolerance.
-    xfail: dict[str, str] = {}
+    #: "environment/variant" or "variant" -> its known-wrong result: reported by ReFrame as
+    #: an expected failure (XFAIL) when exactly what it names fails, never hidden by a
+    #: looser tolerance.
+    xfail: dict[str, KnownWrong] = {}
 
 
 # --------------------------------------------------------------------------- baselines

@@ -59,6 +59,8 @@ class OwnCheckResult(_Part):
     or a check of the run itself (its exit status, binding, knobs)."""
 
     pattern: str | None = None
+    #: The file it read (what a reference's ``xfail`` ``fails`` names it by).
+    file: str | None = None
     matches: int = 0
     ok: bool
     message: str = ""
@@ -77,8 +79,11 @@ class RunVerification(_Part):
     #: Each field's comparison (None: nothing was compared, the summary is the verdict).
     fields: list[FieldComparison] | None = None
     own_checks: list[OwnCheckResult] = []
-    #: Why the result is known to be wrong (an expected failure), or None.
+    #: Why the result is known to be wrong (an expected failure: exactly what the reference's
+    #: ``xfail`` entry names failed), or None.
     xfail: str | None = None
+    #: A known-wrong variant that failed otherwise than its entry says: what differs.
+    unexpected: str | None = None
     #: Fields not compared because an input they depend on was changed.
     skipped: list[str] = []
     #: Why nothing could be compared: the reference has no fields yet.

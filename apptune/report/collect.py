@@ -175,7 +175,9 @@ def collect(report_file: Path) -> dict:
         for r in rows
         if r["machine_id"] and r["machine"]
     }
-    summaries = [app_summary(a) for a in apps] + untested_summaries(cases, apps, failures)
+    summaries = [app_summary(a) for a in apps] + untested_summaries(
+        cases, apps, failures, xfailed, skipped
+    )
     out = {
         "session": session,
         "machines": machines,

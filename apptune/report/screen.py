@@ -181,11 +181,21 @@ def _baseline_verdict(rows: list[dict]) -> dict:
     return out
 
 
-def untested_summaries(cases: list[dict], apps: list[dict], failures: list[dict]) -> list[dict]:
+def untested_summaries(
+    cases: list[dict],
+    apps: list[dict],
+    failures: list[dict],
+    expected: list[dict] = (),
+    skipped: list[dict] = (),
+) -> list[dict]:
     """A summary entry for each application whose test cases all ended before a result (its
-    source or every build failed): nothing verified, and the first failure's reason."""
+    source or every build failed, or each was an expected failure or skipped): nothing
+    verified, and the first reason (a failure's before an expected failure's or a skip's)."""
     shown = {a["app"] for a in apps}
-    out, reasons = {}, {f["test"]: f["reason"] for f in failures}
+    out, reasons = {}, {}
+    for kind, entries in (("skipped", skipped), ("expected failure", expected)):
+        reasons |= {e["test"]: f"{kind}: {e['reason']}" for e in entries}
+    reasons |= {f["test"]: f["reason"] for f in failures}
     for tc in cases:
         app = tc.get("app")
         if not isinstance(app, str) or app == "<undefined>" or app in shown:
