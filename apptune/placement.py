@@ -224,11 +224,15 @@ def thread_env(run_env: dict, threads_per_rank: int) -> dict[str, str]:
     return {k: str(threads_per_rank) for k in sorted(names)}
 
 
-def label(ranks_per_node, threads_per_rank: int, binding) -> str:
-    """The placement part of a result's variant name, e.g. ``rpn=half,bind=core``.
+def label(ranks_per_node, threads_per_rank: int, binding, ranks: int | None = None) -> str:
+    """The placement part of a result's variant name, e.g. ``rpn=half,bind=core``, with
+    ``ranks=N`` first when the run has another rank count than its tier's (``-S num_ranks``,
+    ``-P num_ranks=1,2``: a scaling series, never compared with the tier's baseline).
 
     '' when the placement is the default."""
     parts = []
+    if ranks is not None:
+        parts.append(f"ranks={ranks}")
     if ranks_per_node not in (None, ""):
         parts.append(f"rpn={ranks_per_node}")
     if threads_per_rank != 1:
@@ -239,14 +243,29 @@ def label(ranks_per_node, threads_per_rank: int, binding) -> str:
 
 
 def run_variant(
-    build_variant: str, name: str, ranks_per_node, threads_per_rank: int, binding, knobs=()
+    build_variant: str,
+    name: str,
+    ranks_per_node,
+    threads_per_rank: int,
+    binding,
+    knobs=(),
+    ranks: int | None = None,
 ) -> str:
     """A result's variant: the build variant, plus ``@NAME`` for a named placement of the
-    recipe and ``@rpn=..,tpr=..,bind=..`` for a runtime placement, e.g. ``tuned@rpn=half``,
-    with the machine knobs asked for after it (``knobs``: ``freq=1800000``, ``smt=off``)."""
+    recipe and ``@ranks=..,rpn=..,tpr=..,bind=..`` for a runtime placement, e.g.
+    ``tuned@rpn=half``, with the machine knobs asked for after it (``knobs``:
+    ``freq=1800000``, ``smt=off``). ``ranks``: the run's rank count when it is not its tier's."""
     v = build_variant if name == "default" else f"{build_variant}@{name}"
-    rt = ",".join(x for x in [label(ranks_per_node, threads_per_rank, binding), *knobs] if x)
+    rt = ",".join(x for x in [label(ranks_per_node, threads_per_rank, binding, ranks), *knobs] if x)
     return f"{v}@{rt}" if rt else v
+
+
+def without_labels(variant: str, prefixes: tuple[str, ...]) -> str:
+    """A run variant without the runtime labels that start with one of ``prefixes``
+    (``tuned@ranks=1,freq=low`` without ``ranks=`` -> ``tuned@freq=low``)."""
+    build, *rest = variant.split("@")
+    parts = [",".join(x for x in p.split(",") if not x.startswith(prefixes)) for p in rest]
+    return "@".join([build, *(p for p in parts if p)])
 
 
 def cores_per_node(num_cpus: int | None, scheduler: str) -> int | None:

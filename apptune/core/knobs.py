@@ -30,6 +30,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..placement import without_labels
 from .procfs import format_cpulist, parse_cpulist
 
 KNOBS = ("cpu_freq", "smt", "turbo")
@@ -92,10 +93,7 @@ class Asked:
 def without(variant: str, names=KNOBS) -> str:
     """A run variant without the labels of the knobs ``names`` (``tuned@rpn=half,freq=low``
     -> ``tuned@rpn=half``): the runs of one variant at several settings of them."""
-    drop = tuple(f"{LABELS[n]}=" for n in names)
-    build, *rest = variant.split("@")
-    parts = [",".join(x for x in p.split(",") if not x.startswith(drop)) for p in rest]
-    return "@".join([build, *(p for p in parts if p)])
+    return without_labels(variant, tuple(f"{LABELS[n]}=" for n in names))
 
 
 def without_freq(variant: str) -> str:

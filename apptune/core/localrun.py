@@ -283,7 +283,15 @@ def run_tier(
         recipe.name, tier, run_dir, ranks, build_dir=build_dir, overrides=overrides
     )
     run_variant = (
-        pl.run_variant(variant, placement, ranks_per_node, threads, binding)
+        pl.run_variant(
+            variant,
+            placement,
+            ranks_per_node,
+            threads,
+            binding,
+            (),
+            ranks if ranks != t.ranks else None,
+        )
         if variant is not None
         else None
     )

@@ -18,6 +18,7 @@ from ..errors import ApptuneError
 from ..history import records
 from ..models import BaselineVerdicts, RunRecord
 from .knob_table import knob_tables
+from .scaling import scaling_tables
 from .screen import app_summary, changed_since_baseline, first_screen, untested_summaries
 from .values import _key, _num
 
@@ -192,6 +193,7 @@ def collect(report_file: Path) -> dict:
         "history_verdicts": None,
         "apps": apps,
         "knobs": knob_tables(apps, skipped),
+        "scaling": scaling_tables(apps),
         "results": rows,
     }
     out["first_screen"] = first_screen(out)

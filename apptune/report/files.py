@@ -14,7 +14,14 @@ from ..figures import fmt_figure
 from ..models import as_data
 from ..yamlio import atomic_write_json, atomic_write_text
 from .collect import collect, history_verdicts
-from .plots import curve_plots, power_plots, trend_plots, variant_styles, write_figures
+from .plots import (
+    curve_plots,
+    power_plots,
+    scaling_plots,
+    trend_plots,
+    variant_styles,
+    write_figures,
+)
 from .screen import app_anchor, app_heading, first_screen
 from .values import _key, _pct
 
@@ -91,6 +98,7 @@ def render(
     try:
         power_plots(summary, run_dir)
         curve_plots(summary, run_dir)
+        scaling_plots(summary, run_dir)
         if history_dir is not None:
             trend_plots(summary, run_dir, verdicts, order)
     finally:

@@ -277,3 +277,43 @@ def trend_plots(summary: dict, run_dir: Path, verdicts: list, order: dict) -> No
         )
         out = _save_figure(fig, run_dir / "plots" / f"trend-{a['app']}-{a['tier']}.png")
         a["trend_plot"] = str(out.relative_to(run_dir))
+
+
+def scaling_plots(summary: dict, run_dir: Path) -> None:
+    """Per application and tier with a scaling series (``summary["scaling"]``): the speed-up
+    over the fewest cores beside the ideal one, and the parallel efficiency, against the
+    cores; a line per environment/variant, verified steps only."""
+    by_app: dict[tuple[str, str], list[dict]] = {}
+    for t in summary.get("scaling") or []:
+        by_app.setdefault((t["app"], t["tier"]), []).append(t)
+    if not by_app:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for (app, tier), tables in by_app.items():
+        fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.2), dpi=100)
+        styles = variant_styles(f"{t['environment']}/{t['variant']}" for t in tables)
+        most = max(s["cores"] for t in tables for s in t["steps"])
+        fewest = min(s["cores"] for t in tables for s in t["steps"])
+        left.plot([fewest, most], [1, most / fewest], color="grey", linewidth=0.8, label="ideal")
+        right.axhline(1.0, color="grey", linewidth=0.8)
+        for t in tables:
+            key = f"{t['environment']}/{t['variant']}"
+            pts = [s for s in t["steps"] if s["speedup"] is not None]
+            cores = [s["cores"] for s in pts]
+            left.plot(cores, [s["speedup"] for s in pts], marker="o", label=key, **styles[key])
+            right.plot(cores, [s["efficiency"] for s in pts], marker="o", **styles[key])
+        left.set_title(f"{app} — tier {tier}: speed-up ({tables[0]['primary']})")
+        right.set_title("parallel efficiency")
+        for ax in (left, right):
+            ax.set_xlabel("cores (ranks × threads per rank)")
+            ax.set_xticks(sorted({s["cores"] for t in tables for s in t["steps"]}))
+            ax.grid(alpha=0.3)
+        right.set_ylim(0, 1.1)
+        left.legend(fontsize=7)
+        out = _save_figure(fig, run_dir / "plots" / f"scaling-{app}-{tier}.png")
+        for t in tables:
+            t["plot"] = str(out.relative_to(run_dir))

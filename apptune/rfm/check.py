@@ -108,7 +108,14 @@ class AppRun(rfm.RunOnlyRegressionTest):
             self.threads_per_rank,
             self.binding,
             self.asked_knobs.label(),
+            self.ranks_label,
         )
+
+    @property
+    def ranks_label(self) -> int | None:
+        """The run's rank count when ``-S``/``-P num_ranks`` made it another than its tier's."""
+        n = self.num_ranks
+        return n if n is not None and n != self.recipe.tiers[self.tier].ranks else None
 
     @property
     def asked_knobs(self) -> knobs.Asked:
