@@ -282,18 +282,9 @@ def run_tier(
     params = inputs.render(
         recipe.name, tier, run_dir, ranks, build_dir=build_dir, overrides=overrides
     )
-    run_variant = (
-        pl.run_variant(
-            variant,
-            placement,
-            ranks_per_node,
-            threads,
-            binding,
-            (),
-            ranks if ranks != t.ranks else None,
-        )
-        if variant is not None
-        else None
+    other = ranks if ranks != t.ranks else None  # another rank count is another variant
+    run_variant = variant and pl.run_variant(
+        variant, placement, ranks_per_node, threads, binding, (), other
     )
     state = {"pid": None}  # the runner's, once started (_run)
     prepared = runcore.prepare(
