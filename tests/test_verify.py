@@ -72,20 +72,20 @@ def test_hpcc_reference_catches_a_fast_but_wrong_result():
     """A variant whose FFT error or HPL solution drifts fails even if it is fast."""
     good = {
         "Success": 1,
-        "HPL_N": 3520,
-        "HPL_Anorm1": 911.802,
-        "HPL_AnormI": 907.019,
-        "HPL_BnormI": 0.499999,
-        "HPL_Xnorm1": 3890.59,
-        "HPL_XnormI": 5.39413,
+        "HPL_N": 2000,
+        "HPL_Anorm1": 523.014,
+        "HPL_AnormI": 522.676,
+        "HPL_BnormI": 0.49996,
+        "HPL_Xnorm1": 1840.3,
+        "HPL_XnormI": 4.05224,
         "HPL_RnormI": 4.4e-12,
-        "DGEMM_N": 1436,
+        "DGEMM_N": 815,
         "PTRANS_residual": 0.0,
         "MPIRandomAccess_ErrorsFraction": 0.0,
         "MPIRandomAccess_LCG_ErrorsFraction": 0.0,
-        "STREAM_VectorSize": 2065066,
-        "FFT_N": 1048576,
-        "MPIFFT_N": 1048576,
+        "STREAM_VectorSize": 666666,
+        "FFT_N": 262144,
+        "MPIFFT_N": 262144,
         "MPIFFT_maxErr": 1.5e-15,
         "dweps": 1.110223e-16,
         "sweps": 5.960464e-08,
@@ -93,7 +93,7 @@ def test_hpcc_reference_catches_a_fast_but_wrong_result():
         "HPL_sMACH_EPS": 5.960464e-08,
     }
     assert verify.verify("hpcc", "ci", good).ok
-    wrong = dict(good, MPIFFT_maxErr=3.0e-12, HPL_Xnorm1=3891.2)
+    wrong = dict(good, MPIFFT_maxErr=3.0e-12, HPL_Xnorm1=1840.9)
     v = verify.verify("hpcc", "ci", wrong)
     assert not v.ok
     assert any("MPIFFT_maxErr" in m for m in v.failures)
