@@ -742,3 +742,9 @@ def test_every_ci_input_names_the_nightly_input_it_stands_for(tmp_path, monkeypa
         "stands_for: must start with another tier of hpcc (nightly), not 'weekly'"
         in capsys.readouterr().err
     )
+
+
+@pytest.mark.parametrize("wait, poll", [(300, 10), (5, 2.5), (0.5, 1.0)])
+def test_a_short_down_node_wait_is_polled_within_half_of_it(wait, poll):
+    """A cluster that cancels after 5 s on dead nodes is not left to a 10 s poll."""
+    assert slurm.WatchSettings(down_node_wait=wait).poll == poll

@@ -538,7 +538,7 @@ def test_job_pending_on_down_nodes_is_cancelled_after_the_bounded_wait(cluster, 
     the cluster's down_node_wait the job is cancelled and the verdict names the nodes
     and their reason."""
     env = dict(cluster["env"])
-    wait = 5  # s; apptune's watch polls every 10 s, so it cancels at its second poll
+    wait = 5  # s; the watch polls every 2.5 s (half of it), so it cancels at its third poll
     root = _tree(tmp_path, cluster={"down_node_wait": wait})
     env["APPTUNE_ROOT"] = str(root)
     down = ["n2", "n3"]

@@ -241,6 +241,10 @@ class WatchSettings:
     #: doubles up to it).
     max_backoff: float = 30
 
+    def __post_init__(self):
+        # a short down_node_wait is kept to within half of it, not to the next 10 s poll
+        self.poll = min(self.poll, max(1.0, self.down_node_wait / 2))
+
 
 class JobWatch:
     """One Slurm job from submission to its final state.
