@@ -111,7 +111,9 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
                     f"parameters of {_rel(d / 'input.yaml')} for tier {tier}",
                     word,
                 )
-        _check_reference(app, tier, params, produced, found, known_wrong_names(r))
+        first = r.run.outputs[0].file if r.run.outputs else ""
+        checks = verify.check_names(r.run.own_checks, first, r.run.figures)
+        _check_reference(app, tier, params, produced, found, checks)
         for o in r.run.outputs:
             if o.format == "newick_rf":
                 tree = outputs.reference_tree(o, tier)
@@ -485,17 +487,6 @@ def _defaulted(ast) -> set[str]:
     return {n for n, k in guarded.items() if uses.get(n) == k}
 
 
-def known_wrong_names(r: Recipe) -> set[str]:
-    """What a reference's ``xfail`` ``fails`` may name besides its fields: the own checks by
-    the file they read and the checks of the run itself (apptune/core/run.py evaluate)."""
-    first = r.run.outputs[0].file if r.run.outputs else ""
-    return (
-        {c.file or first for c in r.run.own_checks}
-        | {"exit status", "binding", "knobs"}
-        | {f"figure {name}" for name in r.run.figures}
-    )
-
-
 def _check_reference(
     app: str,
     tier: str,
@@ -549,7 +540,8 @@ def _check_reference(
                         ref_file,
                         f"xfail.{key}.fails[{i}]",
                         f"'{pattern}' names no field of this reference nor a check of the run "
-                        f"(own checks by file, 'exit status', 'binding', 'knobs', 'figure NAME')",
+                        f"(own checks by file, {', '.join(map(repr, verify.RUN_CHECKS))}, "
+                        f"'figure NAME')",
                     )
                 )
 

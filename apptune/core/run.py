@@ -432,7 +432,7 @@ def evaluate(
         atomic_write_json(run_dir / "provenance.json", result["provenance"])
     if crash:
         v.ok = False
-        v.own_checks.append({"pattern": "exit status", "matches": 0, "ok": False, "message": crash})
+        v.own_checks.append(verify.failed_check("exit status", crash))
     # the CPUs the ranks could run on against the binding asked for: a result measured in
     # another placement than its name says would be compared with the wrong baseline
     lay = identity.get("placement_layout") or {}
@@ -442,10 +442,10 @@ def evaluate(
     )
     if wrong:
         v.ok = False
-        v.own_checks.append({"pattern": "binding", "matches": 0, "ok": False, "message": wrong})
+        v.own_checks.append(verify.failed_check("binding", wrong))
     for line in (result.get("knobs") or {}).get("problems") or []:
         v.ok = False
-        v.own_checks.append({"pattern": "knobs", "matches": 0, "ok": False, "message": line})
+        v.own_checks.append(verify.failed_check("knobs", line))
     result["figures"] = figures(recipe, values, rec.get("wall_s"), energy_record)
     verify.check_figures(v, result["figures"])
     verify.judge_known_wrong(v)

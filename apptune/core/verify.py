@@ -198,6 +198,27 @@ def run_own_checks(checks: list[OwnCheck], text: str | dict, default_file: str =
     return out
 
 
+#: The checks of the run itself that :func:`apptune.core.run.evaluate` adds to the recipe's
+#: own (with ``figure NAME`` of :func:`check_figures`): a reference's ``xfail`` ``fails``
+#: names them so.
+RUN_CHECKS = ("exit status", "binding", "knobs")
+
+
+def failed_check(name: str, message: str) -> dict:
+    """A failed check of the run itself (``RUN_CHECKS``, ``figure NAME``), as an own check."""
+    return {"pattern": name, "matches": 0, "ok": False, "message": message}
+
+
+def check_names(own_checks: list[OwnCheck], default_file: str, figures) -> set[str]:
+    """What an ``xfail`` entry's ``fails`` may name besides fields: the recipe's own checks by
+    the file they read, the checks of the run itself and its figures (``figure NAME``)."""
+    return (
+        {c.file or default_file for c in own_checks}
+        | set(RUN_CHECKS)
+        | {f"figure {name}" for name in figures}
+    )
+
+
 def known_wrong(
     ref: ReferenceFile, environment: str | None, variant: str | None
 ) -> tuple[str, KnownWrong] | None:
@@ -295,11 +316,6 @@ def check_figures(v: Verification, figures: dict) -> Verification:
         if isinstance(val, float) and not math.isfinite(val):
             v.ok = False
             v.own_checks.append(
-                {
-                    "pattern": f"figure {name}",
-                    "matches": 0,
-                    "ok": False,
-                    "message": f"figure {name} is {val} (not a finite number)",
-                }
+                failed_check(f"figure {name}", f"figure {name} is {val} (not a finite number)")
             )
     return v
