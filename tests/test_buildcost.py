@@ -137,3 +137,34 @@ def test_apptune_run_says_a_builds_notice_once(tmp_path, toy_root, gnu_toolchain
     f = progress.Follower(run_dir)
     assert f.notices() == [said] and said.startswith("no cached build of toy gnu/tuned")
     assert f.notices() == []
+
+
+def test_a_build_with_compiler_cache_hits_is_not_what_a_build_takes():
+    warm = {"ccache": {"hits": 1900, "misses": 170, "uncacheable": 40}}
+    times = [
+        {**PLAN, "seconds": 9300.0, "compiles": 2070, "ccache": {"hits": 0, "misses": 2070}},
+        {**PLAN, "seconds": 700.0, "compiles": 2070, **warm},
+    ]
+    est = BuildEstimate(compiles=2070, seconds_per_compile=4.5)
+    line = buildcost.notice(_recipe(est), PLAN, times)
+    assert "building takes ~2 h 35 min (last recorded on " in line, line
+    # the resumed build of another variant gives no rate either
+    other = {**PLAN, "variant": "tuned+exceptions=none"}
+    line = buildcost.notice(
+        _recipe(est), PLAN, [{**other, "seconds": 700.0, "compiles": 2070, **warm}]
+    )
+    assert "at the recipe's 4.5 s each" in line, line
+
+
+def test_a_resumed_build_is_as_dear_to_evict_as_its_cold_build(cache):
+    now = time.time()
+    warm = entry("aa" + "1" * 62, 600, 10 * 60, 0, now)
+    e = next(x for x in buildcache.entries() if x.key == warm)
+    e.manifest.update(PLAN, ccache={"hits": 2000, "misses": 70})
+    cold = [
+        {**PLAN, "seconds": 9300.0, "ccache": None},
+        {**PLAN, "seconds": 600.0, "ccache": {"hits": 5}},
+    ]
+    assert buildcache.rebuild_seconds(e, cold) == 9300.0
+    # no cold build recorded: what it took, a lower bound
+    assert buildcache.rebuild_seconds(e, []) == 600.0

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths
-from . import locks
+from . import ccache, locks
 from .recipes import sha256_file
 
 #: Environment variables that change what a compiler wrapper runs.
@@ -304,6 +304,8 @@ def _store(
             "environment": inputs["plan"].get("environment"),
             "build_seconds": build_seconds,
             "compiles": compiles,
+            # hits of a compiler cache: then build_seconds is not what a cold build costs
+            "ccache": ccache.counts(stage),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str))
         (tmp / LAST_USED).touch()
@@ -337,16 +339,33 @@ def last_used(e: Entry) -> float:
 HALF_LIFE_DAYS = 14.0
 
 
-def rebuild_seconds(e: Entry) -> float:
+def cold(record: dict) -> bool:
+    """Whether a build's record (a manifest, a line of :data:`TIMES`) timed a cold build:
+    no object came from a compiler cache (:mod:`apptune.core.ccache`)."""
+    return not (record.get("ccache") or {}).get("hits")
+
+
+def rebuild_seconds(e: Entry, times: list[dict] | None = None) -> float:
     """What building the entry again costs: its recorded build time (an entry stored before
-    the manifest kept it: its provenance's; an expected failure's: 0)."""
+    the manifest kept it: its provenance's; an expected failure's: 0). A build that took
+    objects from a compiler cache costs what its last cold build took, when one is
+    recorded (``times``: :func:`recorded_times`), since the compiler cache may be gone."""
     s = e.manifest.get("build_seconds")
     if s is None:
         try:
             s = json.loads((e.path / "files" / "provenance.json").read_text()).get("build_seconds")
         except (OSError, json.JSONDecodeError, AttributeError):
             s = None
-    return float(s or 0.0)
+    s = float(s or 0.0)
+    if not cold(e.manifest):
+        same = ("app", "variant", "environment")
+        colds = [
+            float(t["seconds"])
+            for t in (recorded_times() if times is None else times)
+            if cold(t) and t.get("seconds") and all(t.get(k) == e.manifest.get(k) for k in same)
+        ]
+        s = max([s, *colds[-1:]])
+    return s
 
 
 def worth(e: Entry, now: float | None = None) -> float:
@@ -406,6 +425,8 @@ def record_time(manifest: dict) -> None:
         "when": manifest.get("created"),
         "key": manifest.get("key"),
     }
+    if manifest.get("ccache"):
+        line["ccache"] = manifest["ccache"]
     try:
         with open(root() / TIMES, "a") as f:
             f.write(json.dumps(line, sort_keys=True) + "\n")

@@ -11,7 +11,8 @@ same application, variant and environment; else the declared compile count of th
 (``build.estimate.compiles``) at the seconds per compile line of the application's last
 recorded build of any variant; else at the recipe's declared rate
 (``build.estimate.seconds_per_compile``). A recipe that declares nothing and has no record
-says that it cannot tell.
+says that it cannot tell. A build that took objects from a compiler cache
+(:mod:`apptune.core.ccache`) is not a record of what a build takes.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def estimate(recipe, plan: dict, times: list[dict] | None = None) -> tuple[float
         and t.get("variant") == plan.get("variant")
         and t.get("environment") == plan.get("environment")
         and t.get("seconds")
+        and buildcache.cold(t)  # objects from a compiler cache: not what a build takes
     ]
     if same:
         t = same[-1]
@@ -59,7 +61,11 @@ def estimate(recipe, plan: dict, times: list[dict] | None = None) -> tuple[float
     est = recipe.build.estimate
     if est is None:
         return None, "no earlier build recorded and no build.estimate declared"
-    rated = [t for t in times if t.get("app") == app and t.get("seconds") and t.get("compiles")]
+    rated = [
+        t
+        for t in times
+        if t.get("app") == app and t.get("seconds") and t.get("compiles") and buildcache.cold(t)
+    ]
     if rated:
         t = rated[-1]
         rate = float(t["seconds"]) / int(t["compiles"])

@@ -21,7 +21,7 @@ from ..constants import (
     SKIP_FILE,
     XFAIL_FILE,
 )
-from ..core import recipes, sources, syspackages
+from ..core import ccache, recipes, sources, syspackages
 from ..errors import last_error_line
 
 
@@ -253,12 +253,25 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
         ]
         if not self.use_build_cache:
             cmd.append("--no-cache")
+        if cache_dir := ccache.requested():  # a long build resumes where it was stopped
+            env, warning = ccache.environment(Path(self.stagedir), cache_dir)
+            if warning:
+                from reframe.core.logging import getlogger
+
+                getlogger().warning(f"{self.app}: {warning}")
+            self.env_vars.update(env)
         self.build_system.commands = [shlex.join(cmd)]
         self.build_system.max_concurrency = recipe.build.jobs
 
     @run_after("init")
     def keep_build_records(self):
-        self.keep_files = ["plan.json", "provenance.json", "compile-lines.jsonl", XFAIL_FILE]
+        self.keep_files = [
+            "plan.json",
+            "provenance.json",
+            "compile-lines.jsonl",
+            XFAIL_FILE,
+            ccache.STATS_LOG,
+        ]
 
     @sanity_function
     def built(self):
