@@ -191,6 +191,44 @@ def test_the_record_has_machine_quality_and_wall_time(tmp_path):
     assert rec["quality"]["job_cpu_s"] > 0
 
 
+ULIMIT_S = [
+    sys.executable,
+    "-c",
+    "import resource; print(resource.getrlimit(resource.RLIMIT_STACK)[0])",
+]
+
+
+@pytest.mark.parametrize("stack,seen", [("64M", 64 << 20), ("unlimited", -1)])
+def test_the_steps_run_with_the_recipes_stack_limit(tmp_path, stack, seen):
+    step = runner.Step(label="run", argv=ULIMIT_S, stdout="limit.txt")
+    rc, rec = run_spec(tmp_path, [step], stack=stack)
+    assert rc == 0 and int((tmp_path / "limit.txt").read_text()) == seen
+    assert rec["stack_limit"] == (None if stack == "unlimited" else seen)
+
+
+def test_a_stack_limit_above_the_hard_limit_fails_the_run_naming_it(tmp_path):
+    """The hard limit is the site's (ulimit -Hs): the run is not started, one line says why."""
+    import resource
+
+    spec = runner.Spec(steps=[runner.Step(label="run", argv=ULIMIT_S)], stack="unlimited")
+    runner.write_spec(tmp_path / runner.SPEC_FILE, spec)
+    hard = 16 << 20
+    p = subprocess.run(
+        [sys.executable, "-m", "apptune.core.runner", runner.SPEC_FILE],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_STACK, (8 << 20, hard)),
+    )
+    rec = runner.load_record(tmp_path)
+    assert p.returncode == 1 and rec["failed_step"] == "stack" and not rec["steps"], rec
+    assert p.stderr.strip() == (
+        "apptune: error: run.stack: the stack limit cannot be raised to unlimited: "
+        "the hard limit (ulimit -Hs) is 16384 KiB"
+    ), p.stderr
+
+
 def test_bad_spec_is_one_line(tmp_path):
     (tmp_path / "spec.json").write_text('{"steps": []}')
     p = subprocess.run(

@@ -110,6 +110,16 @@ def test_time_limits_reframe_would_drop_are_refused(tree, limit):
     assert "time limit" in msg
 
 
+@pytest.mark.parametrize("stack", ["lots", "0M", "512", "-1G", "unlimited; ulimit -c 0"])
+def test_a_stack_limit_is_unlimited_or_a_size(tree, stack):
+    toy = tree / "build-recipes/toy.yaml"
+    edit(toy, "  executable: toy\n", "  executable: toy\n  stack: 512M\n")
+    assert lines(validate.problems()) == []
+    edit(toy, "stack: 512M", f"stack: {stack!r}")
+    msg = only(validate.problems())
+    assert msg.startswith("tree/build-recipes/toy.yaml: run.stack: "), msg
+
+
 # ----------------------------------------------------------------------- system packages
 def test_requires_debian_is_written_the_way_bootstrap_reads_it(tree):
     toy = tree / "build-recipes/toy.yaml"

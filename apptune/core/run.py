@@ -213,6 +213,7 @@ def prepare(
         limits=dict(ex.get("run_quality", {})),
         quiet_wait_s=float(ex.get("quiet_wait_s", 0)) if quiet_wait is None else quiet_wait,
         knobs=knob_spec if knob_spec and knob_spec.get("asked") else None,
+        stack=recipe.run.stack,
     )
     sampler = energy.Sampler(
         list(ex.get("energy_meters", [])) if meters is None else meters,

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -96,6 +97,27 @@ class Spec(BaseModel):
     #: refused before the steps where the node cannot set one (nothing runs then), the
     #: runner's sysfs writes done and put back after them, what was in effect recorded.
     knobs: dict | None = None
+    #: The stack size limit of the steps (the recipe's ``run.stack``): ``unlimited`` or a
+    #: size with K, M or G.
+    stack: str | None = Field(default=None, pattern=r"^(unlimited|[1-9][0-9]*[KMG])$")
+
+
+def stack_limit(stack: str) -> tuple[int | None, str | None]:
+    """Raise this process's stack limit to ``stack`` (its steps inherit it; srun passes it
+    on to the tasks): (the limit set in bytes, None for unlimited; the reason it cannot be)."""
+    want = (
+        resource.RLIM_INFINITY
+        if stack == "unlimited"
+        else int(stack[:-1]) * 1024 ** ("KMG".index(stack[-1]) + 1)
+    )
+    _, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    if hard != resource.RLIM_INFINITY and (want == resource.RLIM_INFINITY or want > hard):
+        return None, (
+            f"run.stack: the stack limit cannot be raised to {stack}: the hard limit "
+            f"(ulimit -Hs) is {hard // 1024} KiB"
+        )
+    resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
+    return (None if want == resource.RLIM_INFINITY else want), None
 
 
 def exit_status(returncode: int) -> int:
@@ -148,6 +170,10 @@ def run(spec: Spec, cwd: Path) -> tuple[int, dict]:
         rec["scratch"] = info
         if message:
             status, failed = 1, "scratch"
+    if spec.stack is not None and failed is None:
+        rec["stack_limit"], message = stack_limit(spec.stack)
+        if message:
+            status, failed = 1, "stack"
     kn = None
     if spec.knobs is not None and failed is None:
         kn = knobs.before_run(spec.knobs, _affinity())

@@ -449,6 +449,9 @@ class RunSpec(Strict):
     stdin: str | None = Field(default=None, pattern=r"^[^/]+$")
     #: Environment variables of the run: name -> value.
     env: dict[str, str] = {}
+    #: The stack size limit the program runs with (``ulimit -s``): ``unlimited`` or a size
+    #: (``512M``; K, M or G), for codes whose large local arrays live on the stack.
+    stack: str | None = Field(default=None, pattern=r"^(unlimited|[1-9][0-9]*[KMG])$")
     prerun: list[PreRun] = []
     #: Runtime placements (a ReFrame parameter of the check): name -> what the ranks get
     #: (:class:`Placement`), spelled for every launcher and MPI library.
