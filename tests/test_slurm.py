@@ -530,57 +530,6 @@ def test_slurmctld_stopped_mid_job_the_check_judges_the_real_end(cluster, tmp_pa
     assert r["job"]["jobid"] == outage["job"] and r["job"]["state"] == "COMPLETED", r["job"]
 
 
-def test_job_pending_on_down_nodes_is_cancelled_after_the_bounded_wait(cluster, tmp_path):
-    """Two of the three nodes are DOWN and the check needs two nodes (one rank on each):
-    Slurm keeps the job pending, with the reason 'ReqNodeNotAvail, UnavailableNodes:...'
-    or 'Nodes required for job are DOWN, DRAINED or reserved ...' (which ReFrame's squeue
-    backend never cancels on), depending on which of its schedulers looked last. After
-    the cluster's down_node_wait the job is cancelled and the verdict names the nodes
-    and their reason."""
-    env = dict(cluster["env"])
-    wait = 5  # s; the watch polls every 2.5 s (half of it), so it cancels at its third poll
-    root = _tree(tmp_path, cluster={"down_node_wait": wait})
-    env["APPTUNE_ROOT"] = str(root)
-    down = ["n2", "n3"]
-    for n in down:
-        slurm(
-            [
-                "scontrol",
-                "update",
-                f"nodename={n}",
-                "state=down",
-                "reason=apptune test: PSU failed",
-            ],
-            env,
-        )
-    run_dir = tmp_path / "run"
-    try:
-        rc, out, summary = reframe_session(
-            root,
-            env,
-            run_dir,
-            "HPCCCheck%tier=ci%build.variant=tuned$",
-            "-S",
-            "ranks_per_node=half",
-        )
-    finally:
-        for n in down:
-            slurm(["scontrol", "update", f"nodename={n}", "state=resume"], env)
-    assert rc != 0, out[-3000:]
-    (fail,) = summary["failures"]
-    reason = fail["reason"]
-    waited = re.match(r"job cancelled after (\d+) s pending on unavailable nodes: ", reason)
-    assert waited and int(waited.group(1)) >= wait, fail
-    assert (
-        "n2 is down (apptune test: PSU failed), n3 is down (apptune test: PSU failed)" in reason
-    ), reason
-    assert re.search(
-        r"\(Slurm job \d+, reason (ReqNodeNotAvail|Nodes required for job are DOWN)", reason
-    ), reason
-    (r,) = summary["results"]
-    assert r["job"]["state"] == "CANCELLED" and r["result"] == "fail", r["job"]
-
-
 def test_one_night_of_one_application_under_slurm(one_node, tmp_path):
     """The main job as a cluster user drives it, short: ci/nightly.sh with NetPIPE (ci
     inputs, the bound placement under srun) on the private cluster, a fresh history. The
