@@ -15,3 +15,6 @@ RUN_NOTES_FILE = "apptune-run.json"
 #: Set by ``apptune run --repeats N`` for its checks: the performance verdict is then the
 #: median of the repeats (the run's summary), not each repeat's in ReFrame.
 REPEATS_ENV = "APPTUNE_REPEATS"
+#: A stack size limit as recipes and the runner's spec write it (``run.stack``):
+#: ``unlimited`` or a size with K, M or G.
+STACK_LIMIT_PATTERN = r"^(unlimited|[1-9][0-9]*[KMG])$"

@@ -36,6 +36,12 @@ ECHO = (
 
 
 def run_spec(tmp_path, steps, **kw) -> tuple[int, dict]:
+    return run_spec_process(tmp_path, steps, **kw)[:2]
+
+
+def run_spec_process(tmp_path, steps, preexec_fn=None, **kw) -> tuple[int, dict, str]:
+    """The runner on a spec of ``steps`` (``kw``: the spec's other fields) in ``tmp_path``:
+    (exit status, run record, standard error)."""
     spec = runner.Spec(steps=steps, **kw)
     runner.write_spec(tmp_path / runner.SPEC_FILE, spec)
     p = subprocess.run(
@@ -44,8 +50,9 @@ def run_spec(tmp_path, steps, **kw) -> tuple[int, dict]:
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=preexec_fn,
     )
-    return p.returncode, runner.load_record(tmp_path) or {}
+    return p.returncode, runner.load_record(tmp_path) or {}, p.stderr
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
@@ -210,23 +217,18 @@ def test_a_stack_limit_above_the_hard_limit_fails_the_run_naming_it(tmp_path):
     """The hard limit is the site's (ulimit -Hs): the run is not started, one line says why."""
     import resource
 
-    spec = runner.Spec(steps=[runner.Step(label="run", argv=ULIMIT_S)], stack="unlimited")
-    runner.write_spec(tmp_path / runner.SPEC_FILE, spec)
     hard = 16 << 20
-    p = subprocess.run(
-        [sys.executable, "-m", "apptune.core.runner", runner.SPEC_FILE],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_STACK, (8 << 20, hard)),
+    rc, rec, err = run_spec_process(
+        tmp_path,
+        [runner.Step(label="run", argv=ULIMIT_S)],
+        lambda: resource.setrlimit(resource.RLIMIT_STACK, (8 << 20, hard)),
+        stack="unlimited",
     )
-    rec = runner.load_record(tmp_path)
-    assert p.returncode == 1 and rec["failed_step"] == "stack" and not rec["steps"], rec
-    assert p.stderr.strip() == (
+    assert rc == 1 and rec["failed_step"] == "stack" and not rec["steps"], rec
+    assert err.strip() == (
         "apptune: error: run.stack: the stack limit cannot be raised to unlimited: "
         "the hard limit (ulimit -Hs) is 16384 KiB"
-    ), p.stderr
+    ), err
 
 
 def test_bad_spec_is_one_line(tmp_path):

@@ -43,6 +43,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import machine
+from ..constants import STACK_LIMIT_PATTERN
 from ..yamlio import atomic_write_json
 from . import knobs, quality, scratch
 from .scratch import ScratchSpec
@@ -99,7 +100,7 @@ class Spec(BaseModel):
     knobs: dict | None = None
     #: The stack size limit of the steps (the recipe's ``run.stack``): ``unlimited`` or a
     #: size with K, M or G.
-    stack: str | None = Field(default=None, pattern=r"^(unlimited|[1-9][0-9]*[KMG])$")
+    stack: str | None = Field(default=None, pattern=STACK_LIMIT_PATTERN)
 
 
 def stack_limit(stack: str) -> tuple[int | None, str | None]:

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from ..constants import STACK_LIMIT_PATTERN
 from ..placement import TARGETS as _TARGETS
 from ..placement import PlacementError, spell
 from .base import (
@@ -451,7 +452,7 @@ class RunSpec(Strict):
     env: dict[str, str] = {}
     #: The stack size limit the program runs with (``ulimit -s``): ``unlimited`` or a size
     #: (``512M``; K, M or G), for codes whose large local arrays live on the stack.
-    stack: str | None = Field(default=None, pattern=r"^(unlimited|[1-9][0-9]*[KMG])$")
+    stack: str | None = Field(default=None, pattern=STACK_LIMIT_PATTERN)
     prerun: list[PreRun] = []
     #: Runtime placements (a ReFrame parameter of the check): name -> what the ranks get
     #: (:class:`Placement`), spelled for every launcher and MPI library.
