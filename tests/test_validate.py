@@ -110,6 +110,30 @@ def test_time_limits_reframe_would_drop_are_refused(tree, limit):
     assert "time limit" in msg
 
 
+DURATIONS = ["5m", "1h30m", "90s", "2d", "300", "1d2h3m4s", "0", "-5", "", "1e3", "1_000", "nan"]
+DURATIONS += ["inf", "5 parsecs", "1m30", "2h1d", "m", "99999999999d", " 7m ", "0.5"]
+
+
+@pytest.mark.parametrize("limit", DURATIONS)
+def test_time_limits_are_read_as_reframe_reads_them(limit):
+    """The recipe's rule for time limits is ReFrame's Duration, without importing ReFrame."""
+    from reframe.utility.typecheck import Duration
+
+    from apptune.models import duration_seconds
+
+    try:
+        theirs = float(Duration(limit.strip()))
+    except (TypeError, ValueError, OverflowError):
+        theirs = None
+    try:
+        ours = duration_seconds(limit)
+    except ValueError:
+        ours = None
+    # ours also refuses what ReFrame reads but then ignores: zero, not finite
+    usable = theirs if theirs is not None and 0 < theirs < float("inf") else None
+    assert ours == usable
+
+
 @pytest.mark.parametrize("stack", ["lots", "0M", "512", "-1G", "unlimited; ulimit -c 0"])
 def test_a_stack_limit_is_unlimited_or_a_size(tree, stack):
     toy = tree / "build-recipes/toy.yaml"

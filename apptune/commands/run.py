@@ -41,7 +41,7 @@ def cmd_run(a) -> int:
     if sel:
         if a.checks and sel.apps:
             raise ApptuneError(None, "--app", "give the checks with -c or with --app, not both")
-        envs = validate.load_site_facts(root / a.config)[0].environments
+        envs = found.site_facts.environments if found.site_facts else None
         sel_checks, sel_opts = selection.reframe_options(sel, list(envs) if envs else None)
         a.checks = a.checks or sel_checks
     withheld = [app for app, ps in found.baselines.items() if ps and app not in found.bad_apps]

@@ -49,6 +49,8 @@ class Findings:
     #: Every application -> the problems of its baseline files: they withhold the
     #: performance verdict (the run says why), never the build or the verification.
     baselines: dict[str, list[ApptuneError]] = dataclasses.field(default_factory=dict)
+    #: What the recipes were checked against (the site config's environments among them).
+    site_facts: SiteFacts | None = None
 
     @property
     def bad_apps(self) -> list[str]:
@@ -80,7 +82,11 @@ def check(config: str | Path | None = None) -> Findings:
     names = recipes.list_recipes()
     apps = {app: app_problems(app, site) for app in names}
     return Findings(
-        site_problems, apps, tuning_problems(apps), {a: baseline_problems(a) for a in names}
+        site_problems,
+        apps,
+        tuning_problems(apps),
+        {a: baseline_problems(a) for a in names},
+        site,
     )
 
 

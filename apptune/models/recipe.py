@@ -3,6 +3,7 @@ outputs, placements and the run."""
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from typing import Annotated, Literal
@@ -161,22 +162,37 @@ class PerFileOverride(Strict):
         return self
 
 
-def duration_seconds(spec: str) -> float:
-    """A time limit as ReFrame reads it (``5m``, ``1h30m``, ``90s``, ``2d``, or seconds),
-    by ReFrame's own conversion; ValueError for what it refuses and for a limit that is
-    zero or not finite (ReFrame would then use the partition's limit, silently)."""
-    from reframe.utility.typecheck import Duration  # the type of a test's time_limit
+# ReFrame's Duration (reframe.utility.typecheck), the type of a test's time_limit, reads a
+# number of seconds or <days>d<hours>h<minutes>m<seconds>s. Its rule is written here because
+# importing ReFrame costs each helper process that loads a recipe a second; a unit test
+# (tests/test_validate.py) holds both to the same answers.
+_DURATION_RE = re.compile(
+    r"^((?P<days>\d+)d)?((?P<hours>\d+)h)?((?P<minutes>\d+)m)?((?P<seconds>\d+)s)?$"
+)
 
+
+def duration_seconds(spec: str) -> float:
+    """A time limit as ReFrame reads it (``5m``, ``1h30m``, ``90s``, ``2d``, or seconds);
+    ValueError for what it refuses and for a limit that is zero or not finite (ReFrame
+    would then use the partition's limit, silently)."""
+    s = str(spec).strip()
     try:
-        v = Duration(str(spec).strip())
-    except (TypeError, ValueError) as e:
-        raise ValueError(
-            f"'{spec}' is not a time limit ReFrame reads ({e}); write e.g. "
-            "5m, 1h30m, 90s, 2d or a number of seconds"
-        ) from None
+        v = float(s)
+    except ValueError:
+        m = _DURATION_RE.match(s)
+        try:
+            if not m:
+                raise ValueError(f"invalid duration: {s}")
+            parts = {k: int(n) for k, n in m.groupdict().items() if n}
+            v = datetime.timedelta(**parts).total_seconds()
+        except (ValueError, OverflowError) as e:
+            raise ValueError(
+                f"'{spec}' is not a time limit ReFrame reads ({e}); write e.g. "
+                "5m, 1h30m, 90s, 2d or a number of seconds"
+            ) from None
     if not math.isfinite(v) or v <= 0:
         raise ValueError(f"'{spec}' is not a positive, finite time limit")
-    return float(v)
+    return v
 
 
 class TierSpec(Strict):
