@@ -447,6 +447,8 @@ def _check_names(
     env: jinja2.Environment | None = None,
 ) -> None:
     """A jinja2 template uses only ``known`` names (besides jinja2's own)."""
+    if "{" not in text:  # no jinja2 delimiter ({{, {%, {#): plain words, nothing to parse
+        return
     env = env or data_environment()
     head = f"{word!r}: " if word is not None else ""
     try:
