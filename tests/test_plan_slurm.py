@@ -2,8 +2,9 @@
 private Slurm cluster (ci/slurm-local.sh), then checked against what the jobs took.
 
 The history is made here: one ``apptune run`` of the ci tier of two light applications
-(NPB and ExaML, gnu/tuned; a few seconds each once built). The plan has a time budget and
-a power cap on one node; energy on this VM is modelled, and the plan says so first.
+(NPB and Quantum ESPRESSO with gnu; about a second each once built). The plan has a time
+budget and a power cap on one node; energy on this VM is modelled, and the plan says so
+first.
 """
 
 import json
@@ -17,7 +18,7 @@ from test_slurm import _start
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
-APPS = ["--app", "npb", "--app", "examl", "--env", "gnu", "--variant", "tuned"]
+APPS = ["--app", "npb", "--app", "qe", "--env", "gnu"]
 
 # its jobs run under srun, and --check compares the plan with what they took: make test runs
 # it with the node to itself (see tests/test_slurm.py)
@@ -47,7 +48,7 @@ def test_a_plan_of_the_ci_tier_runs_through_its_script_within_its_budget(one_nod
     lines = out.splitlines()
     assert lines[0].startswith("ENERGY MODELLED"), out  # this VM has no meter
     data = json.loads((plan_dir / "plan.json").read_text())
-    assert sorted(j["app"] for j in data["chosen"]) == ["examl", "npb"], out
+    assert sorted(j["app"] for j in data["chosen"]) == ["npb", "qe"], out
     assert all(j["energy_grade"] == "modelled" for j in data["chosen"])
     script = (plan_dir / "plan.sh").read_text()
     assert script.count("sbatch --parsable") == 2 and "--nodes=1" in script
@@ -63,6 +64,6 @@ def test_a_plan_of_the_ci_tier_runs_through_its_script_within_its_budget(one_nod
     rc, out = run([*APPTUNE, "plan", "--check", *map(str, jobs), "--out", str(plan_dir)], env)
     assert rc == 0, out
     assert "within the budget" in out and out.splitlines()[0].startswith("ENERGY MODELLED")
-    for app in ("npb", "examl"):
+    for app in ("npb", "qe"):
         line = next(x for x in out.splitlines() if x.startswith(app))
         assert "expected" in line and "%" in line and "(modelled)" in line, line

@@ -297,7 +297,9 @@ def test_a_cpu_hog_beside_a_run_is_measured_as_disturbance(tmp_path):
             h.kill()
     q = rec["quality"]
     assert rc == 0 and q["grade"] == "disturbed", q
-    assert "other processes used" in q["reasons"][0] and "python" in q["reasons"][0]
+    # the hypervisor's steal may be named too (first): the hogs must be named among the reasons
+    hog = [r for r in q["reasons"] if r.startswith("other processes used")]
+    assert len(hog) == 1 and "python" in hog[0], q["reasons"]
 
 
 # ------------------------------------------------------------------------- machine
