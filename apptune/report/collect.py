@@ -17,6 +17,7 @@ from ..core import knobs, recipes
 from ..errors import ApptuneError
 from ..history import records
 from ..models import BaselineVerdicts, RunRecord
+from .axes import axis_tables
 from .knob_table import knob_tables
 from .scaling import scaling_tables
 from .screen import app_summary, changed_since_baseline, first_screen, untested_summaries
@@ -194,6 +195,7 @@ def collect(report_file: Path) -> dict:
         "apps": apps,
         "knobs": knob_tables(apps, skipped),
         "scaling": scaling_tables(apps),
+        "axes": axis_tables(apps, skipped),
         "results": rows,
     }
     out["first_screen"] = first_screen(out)
