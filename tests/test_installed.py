@@ -135,6 +135,28 @@ def test_regex_min_max_and_curve_at_and_relative_range(tmp_path):
         outputs.parse(curve(0.3), tmp_path)
 
 
+def test_until_keeps_the_rows_up_to_a_time(tmp_path):
+    """Water is conserved until it splashes out: the drift of the rows up to a time."""
+    (tmp_path / "v.dat").write_text("# Time v\n0.05 4.0\n0.1 4.2\n0.15 3.9\n0.2 1.0\n")
+
+    def curve(**derived) -> OutputSpec:
+        spec = {"file": "v.dat", "format": "curve", "name": "v", "columns": ["t", "v"]}
+        return OutputSpec.model_validate(dict(spec, derived=derived))
+
+    until = {"op": "relative_range", "x": "t", "y": "v", "until": 0.15}
+    got = outputs.parse(curve(drift=until, whole={"op": "relative_range", "y": "v"}), tmp_path)
+    assert got["drift"] == pytest.approx((4.2 - 3.9) / 4.0)
+    assert got["whole"] == pytest.approx((4.2 - 1.0) / 4.0)
+    assert (
+        outputs.parse(curve(n={"op": "count", "x": "t", "y": "v", "until": 0.1}), tmp_path)["n"]
+        == 2
+    )
+    with pytest.raises(ApptuneError, match=r"d: no row with t at most 0.01 \(rows from 0.05\)"):
+        outputs.parse(curve(d=dict(until, until=0.01)), tmp_path)
+    with pytest.raises(ValueError, match="'until' needs 'x'"):
+        curve(d={"op": "max", "y": "v", "until": 0.1})
+
+
 FATAL = """Create time
 
 --> FOAM FATAL IO ERROR:{space}

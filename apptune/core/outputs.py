@@ -176,7 +176,14 @@ def _parse_curve(spec: OutputSpec, path: Path) -> dict:
         }
     }
     for name, d in spec.derived.items():
-        ys = col[d.y]
+        ys, xs = col[d.y], col[d.x] if d.x else None
+        if d.until is not None:
+            kept = [k for k, x in enumerate(xs) if x <= d.until]
+            if not kept:
+                raise ApptuneError(
+                    path, name, f"no row with {d.x} at most {d.until} (rows from {xs[0]})"
+                )
+            ys, xs = [ys[k] for k in kept], [xs[k] for k in kept]
         if d.op == "first":
             out[name] = ys[0]
         elif d.op == "last":
@@ -190,10 +197,10 @@ def _parse_curve(spec: OutputSpec, path: Path) -> dict:
         elif d.op == "relative_range":
             out[name] = (max(ys) - min(ys)) / abs(ys[0]) if ys[0] else math.inf
         elif d.op == "at":
-            out[name] = _y_at(col[d.x], ys, d.at, path, name)
+            out[name] = _y_at(xs, ys, d.at, path, name)
         else:
             target = d.fraction * max(ys)
-            out[name] = next(x for x, y in zip(col[d.x], ys, strict=True) if y >= target)
+            out[name] = next(x for x, y in zip(xs, ys, strict=True) if y >= target)
     return out
 
 

@@ -247,7 +247,8 @@ class CurveDerived(Strict):
     first ``x`` where ``y`` reaches ``fraction`` of its maximum (NetPIPE's half-peak size),
     or the number of rows (``count``); ``y`` at the row where ``x`` is ``at`` (a sample at
     a fixed time); ``relative_range``: (max - min) / |first| of ``y`` (how far a conserved
-    quantity moved)."""
+    quantity moved). With ``until``, only the rows whose ``x`` is at most ``until`` count:
+    a quantity conserved only up to a time (water before it splashes out of the domain)."""
 
     op: Literal[
         "first", "last", "max", "min", "count", "x_at_fraction_of_max", "at", "relative_range"
@@ -256,9 +257,12 @@ class CurveDerived(Strict):
     x: str | None = None
     fraction: float | None = Field(default=None, gt=0, le=1)
     at: float | None = None
+    until: float | None = None
 
     @model_validator(mode="after")
     def _shape(self):
+        if self.until is not None and self.x is None:
+            raise ValueError("'until' needs 'x' (the column it bounds)")
         if self.op == "x_at_fraction_of_max" and (self.x is None or self.fraction is None):
             raise ValueError("op x_at_fraction_of_max needs 'x' and 'fraction'")
         if (self.op == "at") != (self.at is not None) or (self.op == "at" and self.x is None):
