@@ -156,6 +156,16 @@ def test_a_build_with_compiler_cache_hits_is_not_what_a_build_takes():
     assert "at the recipe's 4.5 s each" in line, line
 
 
+def test_a_build_whose_few_hits_are_its_build_systems_probes_is_a_cold_build():
+    """GROMACS's first build through ccache: 950 compiles, 2 hits (CMake's checks)."""
+    probes = {"ccache": {"hits": 2, "misses": 950, "uncacheable": 100}}
+    est = BuildEstimate(compiles=872, seconds_per_compile=1.6)
+    times = [{**PLAN, "seconds": 461.6, "compiles": 872, **probes}]
+    assert "~8 min (last recorded on " in buildcost.notice(_recipe(est), PLAN, times)
+    other = {**PLAN, "variant": "tuned+simd=None"}
+    assert "gnu/tuned's recorded 0.53 s each" in buildcost.notice(_recipe(est), other, times)
+
+
 def test_a_resumed_build_is_as_dear_to_evict_as_its_cold_build(cache):
     now = time.time()
     warm = entry("aa" + "1" * 62, 600, 10 * 60, 0, now)

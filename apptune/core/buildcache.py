@@ -339,10 +339,19 @@ def last_used(e: Entry) -> float:
 HALF_LIFE_DAYS = 14.0
 
 
+#: At most this share of a build's cacheable compiles may be compiler-cache hits for its time
+#: to stand for a cold build: a build system's probes (CMake's try_compile of a check another
+#: build already ran) hit ccache in a build that compiles every object of its own.
+COLD_HITS_SHARE = 0.01
+
+
 def cold(record: dict) -> bool:
-    """Whether a build's record (a manifest, a line of :data:`TIMES`) timed a cold build:
-    no object came from a compiler cache (:mod:`apptune.core.ccache`)."""
-    return not (record.get("ccache") or {}).get("hits")
+    """Whether a build's record (a manifest, a line of :data:`TIMES`) timed a cold build: no
+    object, or no more than :data:`COLD_HITS_SHARE` of its compiles, came from a compiler cache
+    (:mod:`apptune.core.ccache`)."""
+    counts = record.get("ccache") or {}
+    hits = counts.get("hits") or 0
+    return hits <= COLD_HITS_SHARE * (hits + (counts.get("misses") or 0))
 
 
 def rebuild_seconds(e: Entry, times: list[dict] | None = None) -> float:
