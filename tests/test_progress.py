@@ -100,6 +100,25 @@ def test_the_expected_file_count_is_of_the_same_variant_where_the_cache_has_one(
     assert "building flashio: 100 files (more than the 64 of the last build)" in f.status()
 
 
+def test_a_warm_builds_time_is_not_what_the_next_build_is_bounded_by(tmp_path, monkeypatch):
+    """A build whose objects came from ccache gives its file count, not its time: the time
+    left then comes from the rate of the build under way."""
+    from apptune.core import buildcache, ccache
+
+    monkeypatch.setenv("APPTUNE_BUILD_CACHE", str(tmp_path / "cache"))
+    stage = tmp_path / "warm"
+    stage.mkdir()
+    (stage / "provenance.json").write_text(
+        json.dumps({"compile_lines": {"compiles": 2069}, "build_seconds": 150.0})
+    )
+    (stage / ccache.STATS_LOG).write_text("# a.C\ndirect_cache_hit\n# b.C\ndirect_cache_hit\n")
+    plan = {"app": "openfoam", "environment": "gnu", "variant": "tuned"}
+    buildcache.store("a" * 64, {"plan": plan}, stage, ["provenance.json"])
+    assert progress.expected_build("openfoam", "gnu", "tuned+exceptions=none") == (2069, None)
+    b = {"compiled": 826, "expected": 2069, "expected_s": None, "elapsed": 660.0}
+    assert progress._left(b) == 660.0 * 1243 / 826
+
+
 def test_time_left_is_bounded_by_the_last_cached_build():
     # 8 of 1581 files after 8 minutes of configuring: not 26 hours, the cached build's time
     b = {"compiled": 8, "expected": 1581, "expected_s": 647.0, "elapsed": 480.0}

@@ -43,7 +43,9 @@ def expected_build(
 ) -> tuple[int | None, float | None]:
     """(compiles, seconds) of the last cached build of ``app``, of the same environment and
     variant where the cache has one (another variant can compile other files: a patch, a
-    library built with it); (None, None) if none."""
+    library built with it); (None, None) if none. The seconds are None where that build took
+    its objects from a compiler cache: its time is not what a build takes (a warm OpenFOAM
+    build of 2.5 minutes made a cold one's progress say "about 2 min 30 s left" for an hour)."""
     found: tuple[int | None, float | None] = (None, None)
     for e in reversed(buildcache.entries()):  # the newest first
         if e.manifest.get("app") != app:
@@ -56,11 +58,12 @@ def expected_build(
         n = prov.compile_lines.compiles if prov.compile_lines else None
         if not n:
             continue
+        seconds = prov.build_seconds if buildcache.cold(e.manifest) else None
         same = (e.manifest.get("environment"), e.manifest.get("variant")) == (environment, variant)
         if same:
-            return n, prov.build_seconds
+            return n, seconds
         if found == (None, None):
-            found = (n, prov.build_seconds)
+            found = (n, seconds)
     return found
 
 
