@@ -164,3 +164,23 @@ def test_the_stage_is_read_at_the_tests_level_only(tmp_path):
     found = progress._in_test_dirs(tmp_path / "stage", "compile-lines.jsonl")
     assert [p for _, p in found] == [test_dir / "compile-lines.jsonl"]
     assert progress._in_test_dirs(tmp_path / "stage", "gone.jsonl") == []
+
+
+def test_time_left_comes_from_the_recent_rate_when_a_build_resumes_through_ccache():
+    """A stopped OpenFOAM build resumed through ccache: 1195 files in its first minute, then
+    a file every 2.5 s; its progress said "about 43 s left" for half an hour."""
+    samples = [(0.0, 0)]
+    assert progress.recent_rate(samples, 0.0) is None
+    samples.append((60.0, 1195))
+    assert progress.recent_rate(samples, 60.0) is None  # too short a span to tell
+    for t in range(120, 1300, 60):
+        samples.append((float(t), 1195 + (t - 60) // 2.5))
+    rate = progress.recent_rate(samples, samples[-1][0])
+    assert rate == 0.4  # the window's first sample is past the ccache minute
+    assert samples[0][0] >= samples[-1][0] - progress.RATE_WINDOW_S - 60
+    b = {"compiled": samples[-1][1], "expected": 2069, "expected_s": None, "elapsed": 1240.0}
+    assert progress._left(dict(b, rate=rate)) == (2069 - samples[-1][1]) / 0.4
+    assert progress._left(b) < progress._left(dict(b, rate=rate)) / 3  # since the start
+    samples.append((1300.0, samples[-1][1]))  # nothing compiled for a minute: still a rate
+    assert progress.recent_rate(samples, 1300.0) > 0
+    assert progress.recent_rate([(0.0, 5), (300.0, 5)], 300.0) is None  # linking, no files

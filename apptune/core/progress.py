@@ -36,6 +36,12 @@ _RUN = re.compile(r"\[\s*RUN\s*\]\s+(\S+(?: %\S+)*)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: A non-interactive log gets a progress line at most this often.
 LOG_EVERY_S = 60.0
+#: The time left of a build comes from its compile rate over this many seconds at most: a
+#: build that resumes through a compiler cache takes its first thousand files in a minute,
+#: then compiles the rest at a file every few seconds.
+RATE_WINDOW_S = 600.0
+#: ... once its samples span at least this long (before that, the rate since the start).
+RATE_MIN_SPAN_S = 120.0
 
 
 def expected_build(
@@ -80,6 +86,7 @@ class Follower:
         self._expected: dict[str, tuple] = {}
         self._build_seen: dict[Path, float] = {}
         self._noticed: set[Path] = set()
+        self._samples: dict[Path, list[tuple[float, int]]] = {}
 
     def feed(self, line: str) -> None:
         text = _ANSI.sub("", line)
@@ -125,12 +132,15 @@ class Follower:
             elapsed = max(0.0, now - (log.parent / "plan.json").stat().st_mtime)
         except OSError:
             elapsed = self.clock() - self._build_seen.setdefault(log, self.clock())
+        samples = self._samples.setdefault(log, [])
+        samples.append((now, compiled))
         return {
             "app": app,
             "compiled": compiled,
             "expected": expected[0],
             "expected_s": expected[1],
             "elapsed": elapsed,
+            "rate": recent_rate(samples, now),
         }
 
     def notices(self) -> list[str]:
@@ -262,13 +272,29 @@ def relay(proc, run_dir: Path, out=sys.stdout) -> None:
             bar.close()
 
 
+def recent_rate(samples: list[tuple[float, int]], now: float) -> float | None:
+    """Files a second over the last :data:`RATE_WINDOW_S` of ``samples`` ((time, files
+    compiled), oldest first; older ones are dropped from the list); None until they span
+    :data:`RATE_MIN_SPAN_S` or while nothing compiled in the window."""
+    while len(samples) > 2 and now - samples[1][0] >= RATE_WINDOW_S:
+        del samples[0]
+    (t0, n0), (t1, n1) = samples[0], samples[-1]
+    if t1 - t0 < RATE_MIN_SPAN_S or n1 <= n0:
+        return None
+    return (n1 - n0) / (t1 - t0)
+
+
 def _left(b: dict) -> float | None:
-    """Time left of a build: from its compile rate so far, bounded by the last cached build's
-    time (a build spends its first minutes configuring, before the first file compiles)."""
+    """Time left of a build: from its recent compile rate (else its rate so far), bounded by
+    the last cached build's time (a build spends its first minutes configuring, before the
+    first file compiles)."""
     compiled, expected, total = b["compiled"], b["expected"], b.get("expected_s")
     if not expected or compiled >= expected:
         return None
-    by_rate = b["elapsed"] * (expected - compiled) / compiled if compiled else None
+    if b.get("rate"):
+        by_rate = (expected - compiled) / b["rate"]
+    else:
+        by_rate = b["elapsed"] * (expected - compiled) / compiled if compiled else None
     if not total:
         return by_rate
     if by_rate is None:
