@@ -184,3 +184,25 @@ def test_time_left_comes_from_the_recent_rate_when_a_build_resumes_through_ccach
     samples.append((1300.0, samples[-1][1]))  # nothing compiled for a minute: still a rate
     assert progress.recent_rate(samples, 1300.0) > 0
     assert progress.recent_rate([(0.0, 5), (300.0, 5)], 300.0) is None  # linking, no files
+
+
+def test_the_files_counted_are_the_products_as_the_provenance_counts_them(tmp_path, monkeypatch):
+    """configure's conftest compiles are probes: a FLASH-IO build said "282 files (more
+    than the 64 of the last build)" while its provenance counted 64."""
+    monkeypatch.setattr(progress, "expected_build", lambda *a: (64, None))
+    build = tmp_path / "stage/local/default/gnu/FlashioBuild_1"
+    build.mkdir(parents=True)
+    (build / "plan.json").write_text(json.dumps({"app": "flashio"}))
+    probe = {"kind": "compile", "sources": ["conftest.c"], "cwd": str(build), "argv": ["cc"]}
+    real = {"kind": "compile", "sources": ["a.c"], "cwd": str(build), "argv": ["cc", "-c"]}
+    log = build / "compile-lines.jsonl"
+    log.write_text((json.dumps(probe) + "\n") * 218 + (json.dumps(real) + "\n") * 10)
+    f = progress.Follower(tmp_path)
+    assert f.active_build()["compiled"] == 10
+    with log.open("a") as out:  # appended since, the last line still being written
+        out.write((json.dumps(real) + "\n") * 5 + json.dumps(real)[:20])
+    assert f.active_build()["compiled"] == 15
+    with log.open("a") as out:
+        out.write(json.dumps(real)[20:] + "\n")
+    assert f.active_build()["compiled"] == 16
+    assert "building flashio: 16/64 files" in f.status()

@@ -6,8 +6,9 @@ ReFrame's own output passes through unchanged; beside it, apptune follows the ru
 * a build that finds no copy in the build cache says first how long it will take
   (:mod:`apptune.core.buildcost`: the ``build-notice.json`` it leaves in its stage), once, on
   apptune's own output;
-* while a build runs, the files compiled so far (the lines of its
-  ``compile-lines.jsonl``, which apptune's compiler wrappers append to) against the
+* while a build runs, the files compiled so far (the compile lines of its
+  ``compile-lines.jsonl``, which apptune's compiler wrappers append to, the build system's
+  probes aside) against the
   count of the last build of the same application in the build cache, the elapsed
   time and an estimate of what is left.
 
@@ -30,6 +31,7 @@ from ..constants import SLURM_STATE_FILE
 from ..models import Provenance
 from . import buildcache
 from .buildcost import NOTICE_FILE
+from .compilelines import is_probe
 
 _DONE = re.compile(r"\[\s*(?:OK|FAIL|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\(\s*(\d+)/(\d+)\)\s+(.*)")
 _RUN = re.compile(r"\[\s*RUN\s*\]\s+(\S+(?: %\S+)*)")
@@ -87,6 +89,7 @@ class Follower:
         self._build_seen: dict[Path, float] = {}
         self._noticed: set[Path] = set()
         self._samples: dict[Path, list[tuple[float, int]]] = {}
+        self._counted: dict[Path, tuple[int, int]] = {}
 
     def feed(self, line: str) -> None:
         text = _ANSI.sub("", line)
@@ -123,9 +126,7 @@ class Follower:
             self._expected[(app, which)] = expected_build(app, *which)
         expected = self._expected[(app, which)]
         try:
-            compiled = sum(
-                1 for line in log.read_text(errors="replace").splitlines() if '"compile"' in line
-            )
+            compiled = self._count(log)
         except OSError:
             return None
         try:  # the build's plan is written when it starts
@@ -142,6 +143,26 @@ class Follower:
             "elapsed": elapsed,
             "rate": recent_rate(samples, now),
         }
+
+    def _count(self, log: Path) -> int:
+        """Files of the product compiled so far: the log's compile lines that are not the
+        build system's probes (what the build's provenance counts, so a FLASH-IO build
+        with configure's 218 conftest compiles is not "282 files (more than the 64 of the
+        last build)"). Read from where the last call stopped, whole lines only."""
+        offset, count = self._counted.get(log, (0, 0))
+        with log.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        for line in data[:end].splitlines():
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("kind") == "compile" and not is_probe(e):
+                count += 1
+        self._counted[log] = (offset + end, count)
+        return count
 
     def notices(self) -> list[str]:
         """What builds of this run said before they started (their ``build-notice.json``)
