@@ -154,3 +154,61 @@ def test_compare_refuses_what_it_cannot_compare(tmp_path, capsys):
     assert cli.main(["compare", "m-4d23", "m-0000", "--history", str(hdir)]) == 2
     err = capsys.readouterr().err
     assert re.search(r"no clean verified results of 'm-0000'.*m-ca27fe65b3", err), err
+
+
+DISTURBED = {
+    "grade": "disturbed",
+    "reasons": ["other processes used 61% of the node's CPU time (limit 5%)"],
+    "steal_fraction": 0.0,
+    "outside_cpu_fraction": 0.61,
+}
+
+
+def _busy_history(tmp_path):
+    """Three runs on a busy machine: every result graded disturbed, and in the last run
+    one variant whose numbers did not verify."""
+    from conftest import write_run
+
+    dirs = []
+    for night in range(3):
+        results = [
+            {
+                "app": "npb",
+                "tier": "ci",
+                "environment": env,
+                "variant": "tuned",
+                "figures": {"wall_time": 2.0 + night},
+                "quality": DISTURBED,
+                "ok": not (night == 2 and env == "llvm"),
+            }
+            for env in ("gnu", "llvm")
+        ]
+        uuid = f"b05e{night:04d}-0000-4000-8000-000000000000"
+        dirs.append(write_run(tmp_path / f"busy-{night}", uuid, 1.7e9 + night * 3600, results))
+    hdir = tmp_path / "history"
+    assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
+    return hdir
+
+
+def test_the_site_counts_a_history_of_disturbed_runs(tmp_path):
+    """Disturbed and unverified runs are stored and counted on the index and the 'since'
+    page with their grades, never drawn."""
+    hdir = _busy_history(tmp_path)
+    out = tmp_path / "site"
+    assert cli.main(["history", "site", str(out), "--history", str(hdir)]) == 0
+    assert not [p for p in out.iterdir() if p.name.startswith("series-")]  # nothing drawn
+    index = (out / "index.html").read_text()
+    assert "No clean verified" not in index
+    row = re.search(r'<tr class="group">(.*?)</tr>', index, re.S).group(1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    assert "npb" in cells[2] and "<a " not in cells[2]  # no trend page to link to
+    assert cells[4] == "3"  # runs
+    assert "1 of 2" in cells[6]  # the last run: gnu verified, llvm did not
+    assert "5 disturbed" in cells[7] and "1 not verified" in cells[7]
+    assert "no clean verified run" in cells[8]
+    since = (out / "since.html").read_text()
+    assert "No clean verified" not in since
+    assert "b05e0002" in since and "b05e0001" in since  # the last run against the one before
+    assert "npb/ci gnu/tuned" not in since  # the same state in both runs
+    assert re.search(r"npb/ci llvm/tuned.*verified → not verified", since)
+    assert "1 disturbed" in since and "other processes used 61%" in since
