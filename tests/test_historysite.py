@@ -5,6 +5,7 @@ import math
 import re
 
 import pytest
+from conftest import CLEAN
 from site_data import NIGHTS, STEP_AT, nightly_history, two_machine_history
 
 from apptune import cli
@@ -153,7 +154,7 @@ def test_compare_refuses_what_it_cannot_compare(tmp_path, capsys):
     assert "the same machine" in capsys.readouterr().err
     assert cli.main(["compare", "m-4d23", "m-0000", "--history", str(hdir)]) == 2
     err = capsys.readouterr().err
-    assert re.search(r"no clean verified results of 'm-0000'.*m-ca27fe65b3", err), err
+    assert re.search(r"no verified results of machine 'm-0000'.*m-ca27fe65b3", err), err
 
 
 DISTURBED = {
@@ -212,3 +213,73 @@ def test_the_site_counts_a_history_of_disturbed_runs(tmp_path):
     assert "npb/ci gnu/tuned" not in since  # the same state in both runs
     assert re.search(r"npb/ci llvm/tuned.*verified → not verified", since)
     assert "1 disturbed" in since and "other processes used 61%" in since
+
+
+def test_compare_two_environments_of_a_busy_machine(tmp_path, capsys):
+    """Every run disturbed: the figures are shown with their grade and noise, never judged."""
+    hdir = _busy_history(tmp_path)
+    assert cli.main(["compare", "gnu", "llvm", "--history", str(hdir)]) == 0
+    text = capsys.readouterr().out
+    assert "A: environment gnu on m-" in text and "B: environment llvm" in text
+    (line,) = [x for x in text.splitlines() if "wall_time" in x]
+    # gnu: 3 disturbed runs (2, 3, 4 s); llvm: the 2 that verified (2, 3 s)
+    assert "A 3 ±" in line and "(3 disturbed runs)" in line and "(2 disturbed runs)" in line
+    assert "not judged: both disturbed" in line and "B faster" not in line
+    assert "shown, no ratio is judged" in text
+    # the same by name of the axis, and the history's two environments without naming them
+    assert cli.main(["compare", "--by", "environment", "--app", "npb", "--history", str(hdir)]) == 0
+    assert "not judged: both disturbed" in capsys.readouterr().out
+    with History(hdir, create=False) as h:
+        c = compare.compare(h, by="environment")
+    (row,) = c.rows
+    assert (row.environment, row.variant, row.machine_id) == (None, "tuned", c.a.ids[0])
+    assert row.a.grade == row.b.grade == "disturbed" and row.a.noise is not None
+    assert row.verdict == "not judged: both disturbed" and not c.kinds
+
+
+def test_compare_environments_and_variants_of_one_machine(tmp_path, capsys):
+    """gnu against gnu-mpich (the MPI axis) on one machine from clean runs, a variant
+    against another, and a clean side never set against a disturbed one."""
+    from conftest import write_run
+
+    dirs = []
+    for night in range(4):
+        results = [
+            {
+                "app": "mpi-micro",
+                "tier": "ci",
+                "environment": env,
+                "variant": "tuned",
+                "figures": {"pingpong_latency": lat * (1 + 0.01 * night)},
+                "quality": CLEAN if env != "llvm" else DISTURBED,
+            }
+            for env, lat in (("gnu", 1.0), ("gnu-mpich", 2.0), ("llvm", 1.0))
+        ]
+        uuid = f"c0de{night:04d}-0000-4000-8000-000000000000"
+        dirs.append(write_run(tmp_path / f"r{night}", uuid, 1.7e9 + night * 60, results))
+    hdir = tmp_path / "history"
+    assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", "gnu", "gnu-mpich", "--history", str(hdir)]) == 0
+    text = capsys.readouterr().out
+    assert "each row: the same machine, application, tier, variant and figure" in text
+    with History(hdir, create=False) as h:
+        c = compare.compare(h, "gnu", "gnu-mpich")
+        (row,) = c.micro
+        assert row.ratio == pytest.approx(2.0) and row.speedup == pytest.approx(0.5)
+        assert row.a.runs == row.b.runs == 4 and row.a.noise and row.verdict == "A faster"
+        mixed = compare.compare(h, "gnu", "llvm").micro[0]
+        assert (mixed.a.grade, mixed.b.grade) == ("clean", "disturbed")
+        assert mixed.ratio is None and mixed.speedup is None
+        assert mixed.verdict == "not comparable: A clean and B disturbed"
+    hdir2, _ = nightly_history(tmp_path / "n")
+    with History(hdir2, create=False) as h:
+        c = compare.compare(h, "baseline", "tuned", app="hpcc")
+    assert c.by == "variant"
+    hpl = next(r for r in c.rows if r.figure == "HPL")
+    assert (hpl.environment, hpl.variant) == ("gnu", None) and hpl.speedup > 1.1
+    assert cli.main(["compare", "gnu", "nosuch", "--history", str(hdir)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(
+        r"'gnu' and 'nosuch' are not two machines.*environments \(gnu, gnu-mpich, llvm\)", err
+    ), err

@@ -40,6 +40,7 @@ MAX_COMPARED_MACHINES = 4
 #: How a stored result stands, in the order the pages list them: a verified result by its
 #: run-quality grade (only ``clean`` ones are drawn), then those that did not verify.
 STATES = ("clean", "disturbed", "unmeasured", "not verified", "skipped")
+VERIFIED = {"clean", "disturbed", "unmeasured"}
 #: Distinct reasons of disturbed runs the 'since' page names per machine at most.
 MAX_REASONS = 3
 
@@ -365,7 +366,8 @@ def _runs(history, mode: str | None, out: Path) -> tuple[dict, dict, dict]:
 def _comparisons(history, groups: list[Group], mode: str | None) -> list[dict]:
     counts: dict[str, int] = {}
     for g in groups:
-        counts[g.machine_id] = counts.get(g.machine_id, 0) + len(g.runs)
+        if g.drawn or set(g.states) & VERIFIED:  # compare reads verified results only
+            counts[g.machine_id] = counts.get(g.machine_id, 0) + len(g.runs)
     ids = sorted(counts, key=lambda m: (-counts[m], m))[:MAX_COMPARED_MACHINES]
     out = []
     for a, b in itertools.combinations(ids, 2):
