@@ -372,9 +372,11 @@ def evaluate(
         json.loads(prov.read_text()) if prov.is_file() or require_provenance else None
     )
     result["energy"] = energy_record.to_dict()
-    if unfinished:
-        return failed(result, unfinished, run_dir)
     rec = runner.load_record(run_dir)
+    if unfinished:
+        if "time limit" in unfinished:  # slow on a busy node, or hung on a quiet one
+            unfinished += f"; {quality.at_time_limit((rec or {}).get('quality'))}"
+        return failed(result, unfinished, run_dir)
     if rec is None:
         tail = last_line(stderr)
         return failed(
