@@ -201,6 +201,6 @@ def failure(tc: dict, row: dict | None = None) -> dict:
         "test": tc["display_name"],
         "environment": tc.get("environ"),
         "phase": phase,
-        "reason": " ".join(str(reason).split())[:500],
+        "reason": " ".join(str(reason).split()),
         "stagedir": tc.get("stagedir"),
     }

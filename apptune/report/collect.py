@@ -72,7 +72,27 @@ def _xfail_reason(tc: dict) -> str:
     known_wrong = r.verification.xfail if r else None
     if known_wrong:
         return f"known-wrong result: {known_wrong}"
-    return " ".join(str(tc.get("fail_reason") or "expected failure").split())[:500]
+    return " ".join(str(tc.get("fail_reason") or "expected failure").split())
+
+
+#: A failure's reason where space is short (the first screen, the terminal, report.md): at
+#: most this many characters, and of many failed fields the first few by name.
+BRIEF_CHARS, BRIEF_FIELDS = 300, 3
+
+
+def brief(reason: str, failed: list[str]) -> str:
+    """A fair summary of a failure's ``reason`` (``failed``: the fields that failed): every
+    failed field counted and the first named, or the reason cut at a word, each saying
+    that report.html has all of it."""
+    if len(failed) > BRIEF_FIELDS:
+        return (
+            f"{len(failed)} fields failed: {', '.join(failed[:BRIEF_FIELDS])}, … "
+            "(all in report.html)"
+        )
+    if len(reason) <= BRIEF_CHARS:
+        return reason
+    cut = reason[:BRIEF_CHARS].rsplit(" ", 1)[0]
+    return f"{cut} … (all in report.html)"
 
 
 def _testcases(report_file: Path) -> tuple[dict, list[dict], dict]:
@@ -87,6 +107,7 @@ def _testcases(report_file: Path) -> tuple[dict, list[dict], dict]:
 def collect(report_file: Path) -> dict:
     rep, cases, by_name = _testcases(report_file)
     rows, runs, failures, skipped, xfailed = [], [], [], [], []
+    failed_fields: dict[str, list[str]] = {}
     for tc in cases:
         res = tc.get("result")
         if res == "xfail":
@@ -118,6 +139,9 @@ def collect(report_file: Path) -> dict:
         if r is None:
             failures.append(records.failure(tc, None))
             continue
+        failed_fields[tc["display_name"]] = [
+            f.field for f in r.verification.fields or [] if not f.ok
+        ]
         row = {
             "test": tc["display_name"],
             "app": r.app,
@@ -153,6 +177,8 @@ def collect(report_file: Path) -> dict:
         runs.append(r)
         if res != "pass":
             failures.append(records.failure(tc, row))
+    for f in failures:
+        f["brief"] = brief(f["reason"], failed_fields.get(f["test"], []))
     si = rep.get("session_info", {})
     session = {
         k: si.get(k)

@@ -195,7 +195,7 @@ def untested_summaries(
     out, reasons = {}, {}
     for kind, entries in (("skipped", skipped), ("expected failure", expected)):
         reasons |= {e["test"]: f"{kind}: {e['reason']}" for e in entries}
-    reasons |= {f["test"]: f["reason"] for f in failures}
+    reasons |= {f["test"]: f.get("brief") or f["reason"] for f in failures}
     for tc in cases:
         app = tc.get("app")
         if not isinstance(app, str) or app == "<undefined>" or app in shown:

@@ -1,0 +1,68 @@
+"""What a report says must hold when it is long or the machine was busy: every failed field
+listed, nothing ranked from disturbed or too-short runs, each reason said once, program
+output never reaching a terminal or a file as control sequences."""
+
+import json
+
+from conftest import write_run
+
+from apptune import report
+
+FLASHIO_FIELDS = [
+    f"{f}_{v}"
+    for f in ("chk", "plt_crn", "plt_cnt", "chk_unk")
+    for v in ("dens", "pres", "temp", "velx")
+]
+
+
+def _failed_run(tmp_path, fields):
+    """FLASH-IO's checkpoint with every field wrong: the run's verification as verify
+    says it, each field's message in the summary."""
+    comparisons = [
+        {
+            "field": f,
+            "value": 1.5,
+            "expected": "1.0 ± 1e-12",
+            "ok": False,
+            "message": f"{f} = 1.5, expected 1.0 ± 1e-12 (relative difference 5.0e-01)",
+        }
+        for f in fields
+    ]
+    run = write_run(
+        tmp_path / "run",
+        "f1a5f1a5",
+        1.7e9,
+        [
+            {
+                "app": "flashio",
+                "tier": "ci",
+                "environment": "gnu",
+                "variant": "baseline",
+                "figures": {"wall_time": 3.0},
+                "ok": False,
+                "fields": comparisons,
+            }
+        ],
+        mode="ci",
+    )
+    (rec_file,) = run.glob("stage/**/apptune-result.json")
+    rec = json.loads(rec_file.read_text())
+    rec["verification"]["summary"] = "; ".join(c["message"] for c in comparisons)
+    rec_file.write_text(json.dumps(rec))
+    return run
+
+
+def test_every_failed_field_is_listed_and_the_screen_summarises_them(tmp_path):
+    run = _failed_run(tmp_path, FLASHIO_FIELDS)
+    s = report.collect(run / "report.json")
+    (f,) = s["failures"]
+    assert len(f["reason"]) > 1000  # not cut: every field with its values
+    assert all(f"{x} = 1.5, expected 1.0" in f["reason"] for x in FLASHIO_FIELDS)
+    assert f["brief"] == ("16 fields failed: chk_dens, chk_pres, chk_temp, … (all in report.html)")
+    _, md, html = report.write(run)
+    assert all(f"{x} = 1.5, expected 1.0" in html.read_text() for x in FLASHIO_FIELDS)
+    assert "16 fields failed: chk_dens, chk_pres, chk_temp, … (all in report.html)" in (
+        md.read_text()
+    )
+    few = report.collect(_failed_run(tmp_path / "few", FLASHIO_FIELDS[:2]) / "report.json")
+    assert few["failures"][0]["brief"] == few["failures"][0]["reason"]  # short: as it is
