@@ -66,3 +66,34 @@ def test_every_failed_field_is_listed_and_the_screen_summarises_them(tmp_path):
     )
     few = report.collect(_failed_run(tmp_path / "few", FLASHIO_FIELDS[:2]) / "report.json")
     assert few["failures"][0]["brief"] == few["failures"][0]["reason"]  # short: as it is
+
+
+def test_each_skip_reason_is_said_once(tmp_path):
+    """24 variants each skipped for a knob the node cannot set: one clause per kind of
+    reason, not 24 on one line."""
+    from test_run_lifecycle import _case, _report
+
+    from apptune.constants import SKIP_FILE
+
+    cases = []
+    for i, mhz in enumerate(range(1200, 3600, 100)):
+        stage = tmp_path / f"s{i}"
+        stage.mkdir()
+        knob = "cpu_freq" if i % 2 else "turbo"
+        (stage / SKIP_FILE).write_text(
+            f"{knob}={mhz}000: not in effect: asked {mhz} MHz, measured 2{i:03d} MHz "
+            "(median on CPUs 0-1, tolerance 5%)\n"
+        )
+        cases.append(_case(f"FlashCheck %v={i}", "flashio", "skip", stagedir=stage))
+    (reasons,) = report.untested_apps(_report(tmp_path, cases)).values()
+    assert reasons == [
+        "turbo=1200000: not in effect: asked 1200 MHz, measured 2000 MHz (median on CPUs "
+        "0-1, tolerance 5%) (and 11 more like it)",
+        "cpu_freq=1300000: not in effect: asked 1300 MHz, measured 2001 MHz (median on CPUs "
+        "0-1, tolerance 5%) (and 11 more like it)",
+    ]
+    from apptune.report.collect import distinct
+
+    many = distinct([f"reason {c}" for c in "abcdefg"])
+    assert many[-1] == "and 3 other reason(s) (each under Skipped in report.html)"
+    assert len(many) == 5

@@ -557,5 +557,29 @@ def untested_apps(report_file: Path) -> dict[str, list[str]]:
         else:
             reasons.setdefault(app, [])
     return {
-        app: rs or ["only its fixtures ran"] for app, rs in reasons.items() if app not in tested
+        app: distinct(rs) or ["only its fixtures ran"]
+        for app, rs in reasons.items()
+        if app not in tested
     }
+
+
+#: Reasons said in one line at most (the others are counted: every one is under Skipped).
+MAX_REASONS = 4
+
+
+def distinct(reasons: list[str]) -> list[str]:
+    """Reasons as one line says them: those that differ only in their numbers (a frequency
+    asked, a count measured: one knob's skip in each variant) once, with how many more are
+    like it, and at most :data:`MAX_REASONS` of them."""
+    groups: dict[str, list[str]] = {}
+    for r in reasons:
+        groups.setdefault(re.sub(r"\d+(?:\.\d+)?", "#", r), []).append(r)
+    out = [
+        rs[0] + (f" (and {len(rs) - 1} more like it)" if len(rs) > 1 else "")
+        for rs in groups.values()
+    ]
+    if len(out) > MAX_REASONS:
+        out = out[:MAX_REASONS] + [
+            f"and {len(out) - MAX_REASONS} other reason(s) (each under Skipped in report.html)"
+        ]
+    return out
