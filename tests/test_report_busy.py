@@ -97,3 +97,39 @@ def test_each_skip_reason_is_said_once(tmp_path):
     many = distinct([f"reason {c}" for c in "abcdefg"])
     assert many[-1] == "and 3 other reason(s) (each under Skipped in report.html)"
     assert len(many) == 5
+
+
+def test_a_program_that_only_writes_is_not_told_of_its_reads(tmp_path):
+    scratch = {
+        "root": "/var/tmp",
+        "fstype": "ext4",
+        "mount": "/",
+        "bytes": 40 << 20,
+        "memory_bytes": 24 << 30,
+        "exceeds_memory": False,
+    }
+    rows = [
+        {
+            "app": app,
+            "tier": "ci",
+            "environment": "gnu",
+            "variant": "baseline",
+            "figures": {"wall_time": 3.0},
+            "scratch": scratch,
+        }
+        for app in ("flashio", "h5perf")
+    ]
+    run = write_run(tmp_path / "run", "0f1a5101", 1.7e9, rows, mode="ci")
+    for r in rows:  # write_run keeps only the fields it knows: the scratch part by hand
+        (f,) = [
+            p
+            for p in run.glob("output/**/apptune-result.json")
+            if json.loads(p.read_text())["app"] == r["app"]
+        ]
+        f.write_text(json.dumps(json.loads(f.read_text()) | {"scratch": scratch}))
+    _, md, html = report.write(run)
+    text = html.read_text()
+    flashio = text[text.index("flashio — tier ci") : text.index("h5perf — tier ci")]
+    h5perf = text[text.index("h5perf — tier ci") :]
+    assert "writes may not have reached the disk)" in flashio and "reads" not in flashio
+    assert "reads may come from memory" in h5perf

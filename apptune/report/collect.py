@@ -414,8 +414,10 @@ def _matrices(rows: list[dict]) -> list[dict]:
             recipe = recipes.load_recipe(app)
             figures = recipes.figure_specs(recipe)
             primary, installs = recipe.run.primary, set(recipe.installs)
+            reads = recipe.run.scratch.reads if recipe.run.scratch else True
         except ApptuneError:
             figures, primary, installs = dict(recipes.COMMON_FIGURES), "wall_time", set()
+            reads = True
         sel = sorted(
             [r for r in rows if r["app"] == app and r["tier"] == tier],
             key=lambda r: (r["environment"], r["variant"]),
@@ -444,6 +446,7 @@ def _matrices(rows: list[dict]) -> list[dict]:
                 if tied:
                     ties[n] = tied
         for r in sel:
+            r["scratch_reads"] = reads  # what the file system line may say of its reads
             r["speedup"] = {}
             for n in names:
                 v, b = _num(r["figures"].get(n)), _num(ref["figures"].get(n)) if ref else None
