@@ -455,9 +455,7 @@ class RunScratchSpec(Strict):
     #: Files whose per-variable checksums go to ``sums_file`` (a ``keyvalue`` output).
     files: list[ScratchFileSpec] = []
     sums_file: str = Field(default="scratch-data.txt", pattern=r"^[^/]+$")
-    #: The program reads back what it wrote in its timed region (h5perf): a report says its
-    #: reads may come from the page cache; ``false`` for a program that only writes (FLASH-IO).
-    reads: bool = True
+    reads: bool = True  # the timed region reads what it wrote (h5perf); false: FLASH-IO
 
 
 class RunSpec(Strict):

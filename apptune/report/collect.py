@@ -95,6 +95,13 @@ def brief(reason: str, failed: list[str]) -> str:
     return f"{cut} … (all in report.html)"
 
 
+def _failure(tc: dict, row: dict | None = None, r: RunRecord | None = None) -> dict:
+    """A failed test case (:func:`apptune.history.records.failure`) with its :func:`brief`."""
+    f = records.failure(tc, row)
+    failed = [x.field for x in (r.verification.fields or []) if not x.ok] if r else []
+    return f | {"brief": brief(f["reason"], failed)}
+
+
 def _testcases(report_file: Path) -> tuple[dict, list[dict], dict]:
     """The run report, its test cases, and the cases by unique name (and environment)."""
     rep = records.read_report(Path(report_file).parent, report_file)
@@ -107,7 +114,6 @@ def _testcases(report_file: Path) -> tuple[dict, list[dict], dict]:
 def collect(report_file: Path) -> dict:
     rep, cases, by_name = _testcases(report_file)
     rows, runs, failures, skipped, xfailed = [], [], [], [], []
-    failed_fields: dict[str, list[str]] = {}
     for tc in cases:
         res = tc.get("result")
         if res == "xfail":
@@ -122,7 +128,7 @@ def collect(report_file: Path) -> dict:
             continue
         if tc.get("fixture"):
             if res == "fail":
-                failures.append(records.failure(tc, None))
+                failures.append(_failure(tc))
             continue
         r = records.record_of(tc)
         if res in SKIPPED_RESULTS:
@@ -137,11 +143,8 @@ def collect(report_file: Path) -> dict:
             )
             continue
         if r is None:
-            failures.append(records.failure(tc, None))
+            failures.append(_failure(tc))
             continue
-        failed_fields[tc["display_name"]] = [
-            f.field for f in r.verification.fields or [] if not f.ok
-        ]
         row = {
             "test": tc["display_name"],
             "app": r.app,
@@ -176,9 +179,7 @@ def collect(report_file: Path) -> dict:
         rows.append(row)
         runs.append(r)
         if res != "pass":
-            failures.append(records.failure(tc, row))
-    for f in failures:
-        f["brief"] = brief(f["reason"], failed_fields.get(f["test"], []))
+            failures.append(_failure(tc, row, r))
     si = rep.get("session_info", {})
     session = {
         k: si.get(k)
@@ -414,7 +415,8 @@ def _matrices(rows: list[dict]) -> list[dict]:
             recipe = recipes.load_recipe(app)
             figures = recipes.figure_specs(recipe)
             primary, installs = recipe.run.primary, set(recipe.installs)
-            reads = recipe.run.scratch.reads if recipe.run.scratch else True
+            scratch = getattr(recipe.run, "scratch", None)
+            reads = scratch.reads if scratch else True
         except ApptuneError:
             figures, primary, installs = dict(recipes.COMMON_FIGURES), "wall_time", set()
             reads = True
