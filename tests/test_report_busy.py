@@ -133,3 +133,29 @@ def test_a_program_that_only_writes_is_not_told_of_its_reads(tmp_path):
     h5perf = text[text.index("h5perf — tier ci") :]
     assert "writes may not have reached the disk)" in flashio and "reads" not in flashio
     assert "reads may come from memory" in h5perf
+
+
+def test_the_header_counts_skipped_builds_as_reframe_does(tmp_path):
+    """oneAPI's build skipped (its compilers missing) and its run skipped with it: ReFrame
+    counts 2 skipped, and so does the report."""
+    from test_run_lifecycle import _case, _report
+
+    from apptune.constants import SKIP_FILE
+
+    stage = tmp_path / "build"
+    stage.mkdir()
+    (stage / SKIP_FILE).write_text("compiler/tool icx, mpiicx not found on its PATH\n")
+    cases = [
+        _case("HPCCBuild %variant=tuned", "hpcc", "skip", "oneapi", fixture=True, stagedir=stage),
+        _case("HPCCCheck %tier=ci", "hpcc", "skip", "oneapi", deps=["HPCCBuild_%variant=tuned"]),
+        _case("HPCCBuild %variant=tuned", "hpcc", "pass", "gnu", fixture=True),
+    ]
+    f = _report(tmp_path, cases)
+    rep = json.loads(f.read_text())
+    rep["session_info"]["num_skipped"] = 2  # as ReFrame counted them
+    f.write_text(json.dumps(rep))
+    s = report.collect(f)
+    assert len(s["skipped"]) == s["session"]["num_skipped"] == 2
+    assert {x["reason"] for x in s["skipped"]} == {
+        "compiler/tool icx, mpiicx not found on its PATH"
+    }

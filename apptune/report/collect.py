@@ -126,21 +126,15 @@ def collect(report_file: Path) -> dict:
                 }
             )
             continue
-        if tc.get("fixture"):
+        if tc.get("fixture"):  # a build or source: a failure or a skip, as ReFrame counts them
             if res == "fail":
                 failures.append(_failure(tc))
+            elif res in SKIPPED_RESULTS:
+                skipped.append(_skip(tc, by_name, None))
             continue
         r = records.record_of(tc)
         if res in SKIPPED_RESULTS:
-            skipped.append(
-                {
-                    "test": tc["display_name"],
-                    "environment": tc.get("environ"),
-                    "reason": _skip_reason(tc, by_name),
-                    **_app_tier(tc),
-                    **_asked_of(tc, r),
-                }
-            )
+            skipped.append(_skip(tc, by_name, r))
             continue
         if r is None:
             failures.append(_failure(tc))
@@ -227,6 +221,17 @@ def collect(report_file: Path) -> dict:
     }
     out["first_screen"] = first_screen(out)
     return out
+
+
+def _skip(tc: dict, by_name: dict, r: RunRecord | None) -> dict:
+    """A skipped test case (also a build or source skipped: ReFrame counts them) and why."""
+    return {
+        "test": tc["display_name"],
+        "environment": tc.get("environ"),
+        "reason": _skip_reason(tc, by_name),
+        **_app_tier(tc),
+        **_asked_of(tc, r),
+    }
 
 
 def _app_tier(tc: dict) -> dict:
