@@ -159,3 +159,38 @@ def test_the_header_counts_skipped_builds_as_reframe_does(tmp_path):
     assert {x["reason"] for x in s["skipped"]} == {
         "compiler/tool icx, mpiicx not found on its PATH"
     }
+
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\r\x9b6n"
+
+
+def test_terminal_escape_sequences_of_program_output_are_never_printed_or_stored(
+    tmp_path, capsys
+):
+    from apptune.core import verify
+    from apptune.errors import printable
+    from apptune.models import OwnCheck
+
+    assert printable(ESCAPES + "\tok\n") == (
+        "\\x1b]0;owned\\x07\\x1b[2J\\x1b[31mred\\x0d\\x9b6n\tok\n"
+    )
+    # a forbidden line of the program's output, quoted by the verification
+    checks = [OwnCheck(pattern="FAILED", forbid=True, message="no test FAILED")]
+    v = verify.Verification("reference/x/ci.yaml", False, [], [])
+    v.own_checks = verify.run_own_checks(checks, f"{ESCAPES} FAILED\n", "stdout")
+    assert "\x1b" not in v.summary() and "\\x1b]0;owned" in v.summary()
+    # a record that holds them (written by an older version, or by hand) and a skip reason
+    run = _failed_run(tmp_path, ["sum"])
+    (rec_file,) = run.glob("stage/**/apptune-result.json")
+    rec = json.loads(rec_file.read_text())
+    rec["verification"]["summary"] = f"sum = {ESCAPES}"
+    rec["variant"] = f"baseline{ESCAPES}"
+    rec_file.write_text(json.dumps(rec))
+    _, md, html = report.write(run)
+    for f in (md, html):
+        text = f.read_text()
+        assert not any(c in text for c in "\x1b\x07\r\x9b"), f
+        assert "\\x1b]0;owned" in text
+    s = report.collect(run / "report.json")
+    for line in map(report.summary_line, s["summary"]):
+        assert "\x1b" not in line and "\\x1b[2J" in line

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import ApptuneError
+from ..errors import ApptuneError, printable
 from ..history.compare import AXES, compare, format_text
 
 
@@ -62,7 +62,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
             app=a.app,
             machine_sel=a.machine,
         )
-    print(format_text(c))
+    print(printable(format_text(c)))  # names come from stored records
     if a.json:
         atomic_write_json(a.json, c.to_dict())
     return 0

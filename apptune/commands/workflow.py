@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from .. import paths
-from ..errors import ApptuneError
+from ..errors import ApptuneError, printable
 
 
 def runs_dir() -> Path:
@@ -148,7 +148,7 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
         for s in summary.get("summary", []):
             print("apptune: " + report.summary_line(s))
         for line in summary.get("advice", []):
-            print("apptune: " + line)
+            print("apptune: " + printable(line))
         # with repeats, ReFrame judged no single repeat: the medians' regression fails the
         # run, unless the run asked for no performance verdict (--mode dev)
         judged = getattr(a, "mode", None) != "dev" and "--skip-performance-check" not in (
@@ -169,7 +169,8 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
             return rc
         # a run that tested nothing of an application (every case skipped) is not a pass
         for app, reasons in report.untested_apps(run_dir / "report.json").items():
-            print(f"apptune: error: {app}: nothing tested: {'; '.join(reasons)}", file=sys.stderr)
+            said = printable("; ".join(reasons))  # skip reasons may quote program output
+            print(f"apptune: error: {app}: nothing tested: {said}", file=sys.stderr)
             rc = rc or 1
     elif stopped:
         print(

@@ -27,7 +27,7 @@ import pydantic
 
 from .. import energy, placement
 from ..constants import CURVES_DIR, RESULT_FILE
-from ..errors import ApptuneError, format_validation_error
+from ..errors import ApptuneError, format_validation_error, printable
 from ..models import READER_FIELDS, Recipe, RunRecord
 from ..yamlio import atomic_write_json
 from . import inputs, knobs, outputs, quality, recipes, runner, scratch, verify
@@ -296,7 +296,7 @@ def figures(recipe: Recipe, values: dict, wall_s: float | None, energy_record) -
 
 def failed(result: dict, message: str, run_dir: Path) -> RunRecord:
     """``result`` as a run that produced nothing to verify, saying why."""
-    result["verification"] = {"ok": False, "summary": message}
+    result["verification"] = {"ok": False, "summary": printable(message)}
     return _typed(run_dir, result)
 
 

@@ -14,7 +14,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from .. import paths
-from ..errors import ApptuneError
+from ..errors import ApptuneError, printable
 from ..models import KnownWrong, OwnCheck, ReferenceFile
 from ..yamlio import load_model
 from .outputs import is_bad_number
@@ -78,7 +78,8 @@ class Verification:
             for c in self.own_checks
             if not c["ok"] and c.get("first")
         }
-        return "; ".join(found.get(m, m) for m in self.failures)
+        # values and lines of the program's output: ReFrame prints this, the report stores it
+        return printable("; ".join(found.get(m, m) for m in self.failures))
 
     def to_dict(self) -> dict:
         d = asdict(self)

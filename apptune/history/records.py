@@ -18,7 +18,7 @@ import pydantic
 
 from ..constants import RESULT_FILE
 from ..core import slurm
-from ..errors import ApptuneError, format_validation_error, last_error_line
+from ..errors import ApptuneError, format_validation_error, last_error_line, printable
 from ..models import RunRecord
 
 
@@ -201,6 +201,6 @@ def failure(tc: dict, row: dict | None = None) -> dict:
         "test": tc["display_name"],
         "environment": tc.get("environ"),
         "phase": phase,
-        "reason": " ".join(str(reason).split()),
+        "reason": printable(" ".join(str(reason).split())),
         "stagedir": tc.get("stagedir"),
     }

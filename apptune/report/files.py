@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .. import templating
 from ..core import quality, scratch
+from ..errors import printable
 from ..figures import fmt_figure
 from ..models import as_data
 from ..yamlio import atomic_write_json, atomic_write_text
@@ -27,7 +28,12 @@ from .values import _key, _pct
 
 
 def summary_line(s: dict) -> str:
-    """One line per application for a terminal or a job summary."""
+    """One line per application for a terminal or a job summary (control characters of
+    program output escaped)."""
+    return printable(_summary_line(s))
+
+
+def _summary_line(s: dict) -> str:
     if s.get("nothing_verified"):
         return f"{s['app']}: nothing verified: {s['nothing_verified']}"
     head = f"{s['app']}/{s['tier']}: {s['verified']} of {s['variants']} variant(s) verified"
@@ -66,7 +72,7 @@ def _verdicts(by_figure: dict) -> str:
 def render(
     summary: dict, run_dir: Path, history_dir: Path | None = None
 ) -> tuple[Path, Path, Path]:
-    env = templating.environment(keep_trailing_newline=False)
+    env = templating.environment(keep_trailing_newline=False, finalize=printable_value)
     env.filters.update(
         quality=quality.summary,
         filesystem=scratch.describe,
@@ -110,6 +116,14 @@ def render(
     atomic_write_text(paths[1], md)
     atomic_write_text(paths[2], html)
     return paths
+
+
+def printable_value(value):
+    """A template's value as the report shows it: text with control characters escaped (a
+    terminal that shows report.md runs no escape sequence from a program's output)."""
+    if hasattr(value, "__html__"):  # jinja2's Markup (an SVG plot, `| safe`): stays Markup
+        return type(value)(printable(str(value)))
+    return printable(value) if isinstance(value, str) else value
 
 
 def _md_cell(text) -> str:

@@ -385,7 +385,7 @@ def build(history, out: str | os.PathLike, mode: str | None = None) -> list[Path
     verdicts = [v for v in regressions.check(history, mode=mode) if v.points]
     groups = groups_of(verdicts, stored_results(history, runs))
     fingerprints = history.machines()
-    env = templating.environment(keep_trailing_newline=False)
+    env = templating.environment(keep_trailing_newline=False, finalize=report.printable_value)
     env.filters["pct"] = lambda x: "–" if x is None else f"{x:+.1%}"
     env.filters["cause"] = cause_text
     env.filters["short"] = lambda u: (u or "?")[:8]
