@@ -45,6 +45,7 @@ def _tc(
                     "energy": {"trust": "none", "reason": "no meter"},
                     "provenance": {},
                     "baseline": {},
+                    "quality": {"grade": "clean"},  # ranked: the run-quality monitor saw it
                 }
             )
         )

@@ -164,9 +164,7 @@ def test_the_header_counts_skipped_builds_as_reframe_does(tmp_path):
 ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\r\x9b6n"
 
 
-def test_terminal_escape_sequences_of_program_output_are_never_printed_or_stored(
-    tmp_path, capsys
-):
+def test_terminal_escape_sequences_of_program_output_are_never_printed_or_stored(tmp_path, capsys):
     from apptune.core import verify
     from apptune.errors import printable
     from apptune.models import OwnCheck
@@ -194,3 +192,52 @@ def test_terminal_escape_sequences_of_program_output_are_never_printed_or_stored
     s = report.collect(run / "report.json")
     for line in map(report.summary_line, s["summary"]):
         assert "\x1b" not in line and "\\x1b[2J" in line
+
+
+def _npb_rows(grades, mg_seconds=0.5):
+    from test_report_screen import row
+
+    return [
+        row(
+            v,
+            3.0,
+            app="npb",
+            figures={"cg_rate": rate, "mg_rate": 10 * rate, "wall_time": 3.0},
+            values={"cg_seconds": 0.52, "mg_seconds": mg_seconds},
+            quality={"grade": g, "reasons": ["other processes used 61% of the node's CPU time"]},
+        )
+        for (v, rate), g in zip((("baseline", 100.0), ("tuned", 248.0)), grades, strict=True)
+    ]
+
+
+def test_nothing_is_ranked_from_disturbed_runs():
+    """Class S NPB on a busy machine: no 'fastest correct ×2.48' headline, the reason."""
+    from test_report_screen import only_row, summarised
+
+    s = summarised(_npb_rows(["disturbed", "disturbed"]))
+    r = only_row(s)
+    assert r["fastest"] is None and r["speedup"] is None
+    assert r["no_ranking"] == "no ranking by cg_rate: gnu/baseline, gnu/tuned: disturbed run"
+    (a,) = s["apps"]
+    assert a["best"] == {} and all(not x["speedup"] for x in a["rows"])
+    line = report.summary_line(s["summary"][0])
+    assert "fastest" not in line and "no ranking by cg_rate: gnu/baseline, gnu/tuned" in line
+    # one clean run, one disturbed: the clean one ranks, the other is named as left out
+    r = only_row(summarised(_npb_rows(["clean", "disturbed"])))
+    assert r["fastest"] == "gnu/baseline" and r["unranked"] == ["gnu/tuned: disturbed run"]
+    assert r["reference"] == r["fastest"]  # no ratio said: it is the reference itself
+
+
+def test_nothing_is_ranked_from_a_figure_too_short_to_time():
+    """MG of class S timed in 2.8 ms: its rate ranks nothing, CG's (0.52 s) does."""
+    from test_report_screen import summarised
+
+    s = summarised(_npb_rows(["clean", "clean"], mg_seconds=0.0028))
+    (a,) = s["apps"]
+    assert a["best"]["cg_rate"] == "gnu/tuned" and "mg_rate" not in a["best"]
+    assert a["unranked"]["mg_rate"] == {
+        "gnu/baseline": "timed over 0.0028 s (less than 0.1 s)",
+        "gnu/tuned": "timed over 0.0028 s (less than 0.1 s)",
+    }
+    tuned = a["rows"][1]
+    assert tuned["speedup"]["cg_rate"] == 2.48 and "mg_rate" not in tuned["speedup"]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from .collect import (
     SKIPPED_RESULTS,
-    TIE,
     baseline_advice,
     collect,
     history_verdicts,
@@ -24,6 +23,7 @@ from .collect import (
     untested_apps,
 )
 from .files import printable_value, render, summary_line, write
+from .matrices import TIE
 from .plots import curve_plots, power_plots, trend_plots, variant_styles, write_figures
 from .screen import app_summary, first_screen
 

@@ -45,8 +45,10 @@ def _summary_line(s: dict) -> str:
             head += f" (a tie, within noise, with {', '.join(s['tied'])})"
         if s["speedup"] and s["fastest"] != s["reference"]:
             head += f" (x{s['speedup']:.2f} over {s['reference']})"
-        if s["disturbed"]:
-            head += f" [ranked with disturbed run(s): {', '.join(s['disturbed'])}]"
+        if s.get("unranked"):
+            head += f" [not ranked: {'; '.join(s['unranked'])}]"
+    elif s.get("no_ranking"):
+        head += f"; {s['no_ranking']}"
     head += "; greenest: " + (s["greenest"] or s["greenest_why"])
     return f"{head}; performance: {s['verdict_text']}"
 
