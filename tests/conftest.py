@@ -269,7 +269,7 @@ def write_run(
                     "machine": (r.get("machine") or this_machine())[1],
                     **{
                         k: r[k]
-                        for k in ("placement_layout", "cpu_freq", "knobs", "job", "launch")
+                        for k in ("placement_layout", "cpu_freq", "knobs", "job", "launch", "input")
                         if k in r
                     },
                 }

@@ -283,3 +283,40 @@ def test_compare_environments_and_variants_of_one_machine(tmp_path, capsys):
     assert re.search(
         r"'gnu' and 'nosuch' are not two machines.*environments \(gnu, gnu-mpich, llvm\)", err
     ), err
+
+
+def test_a_changed_input_starts_a_series_of_its_own(tmp_path):
+    """h5perf's xfer 1048576 -> 1048575: the bandwidths of the new input are a series apart,
+    each named by what tells them apart; runs stored before inputs were kept join the
+    first input's series."""
+    from conftest import write_run
+
+    dirs = []
+    for night in range(9):
+        xfer = 1048576 if night < 6 else 1048575
+        row = {
+            "app": "h5perf",
+            "tier": "ci",
+            "environment": "gnu",
+            "variant": "tuned",
+            "figures": {"mpiio_coll_write": 1700.0 - (300 if night >= 6 else 0) + night},
+            "provenance": {"app": "h5perf"},
+        }
+        if night >= 2:  # the first two runs were stored before inputs were
+            row["input"] = {"bytes_per_rank": 8388608, "ranks": 2, "xfer": xfer}
+        uuid = f"1a9e{night:04d}-0000-4000-8000-000000000000"
+        dirs.append(write_run(tmp_path / f"r{night}", uuid, 1.7e9 + night * 3600, [row]))
+    hdir = tmp_path / "history"
+    assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
+    with History(hdir, create=False) as h:
+        vs = [v for v in regressions.check(h) if v.figure == "mpiio_coll_write"]
+    by = {v.input_label: v for v in vs}
+    assert set(by) == {"xfer=1048576", "xfer=1048575"}
+    assert len(by["xfer=1048576"].points) == 6 and len(by["xfer=1048575"].points) == 3
+    assert by["xfer=1048575"].input["xfer"] == 1048575
+    assert by["xfer=1048575"].name.endswith("gnu/tuned [xfer=1048575] mpiio_coll_write")
+    assert not by["xfer=1048576"].change_points  # the drop is the new input, not a change
+    out = tmp_path / "site"
+    assert cli.main(["history", "site", str(out), "--history", str(hdir)]) == 0
+    (page,) = out.glob("series-*.html")
+    assert "gnu/tuned [xfer=1048575]" in page.read_text()

@@ -241,3 +241,28 @@ def test_nothing_is_ranked_from_a_figure_too_short_to_time():
     }
     tuned = a["rows"][1]
     assert tuned["speedup"]["cg_rate"] == 2.48 and "mg_rate" not in tuned["speedup"]
+
+
+def test_each_variants_input_is_shown(tmp_path):
+    """h5perf with xfer 1048575 in one variant: the shared input said once, the other in
+    that variant's column."""
+    rows = [
+        {
+            "app": "h5perf",
+            "tier": "ci",
+            "environment": "gnu",
+            "variant": v,
+            "figures": {"wall_time": 3.0},
+            "input": {"bytes_per_rank": 8388608, "ranks": 2, "xfer": xfer},
+        }
+        for v, xfer in (("baseline", 1048576), ("tuned", 1048575))
+    ]
+    run = write_run(tmp_path / "run", "1a9e1a9e", 1.7e9, rows, mode="ci")
+    _, md, html = report.write(run)
+    text = md.read_text()
+    assert (
+        "Input of every variant (the others in the matrix): `bytes_per_rank=8388608`, `ranks=2`."
+        in text
+    )
+    assert "| input | xfer=1048576 | xfer=1048575 |" in text
+    assert "<code>xfer=1048575</code>" in html.read_text()

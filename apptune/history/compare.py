@@ -11,6 +11,7 @@ check-regressions counts them); its noise is the run-to-run spread of those runs
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -89,6 +90,7 @@ class Row:
     kind: str | None = None  # the micro-benchmark's kind, None for an application figure
     nearest: str | None = None  # the micro-benchmark kind whose speed-up is nearest
     machine_id: str | None = None  # the machine held, where environments or variants differ
+    input: dict | None = None  # the input parameters both sides ran (None: not recorded)
 
     @property
     def held(self) -> str:
@@ -266,12 +268,20 @@ def _same_machines(samples, a: str, b: str) -> bool:
 
 def _key(by: str, sel_of, ser_key: tuple) -> tuple[str | None, tuple | None]:
     """(the side a series belongs to, its key with the compared part left out)."""
-    system, mid, app, tier, env, variant, figure = ser_key
+    system, mid, app, tier, env, variant, figure, inp = ser_key  # inp: only the same input
     if by == "machine":
-        return sel_of(lambda x: _matches(x, system, mid)), (None, app, tier, env, variant, figure)
+        return sel_of(lambda x: _matches(x, system, mid)), (
+            None,
+            app,
+            tier,
+            env,
+            variant,
+            figure,
+            inp,
+        )
     if by == "environment":
-        return sel_of(lambda x: x == env), (mid, app, tier, None, variant, figure)
-    return sel_of(lambda x: x == variant), (mid, app, tier, env, None, figure)
+        return sel_of(lambda x: x == env), (mid, app, tier, None, variant, figure, inp)
+    return sel_of(lambda x: x == variant), (mid, app, tier, env, None, figure, inp)
 
 
 def compare(
@@ -341,7 +351,7 @@ def compare(
     out = Comparison(ma, mb, mode, by=by)
     for key in sorted(set(sides[a]) & set(sides[b]), key=lambda k: tuple(x or "" for x in k)):
         unit, better = meta[key]
-        mid, app_, tier, env, variant, figure = key
+        mid, app_, tier, env, variant, figure, inp = key
         row = Row(
             app_,
             tier,
@@ -353,6 +363,7 @@ def compare(
             _best(sides[a][key]),
             _best(sides[b][key]),
             machine_id=mid,
+            input=json.loads(inp) if inp else None,
         )
         row.kind = MICRO.get((app_, figure))
         (out.micro if row.kind else out.rows).append(row)

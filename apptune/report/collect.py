@@ -443,10 +443,12 @@ def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
             v for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"]) and len(v.points) >= 2
         ]
         for r in a["rows"]:
+            # the series of this run's input (or of no recorded input)
             r["history_verdicts"] = {
                 v.figure: v.verdict
                 for v in vs
                 if (v.environment, v.variant) == (r["environment"], r["variant"])
+                and v.input in (None, r.get("input") or None)
             }
     return verdicts, order
 

@@ -97,11 +97,7 @@ def render(
     for a in summary["apps"]:  # one style per variant, for this run's variants and the history's
         a["variant_styles"] = variant_styles(
             [_key(r) for r in a["rows"]]
-            + [
-                f"{v.environment}/{v.variant}"
-                for v in verdicts
-                if (v.app, v.tier) == (a["app"], a["tier"])
-            ]
+            + [v.label for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"])]
         )
     try:
         power_plots(summary, run_dir)

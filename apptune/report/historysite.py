@@ -169,7 +169,7 @@ def trend_svg(
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
         fig, ax = plt.subplots(figsize=(5.6, 2.4), dpi=72)
         for v in vs:
-            label = f"{v.environment}/{v.variant}"
+            label = v.label
             xs = [order.get(p.run, i) for i, p in enumerate(v.points)]
             ys = [p.value for p in v.points]
             ax.plot(xs, ys, linewidth=1, label=label, **styles[label])
@@ -213,8 +213,7 @@ def index_rows(groups: list[Group], runs: dict, fingerprints: dict) -> list[dict
                 "states": g.states,
                 "counts": g.counts,
                 "regressions": [
-                    f"{v.environment}/{v.variant} {v.figure} "
-                    f"{'' if v.change is None else format(v.change, '+.1%')}"
+                    f"{v.label} {v.figure} {'' if v.change is None else format(v.change, '+.1%')}"
                     for v in sorted(regs, key=lambda v: -abs(v.change or 0))
                 ],
             }
@@ -253,7 +252,7 @@ def series_page(g: Group, styles: dict, order: dict, hrefs: dict, runs: dict) ->
         g.verdicts,
         key=lambda v: (regressions.ORDER.get(v.verdict, 9), v.figure, v.environment, v.variant),
     )
-    variants = sorted({f"{v.environment}/{v.variant}" for v in g.verdicts})
+    variants = sorted({v.label for v in g.verdicts})
     return {"panels": panels, "change_points": cps, "verdicts": verdicts, "variants": variants}
 
 
@@ -416,7 +415,7 @@ def build(history, out: str | os.PathLike, mode: str | None = None) -> list[Path
     ]
     styles_of = {
         (app, tier): report.variant_styles(
-            f"{v.environment}/{v.variant}" for v in verdicts if (v.app, v.tier) == (app, tier)
+            v.label for v in verdicts if (v.app, v.tier) == (app, tier)
         )
         for app, tier in {(v.app, v.tier) for v in verdicts}
     }

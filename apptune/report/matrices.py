@@ -66,6 +66,13 @@ def _matrices(rows: list[dict]) -> list[dict]:
             r["baseline_verdicts"] = (
                 {n: c.verdict for n, c in r["baseline"].figures.items()} if r["baseline"] else {}
             )
+        # the input parameters: those every variant shares once, each variant's own in its column
+        given = [r.get("input") or {} for r in sel]
+        common = {
+            k: v for k, v in given[0].items() if all(g.get(k, v) == v and k in g for g in given)
+        }
+        for r, g in zip(sel, given, strict=True):
+            r["input_own"] = {k: v for k, v in g.items() if k not in common}
         # energy figures that no meter measured here: shown, labelled, never judged
         modelled = sorted(
             n for n in names if recipes.is_energy_figure(n) and not all(_measured(r) for r in sel)
@@ -83,6 +90,8 @@ def _matrices(rows: list[dict]) -> list[dict]:
                 "best": best,
                 "ties": ties,
                 "unranked": unranked,
+                "input": common,
+                "inputs_differ": any(r["input_own"] for r in sel),
                 "reference_variant": _key(ref) if ref else None,
             }
         )
