@@ -266,3 +266,64 @@ def test_each_variants_input_is_shown(tmp_path):
     )
     assert "| input | xfer=1048576 | xfer=1048575 |" in text
     assert "<code>xfer=1048575</code>" in html.read_text()
+
+
+def test_a_stopped_runs_report_states_its_exit_status_and_what_never_ran(tmp_path):
+    """SIGTERM during a FLASH-IO run: one variant verified, the gnu-mpich build aborted in
+    its compile and its run never started. The report says exit status 143, not 0."""
+    from apptune.commands import workflow
+
+    row = {
+        "app": "flashio",
+        "tier": "ci",
+        "environment": "gnu",
+        "variant": "baseline",
+        "figures": {"wall_time": 3.0},
+    }
+    run = write_run(tmp_path / "run", "5709a5e1", 1.7e9, [row], mode="ci")
+    rep = json.loads((run / "report.json").read_text())
+    build_stage = tmp_path / "run" / "stage" / "FlashioBuild"
+    build_stage.mkdir(parents=True)
+    common = {"system": "local", "partition": "default", "environ": "gnu-mpich", "app": "flashio"}
+    rep["runs"][0]["testcases"] += [
+        common
+        | {
+            "display_name": "FlashioBuild %variant=tuned",
+            "unique_name": "FlashioBuild_1",
+            "fixture": True,
+            "result": "abort",
+            "fail_phase": "compile_wait",
+            "fail_reason": "aborted due to ForceExitError",
+            "stagedir": str(build_stage),
+        },
+        common
+        | {
+            "display_name": "FlashioCheck %tier=ci %build.variant=tuned",
+            "unique_name": "FlashioCheck_2",
+            "fixture": False,
+            "tier": "ci",
+            "result": "abort",
+            "fail_phase": None,
+            "fail_reason": "aborted due to ForceExitError",
+            "stagedir": None,
+        },
+    ]
+    (run / "report.json").write_text(json.dumps(rep))
+    assert report.collect(run / "report.json")["outcome"]["status"] == 0  # ReFrame alone
+    workflow.note_stop(run, 15)
+    s = report.collect(run / "report.json")
+    assert s["outcome"] == {
+        "status": 143,
+        "why": ["stopped by SIGTERM: ReFrame aborted the run; 2 test case(s) aborted or never ran"],
+    }
+    assert [(x["test"], x["what"]) for x in s["aborted"]] == [
+        ("FlashioBuild %variant=tuned", "build aborted in compile_wait"),
+        ("FlashioCheck %tier=ci %build.variant=tuned", "run never started"),
+    ]
+    assert s["summary"][0]["aborted"] == 2
+    assert "(2 test case(s) aborted: the run was stopped)" in report.summary_line(s["summary"][0])
+    _, md, html = report.write(run)
+    text = html.read_text()
+    assert "<b>Exit status 143</b>" in text and "Exit status 0" not in text
+    assert '<b id="n-aborted" class="bad">2</b> aborted or never run' in text
+    assert "build aborted in compile_wait" in text and "run never started" in md.read_text()

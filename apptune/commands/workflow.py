@@ -117,6 +117,9 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
     if (run_dir / "report.json").exists():
         from .. import report
 
+        if stopped_by:  # the report states the status the command exits with
+            note_stop(run_dir, stopped_by)
+
         hdir = None
         if not a.no_history:
             from ..history import store
@@ -187,6 +190,21 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
         return 1
     # otherwise ReFrame stopped before running tests and printed why (its last line)
     return rc
+
+
+def note_stop(run_dir: Path, signum: int) -> None:
+    """Add to the run's notes (``apptune-run.json``) the signal that stopped it and the
+    status the command exits with (128 + N), for its report."""
+    from ..constants import RUN_NOTES_FILE
+    from ..yamlio import atomic_write_json
+
+    try:
+        notes = json.loads((run_dir / RUN_NOTES_FILE).read_text())
+    except (OSError, ValueError):
+        notes = {}
+    notes = notes if isinstance(notes, dict) else {}
+    notes |= {"stopped_by": signal.Signals(signum).name, "exit_status": 128 + signum}
+    atomic_write_json(run_dir / RUN_NOTES_FILE, notes)
 
 
 def reframe_storage_env(env: dict) -> dict:

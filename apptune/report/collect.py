@@ -114,68 +114,8 @@ def _testcases(report_file: Path) -> tuple[dict, list[dict], dict]:
 
 def collect(report_file: Path) -> dict:
     rep, cases, by_name = _testcases(report_file)
-    rows, runs, failures, skipped, xfailed = [], [], [], [], []
-    for tc in cases:
-        res = tc.get("result")
-        if res == "xfail":
-            xfailed.append(
-                {
-                    "test": tc["display_name"],
-                    "environment": tc.get("environ"),
-                    "reason": _xfail_reason(tc),
-                    **_app_tier(tc),
-                }
-            )
-            continue
-        if tc.get("fixture"):  # a build or source: a failure or a skip, as ReFrame counts them
-            if res == "fail":
-                failures.append(_failure(tc))
-            elif res in SKIPPED_RESULTS:
-                skipped.append(_skip(tc, by_name, None))
-            continue
-        r = records.record_of(tc)
-        if res in SKIPPED_RESULTS:
-            skipped.append(_skip(tc, by_name, r))
-            continue
-        if r is None:
-            failures.append(_failure(tc))
-            continue
-        row = {
-            "test": tc["display_name"],
-            "app": r.app,
-            "tier": r.tier,
-            "variant": r.variant,
-            "environment": r.environment,
-            "system": f"{r.system}:{r.partition}",
-            "result": res,
-            "fail_phase": tc.get("fail_phase"),
-            "fail_reason": tc.get("fail_reason"),
-            "verified": r.verification.ok,
-            "verification": r.verification.summary,
-            "figures": r.figures or {},
-            # the parts of the run record, typed (summary.json holds them as the record does)
-            "baseline": r.baseline,
-            "energy": r.energy,
-            "provenance": r.provenance,
-            "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
-            "ranks": r.ranks,
-            "input": r.input,
-            "values": r.values or {},
-            "curves": r.curves or {},
-            "job": r.job,
-            "placement_layout": r.placement_layout,
-            "launch": r.launch,
-            "quality": r.quality,
-            "machine_id": r.machine_id,
-            "machine": r.machine,
-            "run": r.run,
-            "scratch": r.scratch,
-            "knobs": r.knobs,
-        }
-        rows.append(row)
-        runs.append(r)
-        if res != "pass":
-            failures.append(_failure(tc, row, r))
+    c = _sorted_cases(cases, by_name)
+    rows, failures, skipped = c["rows"], c["failures"], c["skipped"]
     si = rep.get("session_info", {})
     session = {
         k: si.get(k)
@@ -190,29 +130,33 @@ def collect(report_file: Path) -> dict:
             "num_cases",
             "num_failures",
             "num_skipped",
+            "num_aborted",
         )
     }
     for k in ("time_start", "time_end"):
         session[k] = _readable_time(session[k])
-    apps = _matrices(_merge_repeats(rows, runs))
+    apps = _matrices(_merge_repeats(rows, c["runs"]))
     machines = {
         r["machine_id"]: machine.describe(r["machine"].data())
         for r in rows
         if r["machine_id"] and r["machine"]
     }
     summaries = [app_summary(a) for a in apps] + untested_summaries(
-        cases, apps, failures, xfailed, skipped
+        cases, apps, failures, c["xfailed"], skipped, c["aborted"]
     )
+    for x in summaries:  # what the run left undone, when it was stopped
+        x["aborted"] = sum(e["app"] == x["app"] for e in c["aborted"])
     out = {
         "session": session,
         "machines": machines,
-        "outcome": outcome(report_file, failures, summaries),
+        "outcome": outcome(report_file, failures, summaries, c["aborted"]),
         "first_screen": None,
         "summary": summaries,
         "advice": baseline_advice(rows),
         "failures": failures,
-        "expected_failures": xfailed,
+        "expected_failures": c["xfailed"],
         "skipped": skipped,
+        "aborted": c["aborted"],
         "baseline_verdicts": _baseline_verdicts(apps, failures),
         "history_verdicts": None,
         "apps": apps,
@@ -223,6 +167,99 @@ def collect(report_file: Path) -> dict:
     }
     out["first_screen"] = first_screen(out)
     return out
+
+
+def _sorted_cases(cases: list[dict], by_name: dict) -> dict[str, list]:
+    """The test cases by what became of them: ``rows`` (a run record: verified or not, with
+    ``runs`` their records), ``failures``, ``xfailed``, ``skipped`` (builds and sources too,
+    as ReFrame counts them) and ``aborted`` (a stopped run's tests: begun or never run)."""
+    out: dict[str, list] = {k: [] for k in ("rows", "runs", "failures", "skipped", "xfailed")}
+    out["aborted"] = []
+    for tc in cases:
+        res = tc.get("result")
+        if res == "xfail":
+            out["xfailed"].append(
+                {
+                    "test": tc["display_name"],
+                    "environment": tc.get("environ"),
+                    "reason": _xfail_reason(tc),
+                    **_app_tier(tc),
+                }
+            )
+            continue
+        if res == "abort":
+            out["aborted"].append(_aborted(tc))
+            continue
+        if tc.get("fixture"):  # a build or source: a failure or a skip, as ReFrame counts them
+            if res == "fail":
+                out["failures"].append(_failure(tc))
+            elif res in SKIPPED_RESULTS:
+                out["skipped"].append(_skip(tc, by_name, None))
+            continue
+        r = records.record_of(tc)
+        if res in SKIPPED_RESULTS:
+            out["skipped"].append(_skip(tc, by_name, r))
+            continue
+        if r is None:
+            out["failures"].append(_failure(tc))
+            continue
+        row = _row(tc, r, res)
+        out["rows"].append(row)
+        out["runs"].append(r)
+        if res != "pass":
+            out["failures"].append(_failure(tc, row, r))
+    return out
+
+
+def _row(tc: dict, r: RunRecord, res: str) -> dict:
+    """A test case with a run record, as the matrices and the history show it."""
+    return {
+        "test": tc["display_name"],
+        "app": r.app,
+        "tier": r.tier,
+        "variant": r.variant,
+        "environment": r.environment,
+        "system": f"{r.system}:{r.partition}",
+        "result": res,
+        "fail_phase": tc.get("fail_phase"),
+        "fail_reason": tc.get("fail_reason"),
+        "verified": r.verification.ok,
+        "verification": r.verification.summary,
+        "figures": r.figures or {},
+        # the parts of the run record, typed (summary.json holds them as the record does)
+        "baseline": r.baseline,
+        "energy": r.energy,
+        "provenance": r.provenance,
+        "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
+        "ranks": r.ranks,
+        "input": r.input,
+        "values": r.values or {},
+        "curves": r.curves or {},
+        "job": r.job,
+        "placement_layout": r.placement_layout,
+        "launch": r.launch,
+        "quality": r.quality,
+        "machine_id": r.machine_id,
+        "machine": r.machine,
+        "run": r.run,
+        "scratch": r.scratch,
+        "knobs": r.knobs,
+    }
+
+
+def _aborted(tc: dict) -> dict:
+    """A test case of a stopped run that ReFrame aborted: a build, a source or a run, begun
+    (the phase it was in) or never run."""
+    phase = tc.get("fail_phase")
+    begun = bool(tc.get("stagedir")) and phase not in (None, "startup", "setup")
+    what = "build" if tc.get("fixture") else "run"
+    return {
+        "test": tc["display_name"],
+        "environment": tc.get("environ"),
+        "phase": phase,
+        "what": f"{what} aborted in {phase}" if begun else f"{what} never started",
+        **_app_tier(tc),
+    }
 
 
 def _skip(tc: dict, by_name: dict, r: RunRecord | None) -> dict:
@@ -258,19 +295,28 @@ def _asked_of(tc: dict, r: RunRecord | None) -> dict:
     return {"variant": variant, "knobs": asked}
 
 
-def outcome(report_file: Path, failures: list[dict], summaries: list[dict] = ()) -> dict:
+def outcome(
+    report_file: Path, failures: list[dict], summaries: list[dict] = (), aborted: list = ()
+) -> dict:
     """The run's exit status as ``apptune run`` gives it (README) and why, for the report's
-    first screen: applications left out for their data (2), failed test cases, regressions
-    against this machine's baseline (with repeats, their medians' verdicts fail the run after
-    ReFrame) and applications of which nothing was tested (1), else 0."""
+    first screen: a run stopped by a signal (128 + N, what it left undone), applications
+    left out for their data (2), failed test cases, regressions against this machine's
+    baseline (with repeats, their medians' verdicts fail the run after ReFrame) and
+    applications of which nothing was tested (1), else 0."""
     report_file = Path(report_file)
     why, status = [], 0
     try:
         notes = json.loads((report_file.parent / RUN_NOTES_FILE).read_text())
     except (OSError, ValueError):
         notes = {}
+    if notes.get("stopped_by"):  # the command's own status: 128 + the signal
+        status = int(notes.get("exit_status") or 1)
+        why.append(
+            f"stopped by {notes['stopped_by']}: ReFrame aborted the run"
+            + (f"; {len(aborted)} test case(s) aborted or never ran" if aborted else "")
+        )
     if notes.get("left_out"):
-        status = 2
+        status = status or 2
         why.append(f"left out for problems in their data: {', '.join(notes['left_out'])}")
     if failures:
         status = status or 1

@@ -49,6 +49,8 @@ def _summary_line(s: dict) -> str:
             head += f" [not ranked: {'; '.join(s['unranked'])}]"
     elif s.get("no_ranking"):
         head += f"; {s['no_ranking']}"
+    if s.get("aborted"):
+        head += f" ({s['aborted']} test case(s) aborted: the run was stopped)"
     head += "; greenest: " + (s["greenest"] or s["greenest_why"])
     return f"{head}; performance: {s['verdict_text']}"
 

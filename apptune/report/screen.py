@@ -206,6 +206,7 @@ def untested_summaries(
     failures: list[dict],
     expected: list[dict] = (),
     skipped: list[dict] = (),
+    aborted: list[dict] = (),
 ) -> list[dict]:
     """A summary entry for each application whose test cases all ended before a result (its
     source or every build failed, or each was an expected failure or skipped): nothing
@@ -214,6 +215,7 @@ def untested_summaries(
     out, reasons = {}, {}
     for kind, entries in (("skipped", skipped), ("expected failure", expected)):
         reasons |= {e["test"]: f"{kind}: {e['reason']}" for e in entries}
+    reasons |= {e["test"]: f"{e['what']} (the run was stopped)" for e in aborted}
     reasons |= {f["test"]: f.get("brief") or f["reason"] for f in failures}
     for tc in cases:
         app = tc.get("app")
@@ -269,11 +271,11 @@ def first_screen(s: dict) -> dict:
             record_one=x["verdict"] == "no verdict" and bool(x.get("advice")),
             history=_history(a, history) if history is not None and a else None,
         )
-        for k in ("expected_failures", "skipped"):  # a build has no tier: it counts in each
+        for k in ("expected_failures", "skipped", "aborted"):  # a build counts in each tier
             tiers = (x["tier"], None)
             row[k] = sum(
                 e.get("app") == x["app"] and (x["tier"] == "-" or e.get("tier") in tiers)
-                for e in s[k]
+                for e in s.get(k, [])
             )
         rows.append(row)
     hist_heading = history_heading(history)
