@@ -3,6 +3,7 @@
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 from conftest import CLEAN
@@ -165,14 +166,32 @@ DISTURBED = {
 }
 
 
+def _history(tmp_path, prefix: str, runs: int, results) -> Path:
+    """A history of ``runs`` runs an hour apart, run N holding ``results(N)``."""
+    from conftest import write_run
+
+    dirs = [
+        write_run(
+            tmp_path / f"{prefix}-{n}",
+            f"{prefix}{n:04d}-0000-4000-8000-000000000000",
+            1.7e9 + n * 3600,
+            results(n),
+        )
+        for n in range(runs)
+    ]
+    hdir = tmp_path / "history"
+    assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
+    return hdir
+
+
 def _busy_history(tmp_path):
     """Three runs on a busy machine: every result graded disturbed, and in the last run
     one variant whose numbers did not verify."""
-    from conftest import write_run
-
-    dirs = []
-    for night in range(3):
-        results = [
+    return _history(
+        tmp_path,
+        "b05e",
+        3,
+        lambda night: [
             {
                 "app": "npb",
                 "tier": "ci",
@@ -183,12 +202,8 @@ def _busy_history(tmp_path):
                 "ok": not (night == 2 and env == "llvm"),
             }
             for env in ("gnu", "llvm")
-        ]
-        uuid = f"b05e{night:04d}-0000-4000-8000-000000000000"
-        dirs.append(write_run(tmp_path / f"busy-{night}", uuid, 1.7e9 + night * 3600, results))
-    hdir = tmp_path / "history"
-    assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
-    return hdir
+        ],
+    )
 
 
 def test_the_site_counts_a_history_of_disturbed_runs(tmp_path):
@@ -240,11 +255,11 @@ def test_compare_two_environments_of_a_busy_machine(tmp_path, capsys):
 def test_compare_environments_and_variants_of_one_machine(tmp_path, capsys):
     """gnu against gnu-mpich (the MPI axis) on one machine from clean runs, a variant
     against another, and a clean side never set against a disturbed one."""
-    from conftest import write_run
-
-    dirs = []
-    for night in range(4):
-        results = [
+    hdir = _history(
+        tmp_path,
+        "c0de",
+        4,
+        lambda night: [
             {
                 "app": "mpi-micro",
                 "tier": "ci",
@@ -254,11 +269,8 @@ def test_compare_environments_and_variants_of_one_machine(tmp_path, capsys):
                 "quality": CLEAN if env != "llvm" else DISTURBED,
             }
             for env, lat in (("gnu", 1.0), ("gnu-mpich", 2.0), ("llvm", 1.0))
-        ]
-        uuid = f"c0de{night:04d}-0000-4000-8000-000000000000"
-        dirs.append(write_run(tmp_path / f"r{night}", uuid, 1.7e9 + night * 60, results))
-    hdir = tmp_path / "history"
-    assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
+        ],
+    )
     capsys.readouterr()
     assert cli.main(["compare", "gnu", "gnu-mpich", "--history", str(hdir)]) == 0
     text = capsys.readouterr().out
@@ -289,11 +301,8 @@ def test_a_changed_input_starts_a_series_of_its_own(tmp_path):
     """h5perf's xfer 1048576 -> 1048575: the bandwidths of the new input are a series apart,
     each named by what tells them apart; runs stored before inputs were kept join the
     first input's series."""
-    from conftest import write_run
 
-    dirs = []
-    for night in range(9):
-        xfer = 1048576 if night < 6 else 1048575
+    def results(night):
         row = {
             "app": "h5perf",
             "tier": "ci",
@@ -303,11 +312,11 @@ def test_a_changed_input_starts_a_series_of_its_own(tmp_path):
             "provenance": {"app": "h5perf"},
         }
         if night >= 2:  # the first two runs were stored before inputs were
+            xfer = 1048576 if night < 6 else 1048575
             row["input"] = {"bytes_per_rank": 8388608, "ranks": 2, "xfer": xfer}
-        uuid = f"1a9e{night:04d}-0000-4000-8000-000000000000"
-        dirs.append(write_run(tmp_path / f"r{night}", uuid, 1.7e9 + night * 3600, [row]))
-    hdir = tmp_path / "history"
-    assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
+        return [row]
+
+    hdir = _history(tmp_path, "1a9e", 9, results)
     with History(hdir, create=False) as h:
         vs = [v for v in regressions.check(h) if v.figure == "mpiio_coll_write"]
     by = {v.input_label: v for v in vs}
