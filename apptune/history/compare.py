@@ -1,12 +1,16 @@
-"""Two machines compared from the history: the same application, tier, variant and figure
-side by side, with their ratio and noise, next to the ratios of the micro-benchmarks
-(STREAM, DGEMM, MPI latency and bandwidth of HPCC and mpi-micro) measured on both, which
-say what part of the machine an application's ratio follows.
+"""Two machines, or two environments or variants of the same machines, compared from the
+history: the same application, tier, variant (or environment) and figure side by side,
+with their ratio and noise, next to the ratios of the micro-benchmarks (STREAM, DGEMM, MPI
+latency and bandwidth of HPCC and mpi-micro) measured on both, which say what part of the
+machine an application's ratio follows.
 
 A machine is chosen by its fingerprint's id (``m-4d23c915ae``, or a prefix of it) or by a
-ReFrame system (``local``, ``cluster:compute``).  Each side's value of a figure is the
-median over its clean verified runs (each run the median of its repeats, as
-check-regressions counts them); its noise is the run-to-run spread of those runs.
+ReFrame system (``local``, ``cluster:compute``); an environment (``gnu``, ``gnu-mpich``) or
+a variant (``tuned``) by its name, compared on each machine that ran both, with the same
+input.  Each side's value of a figure is the median over its clean verified runs (each run
+the median of its repeats, as check-regressions counts them); its noise is the run-to-run
+spread of those runs.  A side with no clean run is its runs of another grade, shown with
+that grade and never judged.
 """
 
 from __future__ import annotations
