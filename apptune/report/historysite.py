@@ -2,7 +2,8 @@
 server (a cluster's, GitHub Pages) serves as they are, or a browser opens from disk.
 
 * ``index.html``: machines × systems × applications × tiers with the latest verdicts
-  over the history (those of ``apptune check-regressions``);
+  over the history (those of ``apptune check-regressions``) and every stored result counted
+  by how it stands (a disturbed or unverified run is counted, never drawn);
 * a page per machine, system, application and tier: a trend per figure over the runs,
   one colour per variant in every panel, the change points marked and listed with
   their cause (what the provenance says changed at them), each point a link to its
