@@ -39,6 +39,8 @@ def _summary_line(s: dict) -> str:
     head = f"{s['app']}/{s['tier']}: {s['verified']} of {s['variants']} variant(s) verified"
     if s["not_verified"]:
         head += f" (NOT verified: {', '.join(s['not_verified'])})"
+    if s.get("aborted"):
+        head += f" ({s['aborted']} test case(s) aborted: the run was stopped)"
     if s["fastest"]:
         head += f"; fastest correct by {s['primary']}: {s['fastest']}"
         if s.get("tied"):
@@ -49,8 +51,6 @@ def _summary_line(s: dict) -> str:
             head += f" [not ranked: {'; '.join(s['unranked'])}]"
     elif s.get("no_ranking"):
         head += f"; {s['no_ranking']}"
-    if s.get("aborted"):
-        head += f" ({s['aborted']} test case(s) aborted: the run was stopped)"
     head += "; greenest: " + (s["greenest"] or s["greenest_why"])
     return f"{head}; performance: {s['verdict_text']}"
 
