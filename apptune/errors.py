@@ -285,3 +285,15 @@ def last_error_line(path) -> str | None:
         if line.startswith(PREFIX):
             return line[len(PREFIX) :]
     return None
+
+
+#: Control characters a terminal acts on (ESC starts its escape sequences; CR, BS and the
+#: others move the cursor or rewrite a line): all of C0 but tab and newline, DEL, and C1.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text that may come from a program's output, as a terminal or a file shows it: each
+    control character written as its escape (``\\x1b``), so a line that held a terminal
+    escape sequence prints that sequence instead of running it."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)

@@ -269,7 +269,7 @@ def write_run(
                     "machine": (r.get("machine") or this_machine())[1],
                     **{
                         k: r[k]
-                        for k in ("placement_layout", "cpu_freq", "knobs", "job", "launch")
+                        for k in ("placement_layout", "cpu_freq", "knobs", "job", "launch", "input")
                         if k in r
                     },
                 }
@@ -390,3 +390,9 @@ def run_records(run_dir: Path) -> list[dict]:
     found = [*(run_dir / "stage").rglob("apptune-result.json")]
     found += (run_dir / "output").rglob("apptune-result.json")
     return [json.loads(f.read_text()) for f in found]
+
+
+def own_check_failed(message: str, v) -> bool:
+    """Whether the recipe's own check whose message is ``message`` failed in verification
+    ``v`` (a failure says what passing would have meant, and what was seen instead)."""
+    return any(m.startswith(f"own check failed: expected “{message}”; ") for m in v.failures)

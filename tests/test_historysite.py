@@ -3,8 +3,10 @@
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
+from conftest import CLEAN
 from site_data import NIGHTS, STEP_AT, nightly_history, two_machine_history
 
 from apptune import cli
@@ -153,4 +155,177 @@ def test_compare_refuses_what_it_cannot_compare(tmp_path, capsys):
     assert "the same machine" in capsys.readouterr().err
     assert cli.main(["compare", "m-4d23", "m-0000", "--history", str(hdir)]) == 2
     err = capsys.readouterr().err
-    assert re.search(r"no clean verified results of 'm-0000'.*m-ca27fe65b3", err), err
+    assert re.search(r"no verified results of machine 'm-0000'.*m-ca27fe65b3", err), err
+
+
+DISTURBED = {
+    "grade": "disturbed",
+    "reasons": ["other processes used 61% of the node's CPU time (limit 5%)"],
+    "steal_fraction": 0.0,
+    "outside_cpu_fraction": 0.61,
+}
+
+
+def _history(tmp_path, prefix: str, runs: int, results) -> Path:
+    """A history of ``runs`` runs an hour apart, run N holding ``results(N)``."""
+    from conftest import write_run
+
+    dirs = [
+        write_run(
+            tmp_path / f"{prefix}-{n}",
+            f"{prefix}{n:04d}-0000-4000-8000-000000000000",
+            1.7e9 + n * 3600,
+            results(n),
+        )
+        for n in range(runs)
+    ]
+    hdir = tmp_path / "history"
+    assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
+    return hdir
+
+
+def _busy_history(tmp_path):
+    """Three runs on a busy machine: every result graded disturbed, and in the last run
+    one variant whose numbers did not verify."""
+    return _history(
+        tmp_path,
+        "b05e",
+        3,
+        lambda night: [
+            {
+                "app": "npb",
+                "tier": "ci",
+                "environment": env,
+                "variant": "tuned",
+                "figures": {"wall_time": 2.0 + night},
+                "quality": DISTURBED,
+                "ok": not (night == 2 and env == "llvm"),
+            }
+            for env in ("gnu", "llvm")
+        ],
+    )
+
+
+def test_the_site_counts_a_history_of_disturbed_runs(tmp_path):
+    """Disturbed and unverified runs are stored and counted on the index and the 'since'
+    page with their grades, never drawn."""
+    hdir = _busy_history(tmp_path)
+    out = tmp_path / "site"
+    assert cli.main(["history", "site", str(out), "--history", str(hdir)]) == 0
+    assert not [p for p in out.iterdir() if p.name.startswith("series-")]  # nothing drawn
+    index = (out / "index.html").read_text()
+    assert "No clean verified" not in index
+    row = re.search(r'<tr class="group">(.*?)</tr>', index, re.S).group(1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    assert "npb" in cells[2] and "<a " not in cells[2]  # no trend page to link to
+    assert cells[4] == "3"  # runs
+    assert "1 of 2" in cells[6]  # the last run: gnu verified, llvm did not
+    assert "5 disturbed" in cells[7] and "1 not verified" in cells[7]
+    assert "no clean verified run" in cells[8]
+    since = (out / "since.html").read_text()
+    assert "No clean verified" not in since
+    assert "b05e0002" in since and "b05e0001" in since  # the last run against the one before
+    assert "npb/ci gnu/tuned" not in since  # the same state in both runs
+    assert re.search(r"npb/ci llvm/tuned.*verified → not verified", since)
+    assert "1 disturbed" in since and "other processes used 61%" in since
+
+
+def test_compare_two_environments_of_a_busy_machine(tmp_path, capsys):
+    """Every run disturbed: the figures are shown with their grade and noise, never judged."""
+    hdir = _busy_history(tmp_path)
+    assert cli.main(["compare", "gnu", "llvm", "--history", str(hdir)]) == 0
+    text = capsys.readouterr().out
+    assert "A: environment gnu on m-" in text and "B: environment llvm" in text
+    (line,) = [x for x in text.splitlines() if "wall_time" in x]
+    # gnu: 3 disturbed runs (2, 3, 4 s); llvm: the 2 that verified (2, 3 s)
+    assert "A 3 ±" in line and "(3 disturbed runs)" in line and "(2 disturbed runs)" in line
+    assert "not judged: both disturbed" in line and "B faster" not in line
+    assert "shown, no ratio is judged" in text
+    # the same by name of the axis, and the history's two environments without naming them
+    assert cli.main(["compare", "--by", "environment", "--app", "npb", "--history", str(hdir)]) == 0
+    assert "not judged: both disturbed" in capsys.readouterr().out
+    with History(hdir, create=False) as h:
+        c = compare.compare(h, by="environment")
+    (row,) = c.rows
+    assert (row.environment, row.variant, row.machine_id) == (None, "tuned", c.a.ids[0])
+    assert row.a.grade == row.b.grade == "disturbed" and row.a.noise is not None
+    assert row.verdict == "not judged: both disturbed" and not c.kinds
+
+
+def test_compare_environments_and_variants_of_one_machine(tmp_path, capsys):
+    """gnu against gnu-mpich (the MPI axis) on one machine from clean runs, a variant
+    against another, and a clean side never set against a disturbed one."""
+    hdir = _history(
+        tmp_path,
+        "c0de",
+        4,
+        lambda night: [
+            {
+                "app": "mpi-micro",
+                "tier": "ci",
+                "environment": env,
+                "variant": "tuned",
+                "figures": {"pingpong_latency": lat * (1 + 0.01 * night)},
+                "quality": CLEAN if env != "llvm" else DISTURBED,
+            }
+            for env, lat in (("gnu", 1.0), ("gnu-mpich", 2.0), ("llvm", 1.0))
+        ],
+    )
+    capsys.readouterr()
+    assert cli.main(["compare", "gnu", "gnu-mpich", "--history", str(hdir)]) == 0
+    text = capsys.readouterr().out
+    assert "each row: the same machine, application, tier, variant and figure" in text
+    with History(hdir, create=False) as h:
+        c = compare.compare(h, "gnu", "gnu-mpich")
+        (row,) = c.micro
+        assert row.ratio == pytest.approx(2.0) and row.speedup == pytest.approx(0.5)
+        assert row.a.runs == row.b.runs == 4 and row.a.noise and row.verdict == "A faster"
+        mixed = compare.compare(h, "gnu", "llvm").micro[0]
+        assert (mixed.a.grade, mixed.b.grade) == ("clean", "disturbed")
+        assert mixed.ratio is None and mixed.speedup is None
+        assert mixed.verdict == "not comparable: A clean and B disturbed"
+    hdir2, _ = nightly_history(tmp_path / "n")
+    with History(hdir2, create=False) as h:
+        c = compare.compare(h, "baseline", "tuned", app="hpcc")
+    assert c.by == "variant"
+    hpl = next(r for r in c.rows if r.figure == "HPL")
+    assert (hpl.environment, hpl.variant) == ("gnu", None) and hpl.speedup > 1.1
+    assert cli.main(["compare", "gnu", "nosuch", "--history", str(hdir)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(
+        r"'gnu' and 'nosuch' are not two machines.*environments \(gnu, gnu-mpich, llvm\)", err
+    ), err
+
+
+def test_a_changed_input_starts_a_series_of_its_own(tmp_path):
+    """h5perf's xfer 1048576 -> 1048575: the bandwidths of the new input are a series apart,
+    each named by what tells them apart; runs stored before inputs were kept join the
+    first input's series."""
+
+    def results(night):
+        row = {
+            "app": "h5perf",
+            "tier": "ci",
+            "environment": "gnu",
+            "variant": "tuned",
+            "figures": {"mpiio_coll_write": 1700.0 - (300 if night >= 6 else 0) + night},
+            "provenance": {"app": "h5perf"},
+        }
+        if night >= 2:  # the first two runs were stored before inputs were
+            xfer = 1048576 if night < 6 else 1048575
+            row["input"] = {"bytes_per_rank": 8388608, "ranks": 2, "xfer": xfer}
+        return [row]
+
+    hdir = _history(tmp_path, "1a9e", 9, results)
+    with History(hdir, create=False) as h:
+        vs = [v for v in regressions.check(h) if v.figure == "mpiio_coll_write"]
+    by = {v.input_label: v for v in vs}
+    assert set(by) == {"xfer=1048576", "xfer=1048575"}
+    assert len(by["xfer=1048576"].points) == 6 and len(by["xfer=1048575"].points) == 3
+    assert by["xfer=1048575"].input["xfer"] == 1048575
+    assert by["xfer=1048575"].name.endswith("gnu/tuned [xfer=1048575] mpiio_coll_write")
+    assert not by["xfer=1048576"].change_points  # the drop is the new input, not a change
+    out = tmp_path / "site"
+    assert cli.main(["history", "site", str(out), "--history", str(hdir)]) == 0
+    (page,) = out.glob("series-*.html")
+    assert "gnu/tuned [xfer=1048575]" in page.read_text()

@@ -488,8 +488,8 @@ def test_bless_new_on_a_failed_run_names_the_test_and_the_fields(tree, tmp_path,
     assert (
         "refused: 1 test(s) cannot give a first reference — TOYCheck %tier=ci "
         "%build.variant=baseline [gnu]: fail in sanity: fields failed: sum = nan (not a finite "
-        "number); rate missing from the output (figure rate): own checks failed: the solver "
-        "converged"
+        "number); rate missing from the output (figure rate): own checks failed: expected "
+        "“the solver converged”; no line of"
     ) in err
     assert ref.read_text() == SKELETON
 

@@ -54,3 +54,21 @@ def test_a_wrong_seed_fails_naming_the_value_expected_and_got(field, expected, g
     out = (DATA / "planted/rfm_job.out").read_text()
     assert f"VERIFICATION FAILED: {field} = " in out
     assert any(not c["ok"] for c in v.own_checks)
+
+
+def test_a_failed_own_check_is_said_as_a_failure():
+    """The recipe's message says what passing means; a failure says it was not so, and what
+    the output showed instead (never 'every kernel passed' under a failure)."""
+    _, v = _verify("planted")
+    own = [m for m in v.failures if m.startswith("own check failed")]
+    assert own[0] == (
+        "own check failed: expected “every kernel passed its own verification against the "
+        "specification's values”; no line of npb.summary matches '^verified=1$'"
+    )
+    assert own[1].startswith(
+        "own check failed: expected “no kernel reported a value off the specification's”; "
+        "15 line(s) of stdout match 'VERIFICATION FAILED'"
+    )
+    assert "(first: VERIFICATION FAILED: cg_zeta = " in v.summary()
+    _, good = _verify("good")
+    assert all(c["message"].endswith(": ok (1 matches)") for c in good.own_checks[:1])

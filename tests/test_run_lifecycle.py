@@ -655,6 +655,13 @@ def test_sigterm_stops_the_run_stores_what_completed_and_leaves_nothing(toy_root
         }
         summary = json.loads((run_dir / "summary.json").read_text())
         assert [r["variant"] for r in summary["results"] if r["verified"]] == ["baseline"]
+        # the report states the status the command exited with, and what the stop aborted
+        assert summary["outcome"]["status"] == 143, summary["outcome"]
+        assert [x["test"] for x in summary["aborted"]] == [
+            "ToyCheck %tier=ci %build.variant=baseline+pause=always"
+        ]
+        html = (run_dir / "report.html").read_text()
+        assert "<b>Exit status 143</b>" in html and 'id="n-aborted"' in html
         with store.History() as h:
             (run,) = h.runs()
             got = {

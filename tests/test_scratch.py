@@ -305,8 +305,14 @@ def test_the_report_names_the_file_system_and_the_page_cache():
     small = scratch.describe(RunScratch(**info, memory_bytes=24 << 30, exceeds_memory=False))
     assert small == (
         "tmpfs at /dev/shm (/dev/shm); wrote 16.0 MiB, less than the node's 24.0 GiB of "
-        "memory: reads may come from the page cache"
+        "memory: the page cache can hold it (writes may not have reached the disk, reads "
+        "may come from memory)"
     )
+    # FLASH-IO only writes: nothing is said of reads it never made
+    writes = scratch.describe(
+        RunScratch(**info, memory_bytes=24 << 30, exceeds_memory=False), reads=False
+    )
+    assert writes.endswith("the page cache can hold it (writes may not have reached the disk)")
     big = scratch.describe(RunScratch(**info, memory_bytes=8 << 20, exceeds_memory=True))
     assert big.endswith("more than the node's 0.0 GiB of memory")
     assert scratch.describe(None) == "–"

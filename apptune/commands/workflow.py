@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from .. import paths
-from ..errors import ApptuneError
+from ..errors import ApptuneError, printable
 
 
 def runs_dir() -> Path:
@@ -117,6 +117,9 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
     if (run_dir / "report.json").exists():
         from .. import report
 
+        if stopped_by:  # the report states the status the command exits with
+            note_stop(run_dir, stopped_by)
+
         hdir = None
         if not a.no_history:
             from ..history import store
@@ -148,7 +151,7 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
         for s in summary.get("summary", []):
             print("apptune: " + report.summary_line(s))
         for line in summary.get("advice", []):
-            print("apptune: " + line)
+            print("apptune: " + printable(line))
         # with repeats, ReFrame judged no single repeat: the medians' regression fails the
         # run, unless the run asked for no performance verdict (--mode dev)
         judged = getattr(a, "mode", None) != "dev" and "--skip-performance-check" not in (
@@ -169,7 +172,8 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
             return rc
         # a run that tested nothing of an application (every case skipped) is not a pass
         for app, reasons in report.untested_apps(run_dir / "report.json").items():
-            print(f"apptune: error: {app}: nothing tested: {'; '.join(reasons)}", file=sys.stderr)
+            said = printable("; ".join(reasons))  # skip reasons may quote program output
+            print(f"apptune: error: {app}: nothing tested: {said}", file=sys.stderr)
             rc = rc or 1
     elif stopped:
         print(
@@ -186,6 +190,21 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
         return 1
     # otherwise ReFrame stopped before running tests and printed why (its last line)
     return rc
+
+
+def note_stop(run_dir: Path, signum: int) -> None:
+    """Add to the run's notes (``apptune-run.json``) the signal that stopped it and the
+    status the command exits with (128 + N), for its report."""
+    from ..constants import RUN_NOTES_FILE
+    from ..yamlio import atomic_write_json
+
+    try:
+        notes = json.loads((run_dir / RUN_NOTES_FILE).read_text())
+    except (OSError, ValueError):
+        notes = {}
+    notes = notes if isinstance(notes, dict) else {}
+    notes |= {"stopped_by": signal.Signals(signum).name, "exit_status": 128 + signum}
+    atomic_write_json(run_dir / RUN_NOTES_FILE, notes)
 
 
 def reframe_storage_env(env: dict) -> dict:

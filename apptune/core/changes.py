@@ -36,10 +36,11 @@ def facts(record: RunRecord) -> dict[str, str]:
 
 def provenance_facts(prov: Provenance | dict) -> dict[str, str]:
     """The comparable facts of a build's provenance (as the history keeps it: a dict, read
-    here as :class:`~apptune.models.Provenance`), with the launch of its run."""
+    here as :class:`~apptune.models.Provenance`), with the input and launch of its run."""
     if isinstance(prov, dict):
         prov = Provenance.model_validate(prov)
-    return _build_facts(prov) | _launch_facts(prov.launch)
+    inputs = {f"input {k}": _text(v) for k, v in sorted(prov.input.items())}
+    return _build_facts(prov) | inputs | _launch_facts(prov.launch)
 
 
 def _build_facts(prov: Provenance) -> dict[str, str]:

@@ -59,7 +59,7 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
     if produced is not None:
         given = ", ".join(sorted(produced)) or "nothing"
         for name, fig in r.run.figures.items():
-            for key in ("field", "per"):
+            for key in ("field", "per", "timed_over"):
                 v = getattr(fig, key)
                 if v is not None and v not in produced:
                     found.append(

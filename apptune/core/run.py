@@ -27,7 +27,7 @@ import pydantic
 
 from .. import energy, placement
 from ..constants import CURVES_DIR, RESULT_FILE
-from ..errors import ApptuneError, format_validation_error
+from ..errors import ApptuneError, format_validation_error, printable
 from ..models import READER_FIELDS, Recipe, RunRecord
 from ..yamlio import atomic_write_json
 from . import inputs, knobs, outputs, quality, recipes, runner, scratch, verify
@@ -296,7 +296,7 @@ def figures(recipe: Recipe, values: dict, wall_s: float | None, energy_record) -
 
 def failed(result: dict, message: str, run_dir: Path) -> RunRecord:
     """``result`` as a run that produced nothing to verify, saying why."""
-    result["verification"] = {"ok": False, "summary": message}
+    result["verification"] = {"ok": False, "summary": printable(message)}
     return _typed(run_dir, result)
 
 
@@ -372,9 +372,11 @@ def evaluate(
         json.loads(prov.read_text()) if prov.is_file() or require_provenance else None
     )
     result["energy"] = energy_record.to_dict()
-    if unfinished:
-        return failed(result, unfinished, run_dir)
     rec = runner.load_record(run_dir)
+    if unfinished:
+        if "time limit" in unfinished:  # slow on a busy node, or hung on a quiet one
+            unfinished += f"; {quality.at_time_limit((rec or {}).get('quality'))}"
+        return failed(result, unfinished, run_dir)
     if rec is None:
         tail = last_line(stderr)
         return failed(

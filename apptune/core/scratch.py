@@ -173,9 +173,10 @@ def cleanup(spec: ScratchSpec, info: dict) -> None:
         info["remove_error"] = f"{e.filename}: {e.strerror}"
 
 
-def describe(info: RunScratch | None) -> str:
+def describe(info: RunScratch | None, reads: bool = True) -> str:
     """One line for a report: the file system measured, what the run wrote and whether the
-    page cache can have answered its reads."""
+    page cache can have held it: its writes (not yet on the disk when timed) and, for a
+    program that ``reads`` back what it wrote, its reads."""
     if info is None:
         return "–"
     fs = f"{info.fstype or 'unknown file system'} at {info.mount or '?'}"
@@ -187,6 +188,11 @@ def describe(info: RunScratch | None) -> str:
             f"; wrote {_mib(wrote)}, "
             + ("more than" if more else "less than")
             + f" the node's {mem / (1 << 30):.1f} GiB of memory"
-            + ("" if more else ": reads may come from the page cache")
+            + (
+                ""
+                if more
+                else ": the page cache can hold it (writes may not have reached the disk"
+                + (", reads may come from memory)" if reads else ")")
+            )
         )
     return out

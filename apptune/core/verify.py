@@ -14,7 +14,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from .. import paths
-from ..errors import ApptuneError
+from ..errors import ApptuneError, printable
 from ..models import KnownWrong, OwnCheck, ReferenceFile
 from ..yamlio import load_model
 from .outputs import is_bad_number
@@ -55,7 +55,12 @@ class Verification:
             ([self.unexpected] if self.unexpected else [])
             + ([self.no_reference] if self.no_reference else [])
             + [f.message for f in self.fields if not f.ok]
-            + [c["message"] for c in self.own_checks if not c["ok"]]
+            + [
+                # the recipe's own checks read a file; those of the run itself say their failure
+                f"own check failed: {c['message']}" if c.get("file") is not None else c["message"]
+                for c in self.own_checks
+                if not c["ok"]
+            ]
         )
 
     def summary(self) -> str:
@@ -68,11 +73,13 @@ class Verification:
             return f"verified {len(self.fields)} fields against {self.reference}{w}{s}"
         # a forbidden line that was found says where (a file, a value, an offset)
         found = {
-            c["message"]: f"{c['message']} (first of {c['matches']}: {c['first']})"
+            f"own check failed: {c['message']}": f"own check failed: {c['message']} (first: "
+            f"{c['first']})"
             for c in self.own_checks
             if not c["ok"] and c.get("first")
         }
-        return "; ".join(found.get(m, m) for m in self.failures)
+        # values and lines of the program's output: ReFrame prints this, the report stores it
+        return printable("; ".join(found.get(m, m) for m in self.failures))
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -182,13 +189,14 @@ def run_own_checks(checks: list[OwnCheck], text: str | dict, default_file: str =
         found = list(re.finditer(c.pattern, t, flags=re.M))
         n = len(found)
         ok = (n == 0) if c.forbid else (n >= c.min_count)
-        message = c.message if not ok else f"{c.message}: ok ({n} matches)"
+        where = c.file or default_file or "the output"
         entry = {
             "pattern": c.pattern,
             "file": c.file or default_file,
             "matches": n,
             "ok": ok,
-            "message": message,
+            # the recipe's message says what passing means: a failure says it was not so
+            "message": f"{c.message}: ok ({n} matches)" if ok else _not_so(c, n, where),
         }
         if c.forbid and found:  # what was found says where (a file, a value, an offset)
             start = t.rfind("\n", 0, found[0].start()) + 1
@@ -196,6 +204,17 @@ def run_own_checks(checks: list[OwnCheck], text: str | dict, default_file: str =
             entry["first"] = t[start : end if end >= 0 else len(t)].strip()[:300]
         out.append(entry)
     return out
+
+
+def _not_so(c: OwnCheck, n: int, where: str) -> str:
+    """A failed own check as a failure: what passing would have meant, and what was seen."""
+    if c.forbid:
+        seen = f"{n} line(s) of {where} match '{c.pattern}'"
+    elif c.min_count > 1:
+        seen = f"{n} of the {c.min_count} lines of {where} needed match '{c.pattern}'"
+    else:
+        seen = f"no line of {where} matches '{c.pattern}'"
+    return f"expected “{c.message}”; {seen}"
 
 
 #: The checks of the run itself that :func:`apptune.core.run.evaluate` adds to the recipe's

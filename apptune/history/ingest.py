@@ -260,8 +260,13 @@ def _record_result(
         fail_phase=fail_phase,
         reason=r.verification.summary,
         verified=r.verification.ok,
-        # how it was launched travels with the build: a change point names either
-        provenance=(r.provenance.data() | ({"launch": launch} if launch else {}))
+        # how it was launched, and its input, travel with the build: a change point names
+        # any of them, and a changed input starts a series of its own (regressions.series)
+        provenance=(
+            r.provenance.data()
+            | ({"launch": launch} if launch else {})
+            | ({"input": r.input} if r.input else {})
+        )
         if r.provenance
         else None,
         energy=r.energy,

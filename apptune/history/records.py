@@ -9,6 +9,7 @@ test's output directory first, then in its stage directory.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ import pydantic
 
 from ..constants import RESULT_FILE
 from ..core import slurm
-from ..errors import ApptuneError, format_validation_error, last_error_line
+from ..errors import ApptuneError, format_validation_error, last_error_line, printable
 from ..models import RunRecord
 
 
@@ -146,13 +147,44 @@ def cases(run_dir: Path, report_file: Path | None = None) -> list[Case]:
     return out
 
 
+#: What ReFrame's local scheduler says of a job it stopped at its time limit.
+TIMED_OUT = "job timed out"
+
+
+def timed_out(tc: dict, reason: str) -> str:
+    """A job stopped at its time limit, said with what the run-quality monitor saw of it
+    (the runner's record, written when the job was stopped) and, where the tier's reference
+    lists the variant's known-wrong result (a planted fault), that it was never reached."""
+    from ..core import quality, runner, verify
+
+    stage = tc.get("stagedir")
+    rec = runner.load_record(stage) if stage else None
+    out = f"{reason}; {quality.at_time_limit((rec or {}).get('quality'))}"
+    app, tier = tc.get("app"), tc.get("tier")
+    variant = re.search(r"%build\.variant=(\S+)", tc.get("display_name") or "")
+    if isinstance(app, str) and isinstance(tier, str) and variant:
+        try:
+            path, ref = verify.load_reference(app, tier)
+        except ApptuneError:
+            return out
+        known = verify.known_wrong(ref, tc.get("environ"), variant[1])
+        if known:
+            out += (
+                f"; the expected failure (reference/{app}/{path.name} xfail {known[0]}) was "
+                "never reached: a run stopped at its time limit is not the planted fault caught"
+            )
+    return out
+
+
 def failure(tc: dict, row: dict | None = None) -> dict:
     """A failed test case as the report and the history show it: test, environment, phase and
     the one-line reason (a run record that is not one, the verification's, the build's or
     job's last apptune error, or the scheduler's explanation), with its stage directory."""
     reason = tc.get("fail_reason") or "failed"
     phase = tc.get("fail_phase")
-    if row and row.get("verification") and phase == "sanity":
+    if TIMED_OUT in reason:
+        reason = timed_out(tc, reason)
+    elif row and row.get("verification") and phase == "sanity":
         reason = row["verification"]
     elif phase in ("compile", "compile_wait") and tc.get("stagedir"):
         err = last_error_line(Path(tc["stagedir"]) / "rfm_build.err")
@@ -169,6 +201,6 @@ def failure(tc: dict, row: dict | None = None) -> dict:
         "test": tc["display_name"],
         "environment": tc.get("environ"),
         "phase": phase,
-        "reason": " ".join(str(reason).split())[:500],
+        "reason": printable(" ".join(str(reason).split())),
         "stagedir": tc.get("stagedir"),
     }

@@ -68,12 +68,21 @@ class Verdict:
     noise: float | None = None  # relative run-to-run noise (robust sigma / median)
     baseline: dict | None = None
     machine_id: str | None = None
+    #: The input parameters of the series (None: not recorded), and, where the same variant
+    #: and figure has series of other inputs, what tells this one apart (``xfer=1048575``).
+    input: dict | None = None
+    input_label: str = ""
+
+    @property
+    def label(self) -> str:
+        """The series' variant as a page names it: ``environment/variant [its input]``."""
+        return f"{self.environment}/{self.variant}" + (
+            f" [{self.input_label}]" if self.input_label else ""
+        )
 
     @property
     def name(self) -> str:
-        return (
-            f"{self.system} {self.app}/{self.tier} {self.environment}/{self.variant} {self.figure}"
-        )
+        return f"{self.system} {self.app}/{self.tier} {self.label} {self.figure}"
 
     def to_dict(self) -> dict:
         d = {
@@ -95,6 +104,8 @@ class Verdict:
                 "provenance_diff",
                 "noise",
                 "baseline",
+                "input",
+                "input_label",
             )
         }
         d["first_bad"] = self.first_bad.__dict__ if self.first_bad else None
@@ -119,14 +130,20 @@ def series(samples) -> dict[tuple, dict]:
     """History samples (rows of History.samples) grouped per series, one point per run.
 
     A series belongs to one machine (its fingerprint's id), so a change of node type is
-    never a change point; energy figures enter only when measured (a modelled figure is a
-    function of the wall time and adds nothing)."""
+    never a change point, and to one input (its parameters, the last part of its key: a
+    changed input starts a series of its own; runs stored before inputs were kept join the
+    series of the first input recorded); energy figures enter only when measured (a
+    modelled figure is a function of the wall time and adds nothing)."""
     from ..core.recipes import is_energy_figure
 
     out: dict[tuple, dict] = {}
+    inputs: dict[str | None, str | None] = {None: None}
     for s in samples:
         if is_energy_figure(s["figure"]) and s["energy_trust"] != "measured":
             continue
+        if s["provenance"] not in inputs:
+            given = json.loads(s["provenance"]).get("input")
+            inputs[s["provenance"]] = json.dumps(given, sort_keys=True) if given else None
         key = (
             s["system"],
             s["machine_id"] or "?",
@@ -135,6 +152,7 @@ def series(samples) -> dict[tuple, dict]:
             s["environment"] or "?",
             s["variant"] or s["test"],
             s["figure"],
+            inputs[s["provenance"]],
         )
         ser = out.setdefault(
             key, {"unit": s["unit"], "better": s["better"] or "higher", "runs": {}}
@@ -149,6 +167,7 @@ def series(samples) -> dict[tuple, dict]:
             },
         )
         run["values"].append(s["value"])
+    _join_unknown_inputs(out)
     for ser in out.values():
         pts = []
         for uuid, r in ser["runs"].items():
@@ -172,6 +191,18 @@ def series(samples) -> dict[tuple, dict]:
         ser["points"] = pts
         del ser["runs"]
     return out
+
+
+def _join_unknown_inputs(out: dict[tuple, dict]) -> None:
+    """Runs whose input is not recorded join the series of the same figure whose input was
+    recorded first (the input of those runs is most likely the first one recorded)."""
+    for key in [k for k in out if k[-1] is None]:
+        known = [k for k in out if k[:-1] == key[:-1] and k[-1] is not None]
+        if known:
+            first = min(
+                known, key=lambda k: min(r["started"] or "" for r in out[k]["runs"].values())
+            )
+            out[first]["runs"] = out.pop(key)["runs"] | out[first]["runs"]
 
 
 def provenance_diff(before: dict | None, after: dict | None) -> list[str]:
@@ -412,7 +443,7 @@ def check(
     cache: dict = {}
     out = []
     for key, ser in series(history.samples(system=system, mode=mode, app=app)).items():
-        sysname, mid, app_, tier, env, variant, figure = key
+        sysname, mid, app_, tier, env, variant, figure, inp = key
         v = Verdict(
             sysname,
             app_,
@@ -424,6 +455,7 @@ def check(
             ser["better"],
             ser["points"],
             machine_id=mid,
+            input=json.loads(inp) if inp else None,
         )
         spec = _spec(app_, figure, cache)
         # a discrete figure (values on a grid) flips between grid points on unchanged
@@ -436,7 +468,23 @@ def check(
             )
         )
         out.append(analyse(v, base, spec=spec, **kw))
+    _label_inputs(out)
     return out
+
+
+def _label_inputs(verdicts: list[Verdict]) -> None:
+    """Where one variant's figure has series of several inputs, each is labelled with the
+    parameters that tell them apart."""
+    by: dict[tuple, list[Verdict]] = {}
+    for v in verdicts:
+        key = (v.system, v.machine_id, v.app, v.tier, v.environment, v.variant, v.figure)
+        by.setdefault(key, []).append(v)
+    for vs in (vs for vs in by.values() if len(vs) > 1):
+        keys = sorted({k for v in vs for k in (v.input or {})})
+        differ = [k for k in keys if len({json.dumps((v.input or {}).get(k)) for v in vs}) > 1]
+        for v in vs:
+            given = v.input or {}
+            v.input_label = ", ".join(f"{k}={given.get(k, '?')}" for k in differ) or "input ?"
 
 
 ORDER = {

@@ -393,11 +393,14 @@ class History:
         mode: str | None = None,
         app: str | None = None,
         kind: str | None = "check",
+        clean: bool = True,
     ) -> list[sqlite3.Row]:
         """Every verified figure value of a clean run, with its run, in run order (disturbed
-        or unmeasured runs are stored, never part of a series)."""
+        or unmeasured runs are stored, never part of a series); ``clean=False``: of runs of
+        every grade (``quality_grade`` says which), for what shows them as such."""
         where, args = _selection(
-            ["res.verified = 1", "res.result IN ('pass', 'fail')", "res.quality_grade = 'clean'"],
+            ["res.verified = 1", "res.result IN ('pass', 'fail')"]
+            + (["res.quality_grade = 'clean'"] if clean else []),
             system,
             mode,
             app,
@@ -407,7 +410,8 @@ class History:
             "SELECT runs.session_uuid, runs.started, runs.started_unix, runs.run_dir, runs.mode, "
             "res.system, res.app, res.tier, res.environment, res.variant, res.test, res.repeat, "
             "f.figure, f.value, f.unit, f.better, f.baseline, p.json AS provenance, "
-            "res.machine_id, json_extract(res.energy, '$.trust') AS energy_trust FROM figures f "
+            "res.machine_id, res.quality_grade, "
+            "json_extract(res.energy, '$.trust') AS energy_trust FROM figures f "
             "JOIN results res ON f.result_id = res.id JOIN runs ON res.run_id = runs.id LEFT JOIN "
             f"provenance p ON res.provenance_id = p.id WHERE {' AND '.join(where)}{k} ORDER BY "
             "runs.started_unix, runs.id, res.repeat",

@@ -222,11 +222,11 @@ class Figure(Strict):
     #: The output may lack it where the system cannot measure it (e.g. other-socket
     #: latency on a one-socket node): no performance variable then, instead of a failure.
     optional: bool = False
-    #: The figure takes values on a grid (a message size, a count): one run's step from a
-    #: grid point to the next is no evidence of a change, so a single run is not judged
-    #: against its baseline (the history's change points judge it). Set by itself for a
-    #: curve's ``x_at_fraction_of_max`` and ``count``.
+    #: Values on a grid (a message size; a curve's ``x_at_fraction_of_max`` and ``count``):
+    #: a step between grid points is no change, so only change points judge it, not a baseline.
     discrete: bool = False
+    #: The field holding the seconds it was timed over: too short a time ranks nothing.
+    timed_over: str | None = None
 
 
 class RegexField(Strict):
@@ -455,6 +455,7 @@ class RunScratchSpec(Strict):
     #: Files whose per-variable checksums go to ``sums_file`` (a ``keyvalue`` output).
     files: list[ScratchFileSpec] = []
     sums_file: str = Field(default="scratch-data.txt", pattern=r"^[^/]+$")
+    reads: bool = True  # the timed region reads what it wrote (h5perf); false: FLASH-IO
 
 
 class RunSpec(Strict):

@@ -455,6 +455,8 @@ class Provenance(_Part):
     plan_sha256: str | None = None
     cache: BuildCacheUse | None = None
     launch: RunLaunch | None = None
+    #: The run's input parameters (the history adds them with its ``launch``).
+    input: dict = {}
 
 
 class RunScratch(_Part):

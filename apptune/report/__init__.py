@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from .collect import (
     SKIPPED_RESULTS,
-    TIE,
     baseline_advice,
     collect,
     history_verdicts,
     outcome,
     untested_apps,
 )
-from .files import render, summary_line, write
+from .files import printable_value, render, summary_line, write
+from .matrices import TIE
 from .plots import curve_plots, power_plots, trend_plots, variant_styles, write_figures
 from .screen import app_summary, first_screen
 
@@ -38,6 +38,7 @@ __all__ = [
     "history_verdicts",
     "outcome",
     "power_plots",
+    "printable_value",
     "render",
     "summary_line",
     "trend_plots",

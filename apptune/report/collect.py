@@ -19,6 +19,7 @@ from ..history import records
 from ..models import BaselineVerdicts, RunRecord
 from .axes import axis_tables
 from .knob_table import knob_tables
+from .matrices import _matrices
 from .scaling import scaling_tables
 from .screen import app_summary, changed_since_baseline, first_screen, untested_summaries
 from .values import _key, _num
@@ -72,7 +73,34 @@ def _xfail_reason(tc: dict) -> str:
     known_wrong = r.verification.xfail if r else None
     if known_wrong:
         return f"known-wrong result: {known_wrong}"
-    return " ".join(str(tc.get("fail_reason") or "expected failure").split())[:500]
+    return " ".join(str(tc.get("fail_reason") or "expected failure").split())
+
+
+#: A failure's reason where space is short (the first screen, the terminal, report.md): at
+#: most this many characters, and of many failed fields the first few by name.
+BRIEF_CHARS, BRIEF_FIELDS = 300, 3
+
+
+def brief(reason: str, failed: list[str]) -> str:
+    """A fair summary of a failure's ``reason`` (``failed``: the fields that failed): every
+    failed field counted and the first named, or the reason cut at a word, each saying
+    that report.html has all of it."""
+    if len(failed) > BRIEF_FIELDS:
+        return (
+            f"{len(failed)} fields failed: {', '.join(failed[:BRIEF_FIELDS])}, … "
+            "(all in report.html)"
+        )
+    if len(reason) <= BRIEF_CHARS:
+        return reason
+    cut = reason[:BRIEF_CHARS].rsplit(" ", 1)[0]
+    return f"{cut} … (all in report.html)"
+
+
+def _failure(tc: dict, row: dict | None = None, r: RunRecord | None = None) -> dict:
+    """A failed test case (:func:`apptune.history.records.failure`) with its :func:`brief`."""
+    f = records.failure(tc, row)
+    failed = [x.field for x in (r.verification.fields or []) if not x.ok] if r else []
+    return f | {"brief": brief(f["reason"], failed)}
 
 
 def _testcases(report_file: Path) -> tuple[dict, list[dict], dict]:
@@ -86,73 +114,8 @@ def _testcases(report_file: Path) -> tuple[dict, list[dict], dict]:
 
 def collect(report_file: Path) -> dict:
     rep, cases, by_name = _testcases(report_file)
-    rows, runs, failures, skipped, xfailed = [], [], [], [], []
-    for tc in cases:
-        res = tc.get("result")
-        if res == "xfail":
-            xfailed.append(
-                {
-                    "test": tc["display_name"],
-                    "environment": tc.get("environ"),
-                    "reason": _xfail_reason(tc),
-                    **_app_tier(tc),
-                }
-            )
-            continue
-        if tc.get("fixture"):
-            if res == "fail":
-                failures.append(records.failure(tc, None))
-            continue
-        r = records.record_of(tc)
-        if res in SKIPPED_RESULTS:
-            skipped.append(
-                {
-                    "test": tc["display_name"],
-                    "environment": tc.get("environ"),
-                    "reason": _skip_reason(tc, by_name),
-                    **_app_tier(tc),
-                    **_asked_of(tc, r),
-                }
-            )
-            continue
-        if r is None:
-            failures.append(records.failure(tc, None))
-            continue
-        row = {
-            "test": tc["display_name"],
-            "app": r.app,
-            "tier": r.tier,
-            "variant": r.variant,
-            "environment": r.environment,
-            "system": f"{r.system}:{r.partition}",
-            "result": res,
-            "fail_phase": tc.get("fail_phase"),
-            "fail_reason": tc.get("fail_reason"),
-            "verified": r.verification.ok,
-            "verification": r.verification.summary,
-            "figures": r.figures or {},
-            # the parts of the run record, typed (summary.json holds them as the record does)
-            "baseline": r.baseline,
-            "energy": r.energy,
-            "provenance": r.provenance,
-            "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
-            "ranks": r.ranks,
-            "input": r.input,
-            "curves": r.curves or {},
-            "job": r.job,
-            "placement_layout": r.placement_layout,
-            "launch": r.launch,
-            "quality": r.quality,
-            "machine_id": r.machine_id,
-            "machine": r.machine,
-            "run": r.run,
-            "scratch": r.scratch,
-            "knobs": r.knobs,
-        }
-        rows.append(row)
-        runs.append(r)
-        if res != "pass":
-            failures.append(records.failure(tc, row))
+    c = _sorted_cases(cases, by_name)
+    rows, failures, skipped = c["rows"], c["failures"], c["skipped"]
     si = rep.get("session_info", {})
     session = {
         k: si.get(k)
@@ -167,29 +130,33 @@ def collect(report_file: Path) -> dict:
             "num_cases",
             "num_failures",
             "num_skipped",
+            "num_aborted",
         )
     }
     for k in ("time_start", "time_end"):
         session[k] = _readable_time(session[k])
-    apps = _matrices(_merge_repeats(rows, runs))
+    apps = _matrices(_merge_repeats(rows, c["runs"]))
     machines = {
         r["machine_id"]: machine.describe(r["machine"].data())
         for r in rows
         if r["machine_id"] and r["machine"]
     }
     summaries = [app_summary(a) for a in apps] + untested_summaries(
-        cases, apps, failures, xfailed, skipped
+        cases, apps, failures, c["xfailed"], skipped, c["aborted"]
     )
+    for x in summaries:  # what the run left undone, when it was stopped
+        x["aborted"] = sum(e["app"] == x["app"] for e in c["aborted"])
     out = {
         "session": session,
         "machines": machines,
-        "outcome": outcome(report_file, failures, summaries),
+        "outcome": outcome(report_file, failures, summaries, c["aborted"]),
         "first_screen": None,
         "summary": summaries,
         "advice": baseline_advice(rows),
         "failures": failures,
-        "expected_failures": xfailed,
+        "expected_failures": c["xfailed"],
         "skipped": skipped,
+        "aborted": c["aborted"],
         "baseline_verdicts": _baseline_verdicts(apps, failures),
         "history_verdicts": None,
         "apps": apps,
@@ -200,6 +167,110 @@ def collect(report_file: Path) -> dict:
     }
     out["first_screen"] = first_screen(out)
     return out
+
+
+def _sorted_cases(cases: list[dict], by_name: dict) -> dict[str, list]:
+    """The test cases by what became of them: ``rows`` (a run record: verified or not, with
+    ``runs`` their records), ``failures``, ``xfailed``, ``skipped`` (builds and sources too,
+    as ReFrame counts them) and ``aborted`` (a stopped run's tests: begun or never run)."""
+    out: dict[str, list] = {k: [] for k in ("rows", "runs", "failures", "skipped", "xfailed")}
+    out["aborted"] = []
+    for tc in cases:
+        res = tc.get("result")
+        if res == "xfail":
+            out["xfailed"].append(
+                {
+                    "test": tc["display_name"],
+                    "environment": tc.get("environ"),
+                    "reason": _xfail_reason(tc),
+                    **_app_tier(tc),
+                }
+            )
+            continue
+        if res == "abort":
+            out["aborted"].append(_aborted(tc))
+            continue
+        if tc.get("fixture"):  # a build or source: a failure or a skip, as ReFrame counts them
+            if res == "fail":
+                out["failures"].append(_failure(tc))
+            elif res in SKIPPED_RESULTS:
+                out["skipped"].append(_skip(tc, by_name, None))
+            continue
+        r = records.record_of(tc)
+        if res in SKIPPED_RESULTS:
+            out["skipped"].append(_skip(tc, by_name, r))
+            continue
+        if r is None:
+            out["failures"].append(_failure(tc))
+            continue
+        row = _row(tc, r, res)
+        out["rows"].append(row)
+        out["runs"].append(r)
+        if res != "pass":
+            out["failures"].append(_failure(tc, row, r))
+    return out
+
+
+def _row(tc: dict, r: RunRecord, res: str) -> dict:
+    """A test case with a run record, as the matrices and the history show it."""
+    return {
+        "test": tc["display_name"],
+        "app": r.app,
+        "tier": r.tier,
+        "variant": r.variant,
+        "environment": r.environment,
+        "system": f"{r.system}:{r.partition}",
+        "result": res,
+        "fail_phase": tc.get("fail_phase"),
+        "fail_reason": tc.get("fail_reason"),
+        "verified": r.verification.ok,
+        "verification": r.verification.summary,
+        "figures": r.figures or {},
+        # the parts of the run record, typed (summary.json holds them as the record does)
+        "baseline": r.baseline,
+        "energy": r.energy,
+        "provenance": r.provenance,
+        "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
+        "ranks": r.ranks,
+        "input": r.input,
+        "values": r.values or {},
+        "curves": r.curves or {},
+        "job": r.job,
+        "placement_layout": r.placement_layout,
+        "launch": r.launch,
+        "quality": r.quality,
+        "machine_id": r.machine_id,
+        "machine": r.machine,
+        "run": r.run,
+        "scratch": r.scratch,
+        "knobs": r.knobs,
+    }
+
+
+def _aborted(tc: dict) -> dict:
+    """A test case of a stopped run that ReFrame aborted: a build, a source or a run, begun
+    (the phase it was in) or never run."""
+    phase = tc.get("fail_phase")
+    begun = bool(tc.get("stagedir")) and phase not in (None, "startup", "setup")
+    what = "build" if tc.get("fixture") else "run"
+    return {
+        "test": tc["display_name"],
+        "environment": tc.get("environ"),
+        "phase": phase,
+        "what": f"{what} aborted in {phase}" if begun else f"{what} never started",
+        **_app_tier(tc),
+    }
+
+
+def _skip(tc: dict, by_name: dict, r: RunRecord | None) -> dict:
+    """A skipped test case (also a build or source skipped: ReFrame counts them) and why."""
+    return {
+        "test": tc["display_name"],
+        "environment": tc.get("environ"),
+        "reason": _skip_reason(tc, by_name),
+        **_app_tier(tc),
+        **_asked_of(tc, r),
+    }
 
 
 def _app_tier(tc: dict) -> dict:
@@ -224,19 +295,28 @@ def _asked_of(tc: dict, r: RunRecord | None) -> dict:
     return {"variant": variant, "knobs": asked}
 
 
-def outcome(report_file: Path, failures: list[dict], summaries: list[dict] = ()) -> dict:
+def outcome(
+    report_file: Path, failures: list[dict], summaries: list[dict] = (), aborted: list = ()
+) -> dict:
     """The run's exit status as ``apptune run`` gives it (README) and why, for the report's
-    first screen: applications left out for their data (2), failed test cases, regressions
-    against this machine's baseline (with repeats, their medians' verdicts fail the run after
-    ReFrame) and applications of which nothing was tested (1), else 0."""
+    first screen: a run stopped by a signal (128 + N, what it left undone), applications
+    left out for their data (2), failed test cases, regressions against this machine's
+    baseline (with repeats, their medians' verdicts fail the run after ReFrame) and
+    applications of which nothing was tested (1), else 0."""
     report_file = Path(report_file)
     why, status = [], 0
     try:
         notes = json.loads((report_file.parent / RUN_NOTES_FILE).read_text())
     except (OSError, ValueError):
         notes = {}
+    if notes.get("stopped_by"):  # the command's own status: 128 + the signal
+        status = int(notes.get("exit_status") or 1)
+        why.append(
+            f"stopped by {notes['stopped_by']}: ReFrame aborted the run"
+            + (f"; {len(aborted)} test case(s) aborted or never ran" if aborted else "")
+        )
     if notes.get("left_out"):
-        status = 2
+        status = status or 2
         why.append(f"left out for problems in their data: {', '.join(notes['left_out'])}")
     if failures:
         status = status or 1
@@ -381,98 +461,6 @@ def _readable_time(stamp):
         return stamp
 
 
-def _matrices(rows: list[dict]) -> list[dict]:
-    apps = []
-    for app, tier in sorted({(r["app"], r["tier"]) for r in rows}):
-        try:
-            recipe = recipes.load_recipe(app)
-            figures = recipes.figure_specs(recipe)
-            primary, installs = recipe.run.primary, set(recipe.installs)
-        except ApptuneError:
-            figures, primary, installs = dict(recipes.COMMON_FIGURES), "wall_time", set()
-        sel = sorted(
-            [r for r in rows if r["app"] == app and r["tier"] == tier],
-            key=lambda r: (r["environment"], r["variant"]),
-        )
-        present = {n for r in sel for n, v in r["figures"].items() if v is not None}
-        names = [n for n in figures if n in present] + sorted(present - set(figures))
-        better = {n: (figures[n].better if n in figures else "higher") for n in names}
-        units = {n: (figures[n].unit if n in figures else "") for n in names}
-        # ratios are over gnu/baseline, else over the distribution's build (an install: the
-        # build every tuned one must beat), else over the first verified row
-        verified = [r for r in sel if r["verified"]]
-        ref = next(
-            (r for r in verified if (r["environment"], r["variant"]) == ("gnu", "baseline")),
-            next((r for r in verified if r["variant"] in installs), next(iter(verified), None)),
-        )
-        best, ties = {}, {}
-        for n in names:
-            cand = [r for r in sel if r["verified"] and _num(r["figures"].get(n)) is not None]
-            if recipes.is_energy_figure(n):  # modelled energy ranks nothing
-                cand = [r for r in cand if _measured(r)]
-            if cand:
-                pick = max if better[n] == "higher" else min
-                top = pick(cand, key=lambda r: r["figures"][n])
-                best[n] = _key(top)
-                tied = [_key(r) for r in cand if r is not top and _tied(top, r, n)]
-                if tied:
-                    ties[n] = tied
-        for r in sel:
-            r["speedup"] = {}
-            for n in names:
-                v, b = _num(r["figures"].get(n)), _num(ref["figures"].get(n)) if ref else None
-                if v and b:
-                    r["speedup"][n] = v / b if better[n] == "higher" else b / v
-            r["baseline_verdicts"] = (
-                {n: c.verdict for n, c in r["baseline"].figures.items()} if r["baseline"] else {}
-            )
-        # energy figures that no meter measured here: shown, labelled, never judged
-        modelled = sorted(
-            n for n in names if recipes.is_energy_figure(n) and not all(_measured(r) for r in sel)
-        )
-        apps.append(
-            {
-                "app": app,
-                "tier": tier,
-                "figures": names,
-                "units": units,
-                "better": better,
-                "modelled": modelled,
-                "primary": primary,
-                "rows": sel,
-                "best": best,
-                "ties": ties,
-                "reference_variant": _key(ref) if ref else None,
-            }
-        )
-    return apps
-
-
-def _measured(row: dict) -> bool:
-    """Whether a row's energy was measured (modelled energy is shown, never ranked)."""
-    return row["energy"] is not None and row["energy"].trust == "measured"
-
-
-#: Two variants whose figures differ by less than this (or than twice the larger noise of
-#: the two: its baseline's noise, or half the spread of its repeats) share the top.
-TIE = 0.02
-
-
-def _noise_of(r: dict, n: str) -> float:
-    base = r["baseline"].figures.get(n) if r["baseline"] else None
-    spread = (r.get("spread") or {}).get(n)
-    return max((base.noise if base else None) or 0.0, (spread or 0.0) / 2)
-
-
-def _tied(a: dict, b: dict, n: str) -> bool:
-    """Whether b's figure ``n`` is within the noise of a's (a ranking cannot tell them apart)."""
-    va, vb = _num(a["figures"].get(n)), _num(b["figures"].get(n))
-    if not va or vb is None:
-        return False
-    tol = max(TIE, 2 * max(_noise_of(a, n), _noise_of(b, n)))
-    return abs(va - vb) / abs(va) < tol
-
-
 def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
     """The history's verdicts (change points over the runs of this run's mode) for this run's
     applications, into ``summary["history_verdicts"]`` and each row's ``history_verdicts``;
@@ -501,10 +489,12 @@ def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
             v for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"]) and len(v.points) >= 2
         ]
         for r in a["rows"]:
+            # the series of this run's input (or of no recorded input)
             r["history_verdicts"] = {
                 v.figure: v.verdict
                 for v in vs
                 if (v.environment, v.variant) == (r["environment"], r["variant"])
+                and v.input in (None, r.get("input") or None)
             }
     return verdicts, order
 
@@ -531,5 +521,29 @@ def untested_apps(report_file: Path) -> dict[str, list[str]]:
         else:
             reasons.setdefault(app, [])
     return {
-        app: rs or ["only its fixtures ran"] for app, rs in reasons.items() if app not in tested
+        app: distinct(rs) or ["only its fixtures ran"]
+        for app, rs in reasons.items()
+        if app not in tested
     }
+
+
+#: Reasons said in one line at most (the others are counted: every one is under Skipped).
+MAX_REASONS = 4
+
+
+def distinct(reasons: list[str]) -> list[str]:
+    """Reasons as one line says them: those that differ only in their numbers (a frequency
+    asked, a count measured: one knob's skip in each variant) once, with how many more are
+    like it, and at most :data:`MAX_REASONS` of them."""
+    groups: dict[str, list[str]] = {}
+    for r in reasons:
+        groups.setdefault(re.sub(r"\d+(?:\.\d+)?", "#", r), []).append(r)
+    out = [
+        rs[0] + (f" (and {len(rs) - 1} more like it)" if len(rs) > 1 else "")
+        for rs in groups.values()
+    ]
+    if len(out) > MAX_REASONS:
+        out = out[:MAX_REASONS] + [
+            f"and {len(out) - MAX_REASONS} other reason(s) (each under Skipped in report.html)"
+        ]
+    return out

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .. import templating
 from ..core import quality, scratch
+from ..errors import printable
 from ..figures import fmt_figure
 from ..models import as_data
 from ..yamlio import atomic_write_json, atomic_write_text
@@ -27,20 +28,29 @@ from .values import _key, _pct
 
 
 def summary_line(s: dict) -> str:
-    """One line per application for a terminal or a job summary."""
+    """One line per application for a terminal or a job summary (control characters of
+    program output escaped)."""
+    return printable(_summary_line(s))
+
+
+def _summary_line(s: dict) -> str:
     if s.get("nothing_verified"):
         return f"{s['app']}: nothing verified: {s['nothing_verified']}"
     head = f"{s['app']}/{s['tier']}: {s['verified']} of {s['variants']} variant(s) verified"
     if s["not_verified"]:
         head += f" (NOT verified: {', '.join(s['not_verified'])})"
+    if s.get("aborted"):
+        head += f" ({s['aborted']} test case(s) aborted: the run was stopped)"
     if s["fastest"]:
         head += f"; fastest correct by {s['primary']}: {s['fastest']}"
         if s.get("tied"):
             head += f" (a tie, within noise, with {', '.join(s['tied'])})"
         if s["speedup"] and s["fastest"] != s["reference"]:
             head += f" (x{s['speedup']:.2f} over {s['reference']})"
-        if s["disturbed"]:
-            head += f" [ranked with disturbed run(s): {', '.join(s['disturbed'])}]"
+        if s.get("unranked"):
+            head += f" [not ranked: {'; '.join(s['unranked'])}]"
+    elif s.get("no_ranking"):
+        head += f"; {s['no_ranking']}"
     head += "; greenest: " + (s["greenest"] or s["greenest_why"])
     return f"{head}; performance: {s['verdict_text']}"
 
@@ -66,7 +76,7 @@ def _verdicts(by_figure: dict) -> str:
 def render(
     summary: dict, run_dir: Path, history_dir: Path | None = None
 ) -> tuple[Path, Path, Path]:
-    env = templating.environment(keep_trailing_newline=False)
+    env = templating.environment(keep_trailing_newline=False, finalize=printable_value)
     env.filters.update(
         quality=quality.summary,
         filesystem=scratch.describe,
@@ -89,11 +99,7 @@ def render(
     for a in summary["apps"]:  # one style per variant, for this run's variants and the history's
         a["variant_styles"] = variant_styles(
             [_key(r) for r in a["rows"]]
-            + [
-                f"{v.environment}/{v.variant}"
-                for v in verdicts
-                if (v.app, v.tier) == (a["app"], a["tier"])
-            ]
+            + [v.label for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"])]
         )
     try:
         power_plots(summary, run_dir)
@@ -110,6 +116,14 @@ def render(
     atomic_write_text(paths[1], md)
     atomic_write_text(paths[2], html)
     return paths
+
+
+def printable_value(value):
+    """A template's value as the report shows it: text with control characters escaped (a
+    terminal that shows report.md runs no escape sequence from a program's output)."""
+    if hasattr(value, "__html__"):  # jinja2's Markup (an SVG plot, `| safe`): stays Markup
+        return type(value)(printable(str(value)))
+    return printable(value) if isinstance(value, str) else value
 
 
 def _md_cell(text) -> str:

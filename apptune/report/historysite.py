@@ -2,7 +2,8 @@
 server (a cluster's, GitHub Pages) serves as they are, or a browser opens from disk.
 
 * ``index.html``: machines × systems × applications × tiers with the latest verdicts
-  over the history (those of ``apptune check-regressions``);
+  over the history (those of ``apptune check-regressions``) and every stored result counted
+  by how it stands (a disturbed or unverified run is counted, never drawn);
 * a page per machine, system, application and tier: a trend per figure over the runs,
   one colour per variant in every panel, the change points marked and listed with
   their cause (what the provenance says changed at them), each point a link to its
@@ -21,6 +22,7 @@ import datetime
 import hashlib
 import io
 import itertools
+import json
 import os
 import re
 import urllib.parse
@@ -36,6 +38,21 @@ from ..yamlio import atomic_write_text
 SINCE_SIGMAS = 3.0
 #: Pairs of machines compared on the site at most (the most measured machines first).
 MAX_COMPARED_MACHINES = 4
+#: How a stored result stands, in the order the pages list them: a verified result by its
+#: run-quality grade (only ``clean`` ones are drawn), then those that did not verify.
+STATES = ("clean", "disturbed", "unmeasured", "not verified", "skipped")
+VERIFIED = {"clean", "disturbed", "unmeasured"}
+#: Distinct reasons of disturbed runs the 'since' page names per machine at most.
+MAX_REASONS = 3
+
+
+def result_state(r) -> str:
+    """One of :data:`STATES` for a stored result (a row of ``History.results``)."""
+    if r["result"] == "skip":
+        return "skipped"
+    if not r["verified"]:
+        return "not verified"
+    return r["quality_grade"] if r["quality_grade"] in STATES else "unmeasured"
 
 
 @dataclass
@@ -47,6 +64,13 @@ class Group:
     app: str
     tier: str
     verdicts: list[regressions.Verdict] = field(default_factory=list)
+    #: every stored result of the group, graded or not: run uuid -> its results
+    stored: dict[str, list[dict]] = field(default_factory=dict)
+
+    @property
+    def drawn(self) -> bool:
+        """Whether the group has a trend page (a series of clean verified runs)."""
+        return bool(self.verdicts)
 
     @property
     def page(self) -> str:
@@ -61,7 +85,12 @@ class Group:
 
     @property
     def runs(self) -> set[str]:
-        return {p.run for v in self.verdicts for p in v.points}
+        return set(self.stored) | {p.run for v in self.verdicts for p in v.points}
+
+    @property
+    def states(self) -> dict[str, int]:
+        """How many of its stored results stand how (:data:`STATES`), over every run."""
+        return _states([r for rs in self.stored.values() for r in rs])
 
 
 def slug(*parts: str) -> str:
@@ -89,12 +118,23 @@ def machine_label(mid: str, fingerprints: dict) -> str:
     return f"{mid}: {machine.describe(fp)}" if fp else f"{mid} (fingerprint not stored)"
 
 
-def groups_of(verdicts: list[regressions.Verdict]) -> list[Group]:
+def groups_of(verdicts: list[regressions.Verdict], stored: list[dict] = ()) -> list[Group]:
+    """The groups of the verdicts (clean verified series) and of the ``stored`` results
+    (rows of ``History.results`` with their run's ``uuid``): a group whose runs were all
+    disturbed or unverified has results and no verdict."""
     by: dict[tuple, Group] = {}
     for v in verdicts:
         key = (v.machine_id or "?", v.system, v.app, v.tier)
         by.setdefault(key, Group(*key)).verdicts.append(v)
+    for r in stored:
+        key = (r["machine_id"] or "?", r["system"], r["app"], r["tier"])
+        by.setdefault(key, Group(*key)).stored.setdefault(r["uuid"], []).append(r)
     return [by[k] for k in sorted(by)]
+
+
+def stored_results(history, runs: dict) -> list[dict]:
+    """Every result of an application in the ``runs`` (uuid -> run), with its run's uuid."""
+    return [r | {"uuid": u} for u in runs for r in history.results(u) if r["app"] and r["tier"]]
 
 
 def cause_text(cause: list[str]) -> str:
@@ -130,7 +170,7 @@ def trend_svg(
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
         fig, ax = plt.subplots(figsize=(5.6, 2.4), dpi=72)
         for v in vs:
-            label = f"{v.environment}/{v.variant}"
+            label = v.label
             xs = [order.get(p.run, i) for i, p in enumerate(v.points)]
             ys = [p.value for p in v.points]
             ax.plot(xs, ys, linewidth=1, label=label, **styles[label])
@@ -158,33 +198,23 @@ def trend_svg(
 
 
 # ------------------------------------------------------------------------------ the data
-def _latest_state(history, group: Group, last: str) -> dict:
-    """How the results of a group's latest run stand: verified of all."""
-    rs = [
-        r
-        for r in history.results(last)
-        if (r["machine_id"] or "?", r["system"], r["app"], r["tier"])
-        == (group.machine_id, group.system, group.app, group.tier)
-    ]
-    return {"results": len(rs), "verified": sum(bool(r["verified"]) for r in rs)}
-
-
-def index_rows(history, groups: list[Group], runs: dict, fingerprints: dict) -> list[dict]:
+def index_rows(groups: list[Group], runs: dict, fingerprints: dict) -> list[dict]:
     rows = []
     for g in groups:
         last = max(g.runs, key=lambda u: runs[u]["order"])
         regs = [v for v in g.verdicts if v.verdict == "regression"]
+        rs = g.stored.get(last, [])
         rows.append(
             {
                 "group": g,
                 "machine": machine_label(g.machine_id, fingerprints),
                 "runs": len(g.runs),
                 "last": runs[last],
-                "state": _latest_state(history, g, last),
+                "state": {"results": len(rs), "verified": sum(bool(r["verified"]) for r in rs)},
+                "states": g.states,
                 "counts": g.counts,
                 "regressions": [
-                    f"{v.environment}/{v.variant} {v.figure} "
-                    f"{'' if v.change is None else format(v.change, '+.1%')}"
+                    f"{v.label} {v.figure} {'' if v.change is None else format(v.change, '+.1%')}"
                     for v in sorted(regs, key=lambda v: -abs(v.change or 0))
                 ],
             }
@@ -223,7 +253,7 @@ def series_page(g: Group, styles: dict, order: dict, hrefs: dict, runs: dict) ->
         g.verdicts,
         key=lambda v: (regressions.ORDER.get(v.verdict, 9), v.figure, v.environment, v.variant),
     )
-    variants = sorted({f"{v.environment}/{v.variant}" for v in g.verdicts})
+    variants = sorted({v.label for v in g.verdicts})
     return {"panels": panels, "change_points": cps, "verdicts": verdicts, "variants": variants}
 
 
@@ -272,6 +302,7 @@ def since_last(history, groups: list[Group], runs: dict, hrefs: dict) -> list[di
             diff = regressions.provenance_diff(a.provenance, b.provenance)
             if diff:
                 builds[(v.app, v.tier, v.environment, v.variant)] = diff
+        last_results = [r for g in gs for r in g.stored.get(last, [])]
         before = _result_states(history, prev, mid) if prev else {}
         after = _result_states(history, last, mid)
         states = [
@@ -289,9 +320,29 @@ def since_last(history, groups: list[Group], runs: dict, hrefs: dict) -> list[di
                 "states": states,
                 "builds": builds,
                 "new_change_points": new_cps,
+                "last_states": _states(last_results),
+                "reasons": _disturbances(last_results),
             }
         )
     return out
+
+
+def _states(results: list[dict]) -> dict[str, int]:
+    out = {k: 0 for k in STATES}
+    for r in results:
+        out[result_state(r)] += 1
+    return {k: n for k, n in out.items() if n}
+
+
+def _disturbances(results: list[dict]) -> list[tuple[str, int]]:
+    """The reasons the run-quality monitor gave for the disturbed results, the most
+    frequent first (at most :data:`MAX_REASONS`), each with how many results it names."""
+    counts: dict[str, int] = {}
+    for r in results:
+        if r["verified"] and r["quality_grade"] != "clean" and r["quality"]:
+            for reason in json.loads(r["quality"]).get("reasons") or []:
+                counts[reason] = counts.get(reason, 0) + 1
+    return sorted(counts.items(), key=lambda kv: -kv[1])[:MAX_REASONS]
 
 
 def _runs(history, mode: str | None, out: Path) -> tuple[dict, dict, dict]:
@@ -315,7 +366,8 @@ def _runs(history, mode: str | None, out: Path) -> tuple[dict, dict, dict]:
 def _comparisons(history, groups: list[Group], mode: str | None) -> list[dict]:
     counts: dict[str, int] = {}
     for g in groups:
-        counts[g.machine_id] = counts.get(g.machine_id, 0) + len(g.runs)
+        if g.drawn or set(g.states) & VERIFIED:  # compare reads verified results only
+            counts[g.machine_id] = counts.get(g.machine_id, 0) + len(g.runs)
     ids = sorted(counts, key=lambda m: (-counts[m], m))[:MAX_COMPARED_MACHINES]
     out = []
     for a, b in itertools.combinations(ids, 2):
@@ -331,9 +383,9 @@ def build(history, out: str | os.PathLike, mode: str | None = None) -> list[Path
     out.mkdir(parents=True, exist_ok=True)
     runs, order, hrefs = _runs(history, mode, out)
     verdicts = [v for v in regressions.check(history, mode=mode) if v.points]
-    groups = groups_of(verdicts)
+    groups = groups_of(verdicts, stored_results(history, runs))
     fingerprints = history.machines()
-    env = templating.environment(keep_trailing_newline=False)
+    env = templating.environment(keep_trailing_newline=False, finalize=report.printable_value)
     env.filters["pct"] = lambda x: "–" if x is None else f"{x:+.1%}"
     env.filters["cause"] = cause_text
     env.filters["short"] = lambda u: (u or "?")[:8]
@@ -348,7 +400,7 @@ def build(history, out: str | os.PathLike, mode: str | None = None) -> list[Path
             "index.html",
             "site-index.html.j2",
             {
-                "rows": index_rows(history, groups, runs, fingerprints),
+                "rows": index_rows(groups, runs, fingerprints),
                 "comparisons": comparisons,
                 "runs": len(runs),
             },
@@ -364,11 +416,11 @@ def build(history, out: str | os.PathLike, mode: str | None = None) -> list[Path
     ]
     styles_of = {
         (app, tier): report.variant_styles(
-            f"{v.environment}/{v.variant}" for v in verdicts if (v.app, v.tier) == (app, tier)
+            v.label for v in verdicts if (v.app, v.tier) == (app, tier)
         )
         for app, tier in {(v.app, v.tier) for v in verdicts}
     }
-    for g in groups:
+    for g in (g for g in groups if g.drawn):
         styles = styles_of[(g.app, g.tier)]
         data = series_page(g, styles, order, hrefs, runs)
         data |= {

@@ -261,7 +261,7 @@ def trend_plots(summary: dict, run_dir: Path, verdicts: list, order: dict) -> No
         for ax, n in zip(axes.flat, names, strict=False):  # spare axes are hidden above
             for v in (v for v in vs if v.figure == n):
                 xs = [order.get(p.run, i) for i, p in enumerate(v.points)]
-                label = f"{v.environment}/{v.variant}"
+                label = v.label
                 drawn.add(label)
                 ax.plot(
                     xs,

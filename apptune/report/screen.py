@@ -8,7 +8,7 @@ the regressions named with what changed (the largest first; the rest counted and
 the counts of expected failures and skips linking to their tables, and the headings of the
 baseline and history sections, which say what they hold.
 
-Every ranking says when its top is a tie (within :data:`~apptune.report.collect.TIE` or the
+Every ranking says when its top is a tie (within :data:`~apptune.report.matrices.TIE` or the
 noise); modelled energy ranks nothing, so it is never the greenest.
 """
 
@@ -70,9 +70,11 @@ def app_summary(a: dict) -> dict:
         "reference": a["reference_variant"],
         "speedup": (f_row or {}).get("speedup", {}).get(p) if f_row else None,
         "tied": a.get("ties", {}).get(p, []),
-        "disturbed": [
-            _key(r) for r in rows if not (r["quality"] and r["quality"].grade == "clean")
-        ],
+        # verified runs left out of the ranking, and why (disturbed, too short to time)
+        "unranked": [f"{k}: {w}" for k, w in a.get("unranked", {}).get(p, {}).items()],
+        "no_ranking": None
+        if fastest or not ok
+        else no_ranking(p, a.get("unranked", {}).get(p, {})),
         # a variant's entry in this machine's baseline (the others are advised to record one)
         "baseline": "applies"
         if any(r["baseline"] and r["baseline"].found for r in rows)
@@ -85,6 +87,8 @@ def app_summary(a: dict) -> dict:
         for r in ok
         if r["energy"]
         and r["energy"].trust == "measured"
+        and r["quality"]
+        and r["quality"].grade == "clean"
         and _num(r["figures"].get("energy_J")) is not None
     ]
     green = min(measured, key=lambda r: r["figures"]["energy_J"]) if measured else None
@@ -101,6 +105,21 @@ def app_summary(a: dict) -> dict:
     )
     out.update(_baseline_verdict(rows))
     return out
+
+
+def no_ranking(primary: str, why: dict[str, str], named: int = 3) -> str:
+    """Why no variant is the fastest: each reason its verified runs were left out for,
+    with the first of them named (``why``: variant -> reason)."""
+    by: dict[str, list[str]] = {}
+    for variant, w in why.items():
+        by.setdefault(w, []).append(variant)
+    parts = [
+        ", ".join(vs[:named])
+        + (f" and {len(vs) - named} more" if len(vs) > named else "")
+        + f": {w}"
+        for w, vs in by.items()
+    ]
+    return f"no ranking by {primary}: " + ("; ".join(parts) or "no verified figure")
 
 
 def changed_since_baseline(row: dict) -> str:
@@ -187,6 +206,7 @@ def untested_summaries(
     failures: list[dict],
     expected: list[dict] = (),
     skipped: list[dict] = (),
+    aborted: list[dict] = (),
 ) -> list[dict]:
     """A summary entry for each application whose test cases all ended before a result (its
     source or every build failed, or each was an expected failure or skipped): nothing
@@ -195,7 +215,8 @@ def untested_summaries(
     out, reasons = {}, {}
     for kind, entries in (("skipped", skipped), ("expected failure", expected)):
         reasons |= {e["test"]: f"{kind}: {e['reason']}" for e in entries}
-    reasons |= {f["test"]: f["reason"] for f in failures}
+    reasons |= {e["test"]: f"{e['what']} (the run was stopped)" for e in aborted}
+    reasons |= {f["test"]: f.get("brief") or f["reason"] for f in failures}
     for tc in cases:
         app = tc.get("app")
         if not isinstance(app, str) or app == "<undefined>" or app in shown:
@@ -220,7 +241,14 @@ def untested_summaries(
 #: What an application of which nothing was verified has in each column of the first screen.
 _NOTHING = dict.fromkeys(
     ("primary", "fastest", "reference", "speedup", "greenest", "greenest_why"), None
-) | {"tied": [], "greenest_tied": [], "disturbed": [], "regressions": [], "baseline": "none"}
+) | {
+    "tied": [],
+    "greenest_tied": [],
+    "unranked": [],
+    "no_ranking": None,
+    "regressions": [],
+    "baseline": "none",
+}
 
 
 def first_screen(s: dict) -> dict:
@@ -243,11 +271,11 @@ def first_screen(s: dict) -> dict:
             record_one=x["verdict"] == "no verdict" and bool(x.get("advice")),
             history=_history(a, history) if history is not None and a else None,
         )
-        for k in ("expected_failures", "skipped"):  # a build has no tier: it counts in each
+        for k in ("expected_failures", "skipped", "aborted"):  # a build counts in each tier
             tiers = (x["tier"], None)
             row[k] = sum(
                 e.get("app") == x["app"] and (x["tier"] == "-" or e.get("tier") in tiers)
-                for e in s[k]
+                for e in s.get(k, [])
             )
         rows.append(row)
     hist_heading = history_heading(history)
