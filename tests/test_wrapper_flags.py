@@ -27,10 +27,11 @@ OPENMPI_FORT = (
 )
 
 # A site's Fortran wrapper that adds -O2 (as Debian's MPICH does), a flag and an include
-# directory of its own to every call, and shows that command when asked
+# directory of its own to every call, and shows that command when asked, its path quoted
+# for a shell (as Intel MPI's -show does)
 FAKE_WRAPPER = """#!/bin/sh
 case "$1" in
-  -show) shift; echo fakefc -O2 -fwrapper-own "$@" -I/opt/site/include; exit 0;;
+  -show) shift; echo fakefc -O2 -fwrapper-own "$@" '-I"/opt/site/include"'; exit 0;;
 esac
 exec fakefc -O2 -fwrapper-own "$@" -I/opt/site/include
 """
@@ -147,7 +148,7 @@ def test_a_call_that_asks_the_wrapper_is_answered_by_the_wrapper(toy_root, tmp_p
     (stage / "src").mkdir(parents=True)
     shims = build.write_wrappers(plan, stage, stage / "src", compilers)
     out = _compile(shims["ftn"], stage / "src", "-show", "-c", "x.f90").stdout
-    assert out.split() == ["fakefc", "-O2", "-fwrapper-own", "-c", "x.f90", "-I/opt/site/include"]
+    assert out.split() == ["fakefc", "-O2", "-fwrapper-own", "-c", "x.f90", '-I"/opt/site/include"']
     _compile(shims["ftn"], stage / "src", "--version")
     assert site_wrapper.read_text() == "-O2 -fwrapper-own --version -I/opt/site/include\n"
     lines = [json.loads(ln) for ln in (stage / "compile-lines.jsonl").read_text().splitlines()]

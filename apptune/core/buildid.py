@@ -4,6 +4,7 @@ libraries' package versions."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 
 from .compilelines import owned_options, removable
@@ -82,11 +83,16 @@ def split_shown(words: list[str], mode_flags: list[str]) -> tuple[str, list, lis
 
 
 def _shown(exe: str, args: list[str], env: dict | None) -> list[str]:
-    """The words ``exe args`` prints on its standard output when it succeeds, else [] (a
-    compiler that takes the probe for a compile fails: its files do not exist)."""
+    """The words ``exe args`` prints on its standard output when it succeeds, as a shell
+    would split them (Intel MPI's ``-show`` quotes its paths: ``-I"/opt/…/include"``), else
+    [] (a compiler that takes the probe for a compile fails: its files do not exist)."""
     p = _run([exe, *args], env)
-    ok = isinstance(p, subprocess.CompletedProcess) and p.returncode == 0
-    return p.stdout.split() if ok else []
+    if not isinstance(p, subprocess.CompletedProcess) or p.returncode != 0:
+        return []
+    try:
+        return shlex.split(p.stdout)
+    except ValueError:  # an unbalanced quote: not a command line
+        return []
 
 
 def wrapper_command(exe: str, env: dict | None = None) -> dict | None:
