@@ -135,7 +135,7 @@ def test_a_wrapper_that_adds_O2_does_not_reach_a_file_under_flags_none(
     assert lines[0]["wrapper"] == "mpifort" and lines[0]["rule"] == "none"
     summary = compilelines.check_compile_lines(plan, log)
     assert summary["compiles"] == 2 and summary["links"] == 1
-    assert summary["overridden"] == ["pnetcdf.f90"]
+    assert summary["overridden"] == ["pnetcdf.f90"] and summary["added_unknown"] == 0
     prov = {"compilers": compilers}
     assert build.removed_said(prov) == "; removed from what the wrappers add: -O2 (mpifort)"
 
@@ -173,6 +173,16 @@ def test_a_compiler_that_shows_no_command_is_run_as_given(toy_root, tmp_path, si
     _compile(shims["ftn"], stage / "src", *TUNED, "-c", "flash.f90")
     line = json.loads((stage / "compile-lines.jsonl").read_text())
     assert line["argv"] == ["fakefc", *TUNED, "-c", "flash.f90"] and line["added"] is None
+    # and so is a call with an option of the wrapper's own (MPICH's -static adds libraries)
+    plan["ftn"] = "mpifort"
+    compilers = buildid.compiler_identity(plan, ["c", "fortran"])
+    shims = build.write_wrappers(plan, stage, stage / "src", compilers)
+    _compile(shims["ftn"], stage / "src", *TUNED, "-static", "-o", "flash", "flash.f90")
+    line = json.loads((stage / "compile-lines.jsonl").read_text())
+    assert line["kind"] == "compile" and line["added"] is None
+    assert line["argv"] == ["mpifort", *TUNED, "-static", "-o", "flash", "flash.f90"]
+    summary = compilelines.check_compile_lines(plan, stage / "compile-lines.jsonl")
+    assert summary["added_unknown"] == 1
 
 
 def _line(source: str, argv: list[str], added=None, rule=None) -> dict:

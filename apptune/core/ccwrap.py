@@ -17,9 +17,9 @@ A language under ``resolved`` has an MPI or site compiler wrapper that showed th
 runs (:func:`apptune.core.buildid.wrapper_command`): its compiler is run here directly, with
 the words the wrapper adds in that mode less those the variant's flags decide (Debian
 MPICH's ``mpifort`` adds ``-O2`` to every Fortran compile), so the log's ``argv`` is what
-the compiler got and ``added`` what the wrapper put in it. Any other language, and a call
-that asks the wrapper about itself (``-show``, ``--version``: no file named), runs the
-wrapper as given (``added`` null: not known).
+the compiler got and ``added`` what the wrapper put in it. Any other language, a call that
+compiles nothing (``-show``, ``--version``: kind ``query``) and one with an option of the
+wrapper's own (``-static``) run the wrapper as given (``added`` null: not known).
 
 It works with any build system that lets CC/FC be set (make, CMake, autotools),
 and it is deliberately standalone (stdlib only, no apptune import) so that it
@@ -51,15 +51,24 @@ SOURCE_EXT = {
     ".FOR",
 }
 
-#: Options of the MPI wrappers themselves (MPICH, Intel MPI, Open MPI): a call with one is
-#: the build system asking the wrapper, which answers it.
+#: Options of the MPI wrappers themselves (MPICH's, Intel MPI's, Open MPI's), by prefix,
+#: that make the wrapper print what it would run instead of running it.
+SHOW_OPTIONS = ("-show", "--showme", "-compile-info", "-compile_info", "-link-info", "-link_info")
+#: Those that change what it adds (``-static`` adds MPICH's own libraries, ``-fc=`` another
+#: compiler): a call with one is run through the wrapper as given.
 WRAPPER_OPTIONS = (
-    "-show",
-    "--showme",
-    "-compile-info",
-    "-compile_info",
-    "-link-info",
-    "-link_info",
+    "-static",
+    "-nativelinking",
+    "-profile=",
+    "-config=",
+    "-cc=",
+    "-cxx=",
+    "-fc=",
+    "-f77=",
+    "-f90=",
+    "-ilp64",
+    "-mt_mpi",
+    "-link_mpi=",
 )
 
 
@@ -87,9 +96,9 @@ def mode_of(args):
 
 
 def is_query(args):
-    """A call that names no file (``--version``, ``-v``, ``-dumpversion``) or asks the
-    wrapper itself (``-show``): answered by the wrapper as given."""
-    return any(a.startswith(WRAPPER_OPTIONS) for a in args) or all(
+    """A call that compiles nothing: it names no file (``--version``, ``-v``,
+    ``-dumpversion``) or asks the wrapper what it would run (``-show``)."""
+    return any(a.startswith(SHOW_OPTIONS) for a in args) or all(
         a.startswith("-") and a != "-" for a in args
     )
 
@@ -114,7 +123,7 @@ def main(argv):
         args = [a for a in args if a not in drop] + list(rule["flags"].get(lang, []))
     shown = cfg.get("resolved", {}).get(lang)
     query = is_query(args)
-    if shown is None or query:
+    if shown is None or query or any(a.startswith(WRAPPER_OPTIONS) for a in args):
         command, added = [real] + args, None
     else:
         mode = shown[mode_of(args)]

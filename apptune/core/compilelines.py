@@ -147,4 +147,7 @@ def check_compile_lines(plan: dict, log: Path) -> dict:
         "compiles": len(compiles),
         "links": sum(e["kind"] == "link" for e in entries),
         "overridden": sorted({e["source"] for e in compiles if e["rule"]}),
+        # compiled through a command that showed no command of its own (a compiler named
+        # directly, a wrapper given its own options): what it added is not known
+        "added_unknown": sum(e.get("added") is None for e in compiles),
     }
