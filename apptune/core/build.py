@@ -28,7 +28,7 @@ from ..errors import ApptuneError
 from ..templating import data_environment
 from ..yamlio import atomic_write_json, atomic_write_text, inside
 from . import buildcache, buildcost, buildtree, envfile, sources
-from .buildid import compiler_identity, library_versions
+from .buildid import WRAPPER_MODES, compiler_identity, library_versions
 from .compilelines import LANGS, check_compile_lines
 from .patching import apply_patches
 from .recipes import expected_build_failure, load_recipe, recipe_path, sha256_file
@@ -39,8 +39,11 @@ def make_flags(flags) -> str:
     return " ".join(shlex.quote(f).replace("$", "$$") for f in flags)
 
 
-def write_wrappers(plan: dict, stage: Path, src: Path) -> dict[str, str]:
-    """Compiler shims that log every command line and apply per-file overrides."""
+def write_wrappers(plan: dict, stage: Path, src: Path, compilers: dict) -> dict[str, str]:
+    """Compiler shims that log every command line and apply per-file overrides; a language
+    whose compiler is a wrapper that showed its command (``compilers[lang]["wrapper"]``,
+    :func:`apptune.core.buildid.wrapper_flags`) runs the compiler behind it directly, with
+    what the wrapper adds less the flags the variant decides."""
     bindir = stage / ".apptune" / "bin"
     bindir.mkdir(parents=True, exist_ok=True)
     log = stage / "compile-lines.jsonl"
@@ -51,6 +54,11 @@ def write_wrappers(plan: dict, stage: Path, src: Path) -> dict[str, str]:
         "log": str(log),
         "source_root": str(src.resolve()),
         "ladder": {lang: plan[key] for lang, key in LANGS.items()},
+        "resolved": {
+            lang: c["wrapper"]
+            for lang, c in compilers.items()
+            if (c.get("wrapper") or {}).get("runs")
+        },
         "per_file": [
             {
                 "files": r["files"],
@@ -366,7 +374,7 @@ def _build(
     sources.unpack(tarball, src, recipe.source.strip_components)
     components = unpack_components(recipe, tarball, src)
     apply_patches(plan, src)
-    shims = write_wrappers(plan, stage, src)
+    shims = write_wrappers(plan, stage, src, compilers)
     render_templates(recipe, plan, src, shims)
     env = dict(
         os.environ,
@@ -449,6 +457,18 @@ def _build(
     }
 
 
+def removed_said(prov: dict) -> str:
+    """``; removed from what the wrappers add: -O2 (mpifort)``, or nothing."""
+    gone: dict[str, list[str]] = {}
+    for c in prov.get("compilers", {}).values():
+        w = c.get("wrapper") or {}
+        for f in (f for mode in WRAPPER_MODES for f in (w.get(mode) or {}).get("removed", [])):
+            if f not in gone.setdefault(c["command"], []):
+                gone[c["command"]].append(f)
+    said = ", ".join(f"{' '.join(fs)} ({cmd})" for cmd, fs in gone.items() if fs)
+    return f"; removed from what the wrappers add: {said}" if said else ""
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m apptune.core.build")
     ap.add_argument("--plan", required=True, type=Path)
@@ -481,7 +501,7 @@ def main(argv=None) -> int:
     )
     print(
         f"apptune: {prov['app']} {prov['variant']} with {prov['environment']} {how}; "
-        f"{prov['compile_lines']['compiles']} compile lines checked",
+        f"{prov['compile_lines']['compiles']} compile lines checked{removed_said(prov)}",
         flush=True,
     )
     return 0

@@ -8,9 +8,10 @@ finished when it runs again, and a second variant shares nothing it should not (
 part of ccache's hash).
 
 The proof of flags is unchanged: apptune's compiler shims (:mod:`apptune.core.ccwrap`) run
-first and record every compile line, then run the environment's compiler (``mpicc``, ``g++``
-...), which finds ccache's masquerading links first on ``PATH``; ccache then runs the real
-compiler or returns the cached object. The links are made for the compilers ccache can cache
+first and record every compile line, then run the compiler behind the environment's MPI
+wrapper by its name (``gcc``, ``g++`` ...; the wrapper itself when it shows no command), which
+finds ccache's masquerading links first on ``PATH``; ccache then runs the real compiler or
+returns the cached object. The links are made for the compilers ccache can cache
 (C and C++; Fortran compiles pass through uncached).
 
 Paths under the build's source tree are rewritten relative (``CCACHE_BASEDIR``), so a build in

@@ -383,6 +383,9 @@ class BuildCompiler(_Part):
     version: str | None = None
     #: The MPI behind an MPI wrapper (``mpicc: Open MPI 4.1.4 ...``); None: not a wrapper.
     mpi: str | None = None
+    #: The compiler a wrapper runs and, per mode, the flags it adds and those removed from
+    #: them, with ``said``: one sentence (buildid ``wrapper_flags``).
+    wrapper: dict | None = None
 
 
 class BuildFile(_Part):
