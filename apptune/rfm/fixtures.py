@@ -42,14 +42,15 @@ def missing_in_environment(environ, tools: list[str]) -> list[str]:
     return [t for t in tools if shutil.which(t, path=path) is None]
 
 
-def _session_environments() -> list[dict] | None:
-    """The environments of this ReFrame session's configuration (not only those -p
-    selected); None outside a ReFrame session (e.g. unit tests)."""
+def _session_environments(part: str = "environments") -> list[dict] | None:
+    """The environments (or another ``part``: ``systems``) of this ReFrame session's
+    configuration (not only those -p selected); None outside a ReFrame session (e.g. unit
+    tests)."""
     from reframe.core.exceptions import ReframeFatalError
     from reframe.core.runtime import runtime
 
     try:
-        return list(runtime().site_config["environments"])
+        return list(runtime().site_config[part])
     except ReframeFatalError:  # "no runtime context is configured"
         return None
 
@@ -118,7 +119,9 @@ def load_app(app: str):
     from ..models import Recipe, RunSpec
 
     # outside a ReFrame session (None): the site config file's environments
-    site, found = validate.load_site_facts(environments=_session_environments())
+    site, found = validate.load_site_facts(
+        environments=_session_environments(), systems=_session_environments("systems")
+    )
     found += validate.app_problems(app, site)
     if not found:
         return recipes.load_recipe(app)
@@ -216,8 +219,14 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
     @run_before("compile")
     def plan_build(self):
         tc = recipes.Toolchain.from_environ(self.current_environ)
-        missing = missing_in_environment(
-            self.current_environ, tc.tools_for(self.recipe.build.languages)
+        # the environment's variables and modules are loaded by a shell as its job loads
+        # them: only for a build that runs (a dry run executes nothing of the site's files)
+        missing = (
+            []
+            if self.is_dry_run()
+            else missing_in_environment(
+                self.current_environ, tc.tools_for(self.recipe.build.languages)
+            )
         )
         reason = None
         if missing:
