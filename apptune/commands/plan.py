@@ -157,11 +157,12 @@ def _plan(a) -> int:
     p.notes += notes
     data = plan.asdict_plan(p)
     lines = plan_report.table(p)
+    text = plan_report.slurm_script(p, out, a.job_overhead)  # refused before anything is written
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / plan_report.PLAN_FILE, data)
     atomic_write_text(out / plan_report.TABLE_FILE, "\n".join(lines) + "\n")
     script = out / plan_report.SCRIPT_FILE
-    atomic_write_text(script, plan_report.slurm_script(p, out, a.job_overhead))
+    atomic_write_text(script, text)
     script.chmod(0o755)
     if a.json:
         print(json.dumps(data, indent=1))

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .. import machine
 from ..core import knobs, recipes
-from ..errors import ApptuneError, first_of
+from ..errors import LINE_BREAKING, ApptuneError, escape_line_breaks, first_of
 from ..history import store
 from ..models import PlanValues
 from ..yamlio import load_model
@@ -232,6 +232,15 @@ def runnable(
             for env, specs in (spec.variants.items() if spec else ())
         }
         for o in opts:
+            bad = unscriptable(o)
+            if bad:  # a hostile or damaged record: its words go on a line of plan.sh
+                notes.append(
+                    escape_line_breaks(
+                        f"left out: {app} {o.environment}/{o.variant}: its recorded {bad} "
+                        "holds a line break or NUL (no line of a script may carry it)"
+                    )
+                )
+                continue
             if o.variant.split("@")[0] in listed.get(o.environment, ()):
                 kept.setdefault(app, []).append(o)
                 continue
@@ -242,6 +251,26 @@ def runnable(
             if line not in notes:
                 notes.append(line)
     return kept, notes
+
+
+def unscriptable(o: Option) -> str | None:
+    """The first recorded word of ``o`` that the plan's script would write on one of its
+    command lines and that holds a character ending a line (a newline, NUL, ...), by name;
+    None when there is none."""
+    words = {
+        "application": o.app,
+        "environment": o.environment,
+        "variant": o.variant,
+        "system": o.system,
+        "mode": o.mode,
+        "tier": o.tier,
+        "CPU frequency": o.freq,
+        "binding": o.layout.get("binding"),
+    }
+    for name, w in words.items():
+        if w is not None and LINE_BREAKING.search(str(w)):
+            return name
+    return None
 
 
 def load_values(path: str | Path | None, apps: list[str]) -> dict[str, float] | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from .. import paths
 from ..constants import RESULT_FILE
 from ..core import knobs
-from ..errors import ApptuneError
+from ..errors import LINE_BREAKING, ApptuneError, escape_line_breaks
 from ..history import records
 from ..models import RunRecord
 from .plan import (
@@ -109,7 +109,7 @@ def table(plan: Plan) -> list[str]:
         if not j.chosen:
             lines.append(f"left out: {j.app} (value {j.value:g}): {j.why_not}")
     lines += plan.notes
-    return lines
+    return [escape_line_breaks(x) for x in lines]
 
 
 def budget_lines(plan: Plan) -> list[str]:
@@ -200,8 +200,8 @@ def slurm_script(plan: Plan, out_dir: Path, overhead_s: float, python: str = sys
         "#!/usr/bin/env bash",
         f"# {first_line(plan.energy_grade())}",
         "# apptune plan: the chosen jobs, one after the other (bash this file to submit them);",
-        f"# check what they took with: apptune plan --check {out_dir}/jobs/* --plan "
-        f"{out_dir / PLAN_FILE}",
+        "# check what they took with: apptune plan --check "
+        f"{shlex.quote(str(out_dir / 'jobs'))}/* --plan {shlex.quote(str(out_dir / PLAN_FILE))}",
         "set -euo pipefail",
         f"cd {shlex.quote(str(paths.root()))}",
         f"mkdir -p {shlex.quote(str(out_dir / 'jobs'))}",
@@ -230,15 +230,30 @@ def slurm_script(plan: Plan, out_dir: Path, overhead_s: float, python: str = sys
         if o.freq is not None:
             sb.append(f"--cpu-freq={o.freq}")
         wrap = shlex.join(launch(o, out_dir / "jobs" / name, python))
+        recorded = [str(w) for w in o.layout.get("launcher") or ["(not recorded)"]]
         lines += [
-            f"# job {i}: {j.app} {o.label}, {o.nodes} node(s), frequency {_freq(o)}, "
-            f"expected {fmt_time(o.plan_time_s)}, {energy}, value {j.value:g}",
-            f"#   recorded launch: {shlex.join(o.layout.get('launcher') or ['(not recorded)'])}",
+            _comment(
+                f"job {i}: {j.app} {o.label}, {o.nodes} node(s), frequency {_freq(o)}, "
+                f"expected {fmt_time(o.plan_time_s)}, {energy}, value {j.value:g}"
+            ),
+            _comment(f"  recorded launch: {shlex.join(recorded)}"),
             f"prev=$({shlex.join(sb)} ${{prev:+--dependency=afterany:$prev}} "
             f"--wrap={shlex.quote(wrap)})",
-            f'echo "job {i} ({j.app}): Slurm job $prev"',
+            f'echo {shlex.quote(f"job {i} ({j.app}): Slurm job")} "$prev"',
         ]
+    # the options' words were checked (plan.unscriptable); what is left is the command's
+    # own arguments (--out)
+    for x in lines:
+        if LINE_BREAKING.search(x):
+            raise ApptuneError(
+                None, "plan.sh", f"a line would hold a line break or NUL: {escape_line_breaks(x)}"
+            )
     return "\n".join(lines) + "\n"
+
+
+def _comment(text: str) -> str:
+    """A comment line of the script: what it shows from the records stays on it."""
+    return "# " + escape_line_breaks(text)
 
 
 # -------------------------------------------------------------------- the check
