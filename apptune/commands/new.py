@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import paths
+from .options import COUNT
 
 
 def cmd_new(a) -> int:
@@ -63,5 +64,5 @@ def register(subparsers) -> None:
         help="how it builds: cmake, configure, autoreconf "
         "(configure.ac, no configure) or make (default: guessed from the top of the source)",
     )
-    nw.add_argument("--ranks", type=int, default=2, help="MPI ranks of the ci tier (default 2)")
+    nw.add_argument("--ranks", type=COUNT, default=2, help="MPI ranks of the ci tier (default 2)")
     nw.set_defaults(func=cmd_new)

@@ -138,6 +138,8 @@ def quantity(text: str, kind: str, default_unit: str) -> float:
         units = ", ".join(_UNITS[kind])
         raise ValueError(f"{text!r} is not a {kind} (a number with one of: {units})")
     value = float(m.group(1)) * factor
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite {kind}")
     if value <= 0:
         raise ValueError(f"{text!r}: a budget must be more than 0")
     return value
@@ -150,7 +152,10 @@ def power_cap(text: str, voltage: float | None) -> float:
         return quantity(text, "power", "W")
     if not voltage:
         raise ValueError(f"{text!r} is a current: give the supply's voltage with --voltage")
-    return float(m.group(1)) * voltage
+    watts = float(m.group(1)) * voltage
+    if not math.isfinite(watts) or watts <= 0:
+        raise ValueError(f"{text!r} at {voltage:g} V is not a power more than 0 and finite")
+    return watts
 
 
 # ---------------------------------------------------------------- from the history
