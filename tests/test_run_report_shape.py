@@ -18,6 +18,10 @@ def report(**over):
     return {"session_info": dict(SESSION), "runs": [{"testcases": [dict(CASE)]}], **over}
 
 
+def session(**over):
+    return report(session_info={"uuid": "u", **over})
+
+
 def case(**over):
     return report(runs=[{"testcases": [dict(CASE, **over)]}])
 
@@ -28,11 +32,12 @@ BAD = [
     (report(runs=[5]), "runs[0]", ""),
     (report(session_info=[]), "session_info", ""),
     (report(session_info={"uuid": 7}), "session_info.uuid", "string"),
-    (report(session_info={"uuid": "u", "time_start_unix": "yesterday"}), "session_info.time_start_unix", ""),
-    (report(session_info={"uuid": "u", "time_start_unix": 1e300}), "session_info.time_start_unix", ""),
-    (report(session_info={"uuid": "u", "num_cases": -1}), "session_info.num_cases", ""),
+    (session(time_start_unix="yesterday"), "session_info.time_start_unix", ""),
+    (session(time_start_unix=1e300), "session_info.time_start_unix", ""),
+    (session(num_cases=-1), "session_info.num_cases", ""),
     (case(display_name=5), "runs[0].testcases[0].display_name", "string"),
-    (report(runs=[{"testcases": [{"display_name": "T"}]}]), "runs[0].testcases[0].unique_name", "required"),
+    (report(runs=[{"testcases": [{"display_name": "T"}]}]),
+     "runs[0].testcases[0].unique_name", "required"),
     (case(fixture="maybe"), "runs[0].testcases[0].fixture", ""),
     (case(perfvalues=[1, 2]), "runs[0].testcases[0].perfvalues", ""),
     (case(dependencies_actual=[5]), "runs[0].testcases[0].dependencies_actual[0]", ""),
