@@ -45,7 +45,11 @@ def register(subparsers) -> None:
         help="a Debian source package: its newest orig "
         "tarball, name and sha256 from apt-cache showsrc",
     )
-    src.add_argument("--url", help="a tarball's URL (https://, file://); with --sha256")
+    src.add_argument(
+        "--url",
+        help="a tarball's https:// address (or file:// for a tarball on this machine); "
+        "with --sha256",
+    )
     src.add_argument("--path", metavar="src/NAME", help="source kept in this repository")
     nw.add_argument("--sha256", metavar="HEX", help="the pinned sha256 of the --url tarball")
     nw.add_argument(
