@@ -77,8 +77,9 @@ def no_network(monkeypatch):
         ),
         (
             ["--url", "https://example.org/download?id=7", "--sha256", SHA],
-            "--file: the URL's last part 'download' is no tarball's file name: give it with "
-            "--file",
+            "--file: the URL's last part 'download' must be a tarball's file name (no "
+            "directory: no '/'), ending in .tar.gz, .tar.xz, .tar.bz2, .tar.zst, .tgz or .tar: "
+            "give it with --file",
         ),
     ],
 )  # fmt: skip
@@ -105,7 +106,7 @@ def test_a_local_file_that_is_not_a_tarball_is_not_copied(tree, tmp_path, capsys
     assert cached(tmp_path) == []
     # and without --file: its name is no tarball's
     assert cli.main(["new", "demo", "--url", passwd.as_uri(), "--sha256", sha]) == 2
-    assert "--file: the URL's last part 'passwd' is no tarball's file name" in (
+    assert "--file: the URL's last part 'passwd' must be a tarball's file name" in (
         capsys.readouterr().err
     )
 

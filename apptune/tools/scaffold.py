@@ -276,19 +276,17 @@ def source_spec(
             raise ApptuneError(
                 None, "--sha256", f"'{sha256}' is not a sha256 (64 hexadecimal digits)"
             )
-        if file is not None and not re.fullmatch(TARBALL_NAME_RE, file):
-            raise ApptuneError(
-                None,
-                "--file",
-                f"{file!r} must be a tarball's file name (no directory: no '/'), ending "
-                "in .tar.gz, .tar.xz, .tar.bz2, .tar.zst, .tgz or .tar",
-            )
-        name = file or urllib.parse.unquote(PurePosixPath(urllib.parse.urlparse(url).path).name)
+        name = file
+        if name is None:
+            name = urllib.parse.unquote(PurePosixPath(urllib.parse.urlparse(url).path).name)
         if not re.fullmatch(TARBALL_NAME_RE, name):
+            said = repr(file) if file is not None else f"the URL's last part {name!r}"
             raise ApptuneError(
                 None,
                 "--file",
-                f"the URL's last part {name!r} is no tarball's file name: give it with --file",
+                f"{said} must be a tarball's file name (no directory: no '/'), ending in "
+                ".tar.gz, .tar.xz, .tar.bz2, .tar.zst, .tgz or .tar"
+                + ("" if file is not None else ": give it with --file"),
             )
         if version is None:
             m = re.search(r"[-_]v?(\d[\w.+~]*?)$", ARCHIVE_EXT.sub("", name))
