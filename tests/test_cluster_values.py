@@ -248,3 +248,23 @@ def test_a_limit_of_one_turns_it_off(tmp_path):
     write(tmp_path, cluster(**{"partitions.p.run_quality": {"max_outside_cpu": 1.0}}))
     (system,) = site.load_clusters(tmp_path, BASE_ENVS)["systems"]
     assert system["partitions"][0]["extras"]["run_quality"] == {"max_outside_cpu": 1.0}
+
+
+@pytest.mark.parametrize("file", ["flag-ladders.yaml", "libraries.yaml"])
+def test_validate_refuses_a_line_break_in_the_sites_data_files(toy_root, file):
+    """The site's flags reach Makefiles (``CFLAGS = ...``) and command lines: a newline in
+    one would end the Makefile's line."""
+    f = toy_root / "site-config" / file
+    data = yaml.safe_load(f.read_text())
+    if file == "flag-ladders.yaml":
+        data["families"]["gnu"]["baseline"]["cflags"] = ["-O2\n\ttouch x"]
+        field = "families.gnu.baseline.cflags[0]"
+    else:
+        name = next(iter(data["libraries"]))
+        data["libraries"][name]["ldflags"] = ["-lfoo\n\ttouch x"]
+        field = f"libraries.{name}.ldflags[0]"
+    f.write_text(yaml.safe_dump(data))
+    _, found = validate.load_site_facts(environments=BASE_ENVS)
+    (p,) = [p for p in found if p.file == str(f)]
+    assert p.field == field and "a line break or NUL" in p.message
+    assert len(str(p).splitlines()) == 1

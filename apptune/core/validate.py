@@ -30,10 +30,13 @@ from .. import paths
 from ..errors import ApptuneError
 from ..models import FlagLadders, Libraries
 from ..models.cluster import QUIET_WAIT_MAX, line_break_problems
-from ..yamlio import load_model
+from ..yamlio import load_model, load_yaml
 from . import baselines, quality, recipes
 from .datachecks import SiteFacts, _collect, _rel, _unique, app_problems
 from .site import load_reframe_config
+
+#: The site's data files besides flag-ladders.yaml (held to one line per value too).
+SITE_DATA_FILES = ("libraries.yaml", "recommended.yaml")
 
 #: What every environment's ``extras`` must say (:class:`apptune.core.recipes.Toolchain`).
 TOOLCHAIN_EXTRAS = ("family", "mpi", "mpi_standard", "blas")
@@ -113,6 +116,9 @@ def load_site_facts(
     if environments is None:
         environments, systems = _config_parts(cfg, found)
     found += site_value_problems(cfg, environments or [], systems or [])
+    for f in (ladders_file, *(paths.site_dir() / n for n in SITE_DATA_FILES)):
+        # the site's flags reach Makefiles and command lines: one line each, as every value
+        found += _collect([], lambda f: line_break_problems(f, load_yaml(f)), f) or []
     families: dict[str, str | None] | None = None
     if environments is not None:
         families = {}
