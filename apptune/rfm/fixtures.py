@@ -22,7 +22,7 @@ from ..constants import (
     XFAIL_FILE,
 )
 from ..core import ccache, recipes, sources, syspackages
-from ..errors import last_error_line
+from ..errors import ApptuneError, last_error_line
 
 
 def missing_in_environment(environ, tools: list[str]) -> list[str]:
@@ -94,7 +94,9 @@ class DataProblems(rfm.RunOnlyRegressionTest):
     valid_prog_environs = ["*"]
     local = True
     executable = "true"
-    tags = {"data"}
+    #: Every execution mode selects it (the modes select tiers by tag, ``^ci$``,
+    #: ``^nightly$``): a mode must never pass over an application it could not load.
+    tags = {"data", "ci", "nightly"}
 
     @sanity_function
     def data_is_valid(self):
@@ -131,6 +133,7 @@ def load_app(app: str):
         ns["__module__"] = caller
         ns["app"] = app
         ns["problems"] = [str(p) for p in found]
+        ns["tags"] = DataProblems.tags | _tier_names(app)
 
     from reframe.core.logging import getlogger
 
@@ -141,6 +144,19 @@ def load_app(app: str):
     if caller in sys.modules:  # a test class of the check file, as if written there
         setattr(sys.modules[caller], name, cls)
     return Recipe.model_construct(tiers={}, run=RunSpec.model_construct(placements={}))
+
+
+def _tier_names(app: str) -> set[str]:
+    """The tier names an application's recipe file gives, as far as it can be read (the
+    tags its tests would have had): a mode selecting one of them selects its
+    :class:`DataProblems` too."""
+    from ..yamlio import load_yaml
+
+    try:
+        tiers = load_yaml(recipes.recipe_path(app)).get("tiers")
+    except (ApptuneError, AttributeError):
+        return set()
+    return {t for t in tiers if isinstance(t, str)} if isinstance(tiers, dict) else set()
 
 
 class SourceFetch(rfm.RunOnlyRegressionTest):
