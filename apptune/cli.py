@@ -19,7 +19,11 @@ from .errors import ApptuneError
 
 def main(argv=None) -> int:
     """Run the ``apptune`` command line ``argv`` (default ``sys.argv[1:]``): its exit status."""
-    a = parser(__doc__.splitlines()[0]).parse_args(argv)
+    try:
+        a = parser(__doc__.splitlines()[0]).parse_args(argv)
+    except ApptuneError as e:  # a wrong command line: one line naming the option
+        print(f"apptune: error: {e}", file=sys.stderr)
+        return 2
     a.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return a.func(a)

@@ -28,9 +28,21 @@ class ApptuneError(Exception):
         if self.file:
             parts.append(_short(self.file))
         if self.field:
-            parts.append(self.field)
-        parts.append(" ".join(self.message.split()))
+            parts.append(escape_line_breaks(self.field))
+        parts.append(escape_line_breaks(" ".join(self.message.split())))
         return ": ".join(parts)
+
+
+#: Characters that end a line for some reader or a C string: every control character but
+#: tab (newline, carriage return, vertical tab, form feed, NUL, U+0085, escape) and the
+#: Unicode line and paragraph separators.
+LINE_BREAKING = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_line_breaks(text: str) -> str:
+    """``text`` with each character of :data:`LINE_BREAKING` written as its Python escape
+    (``\\n``, ``\\x00``): one line whatever it holds."""
+    return LINE_BREAKING.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def _short(path: str) -> str:

@@ -42,20 +42,11 @@ def _env(root):
     return dict(os.environ, APPTUNE_ROOT=str(root), APPTUNE_CACHE=str(root.parent / "cache"))
 
 
-def test_plain_reframe_fails_an_application_with_broken_data(tree):
-    ref = tree / "reference/timeapp/ci.yaml"
-    ref.write_text(ref.read_text().replace("abs: 0}", "abs: lots}", 1))
+def plain_reframe(tree, *args) -> str:
+    """Plain ReFrame on the timeapp check with ``args``: its output, once it failed (exit 1)
+    with the test standing for the application's data problems."""
     p = subprocess.run(
-        [
-            REFRAME,
-            "-C",
-            "site-config/settings.py",
-            "-c",
-            "reframe-checks/timeapp",
-            "-r",
-            "-p",
-            "gnu",
-        ],
+        [REFRAME, "-C", "site-config/settings.py", "-c", "reframe-checks/timeapp", *args],
         capture_output=True,
         text=True,
         cwd=tree,
@@ -64,7 +55,14 @@ def test_plain_reframe_fails_an_application_with_broken_data(tree):
     )
     out = p.stdout + p.stderr
     assert p.returncode == 1, out[-3000:]
-    assert "PASSED" not in out and "TimeappDataProblems" in out
+    assert "PASSED" not in out and "TimeappDataProblems" in out, out[-3000:]
+    return out
+
+
+def test_plain_reframe_fails_an_application_with_broken_data(tree):
+    ref = tree / "reference/timeapp/ci.yaml"
+    ref.write_text(ref.read_text().replace("abs: 0}", "abs: lots}", 1))
+    out = plain_reframe(tree, "-r", "-p", "gnu")
     assert "timeapp: not built, not run: 1 data problem(s): " in out
     assert "reference/timeapp/ci.yaml: fields.n.abs" in out, out[-3000:]
 
@@ -101,3 +99,24 @@ def test_a_bad_baseline_withholds_the_verdict_not_the_verification(tree):
     line = next(ln for ln in out.splitlines() if ln.startswith("apptune: timeapp/ci:"))
     assert "1 of 1 variant(s) verified" in line and "no verdict: baseline unusable" in line
     assert p.returncode == 2, "bad input is exit status 2 (README), after the run"
+
+
+@pytest.mark.parametrize(
+    "mode, system",
+    [
+        ("ci", None),
+        ("nightly", None),
+        ("dev", None),
+        ("ci", "localslurm:batch"),
+        ("dev", "localslurm:batch"),
+        ("nightly", "localslurm:batch"),
+    ],
+)
+def test_plain_reframe_fails_broken_data_under_every_mode(tree, mode, system):
+    """The modes select tiers by tag (``^ci$``, ``^nightly$``): the failing test that stands
+    for an application it could not load is selected by each (it was tagged ``data`` only,
+    and every mode ended "PASSED Ran 0/0", exit 0, over a malformed recipe)."""
+    recipe = tree / "build-recipes/timeapp.yaml"
+    recipe.write_text(recipe.read_text().replace("tiers:", "tiers: [", 1))  # malformed YAML
+    out = plain_reframe(tree, "-R", "--mode", mode, "-r", *(["--system", system] if system else []))
+    assert "build-recipes/timeapp.yaml: line " in out and "malformed YAML" in out, out[-3000:]

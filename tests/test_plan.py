@@ -117,7 +117,10 @@ def test_modelled_energy_is_said_first_and_on_every_line_using_it(tmp_path, caps
                  "--out", tmp_path / "capped")  # fmt: skip
     capped = capsys.readouterr().out.splitlines()
     assert rc == 0, capped
-    assert "left out: examl (value 1): draws 45 W (modelled) on 1 node(s), cap 42 W" in capped
+    assert (
+        "left out: examl (value 1): draws 45 W (mean power, no peak recorded) (modelled) on "
+        "1 node(s), cap 42 W" in capped
+    )
     lines += capped[1:]
     for line in lines[1:]:
         if " J" in line or "kJ" in line or " W " in line:
@@ -176,7 +179,9 @@ def test_a_power_cap_picks_the_frequency_that_fits(tmp_path, capsys):
     assert chosen["freq"] == "1800000"
     assert "--cpu-freq=1800000" in (out / "plan.sh").read_text()
     assert "frequency: hpcc gnu/tuned on 1 node(s): 2.4 GHz: 10 s, 1 kJ; 1.8 GHz: 14 s" in text
-    assert "budget used: peak power 70 W of 80 W" in text  # 60 W + one idle node
+    # 60 W + one idle node; no peak in these runs: their mean, said so
+    assert "budget used: power 70 W (mean power, no peak recorded, hpcc) of the cap 80 W" in text
+    assert "power: no peak recorded for hpcc: its mean power is counted" in text
 
 
 def test_runs_of_a_frequency_axis_are_one_variant_at_several_frequencies(tmp_path, capsys):

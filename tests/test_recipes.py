@@ -181,3 +181,5 @@ def test_a_check_file_loads_its_recipe_outside_a_reframe_session(toy_root):
         "tree/reference/toy/ci.yaml: recorded: required field is missing",
         "tree/reference/toy/ci.yaml: fields: must be a mapping (got 3)",
     ]
+    # every execution mode selects it: they select tiers by tag (^ci$, ^nightly$)
+    assert {"data", "ci", "nightly"} <= set(test.tags)

@@ -274,7 +274,7 @@ def test_clean_and_each_kind_of_disturbance_with_its_reason():
 def test_bad_limits_name_the_limit():
     with pytest.raises(ValueError, match="unknown run-quality limit"):
         quality.Limits.from_dict({"max_stael": 0.1})
-    with pytest.raises(ValueError, match="max_steal=2.0: must be between 0 and 1"):
+    with pytest.raises(ValueError, match="max_steal=2.0: must be more than 0 and at most 1"):
         quality.Limits.from_dict({"max_steal": 2})
 
 

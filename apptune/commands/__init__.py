@@ -25,6 +25,7 @@ from . import (
     validate,
 )
 from . import list as list_
+from .options import Parser
 
 #: The command modules, in the order ``apptune --help`` lists their commands.
 MODULES = (
@@ -48,7 +49,7 @@ MODULES = (
 def parser(description: str) -> argparse.ArgumentParser:
     """The ``apptune`` parser: ``-v`` and every command of :data:`MODULES` (built afresh at
     each call, so a command function replaced in its module is the one that runs)."""
-    ap = argparse.ArgumentParser(prog="apptune", description=description)
+    ap = Parser(prog="apptune", description=description)
     ap.add_argument(
         "-v",
         "--verbose",

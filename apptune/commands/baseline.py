@@ -11,6 +11,7 @@ from .. import paths
 from ..core import baselines
 from ..errors import ApptuneError
 from ..models import RunRecord
+from .options import COUNT, SECONDS
 from .run import cmd_run
 from .workflow import runs_dir
 
@@ -233,21 +234,21 @@ def register(subparsers) -> None:
     br.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
     br.add_argument(
         "--sessions",
-        type=int,
+        type=COUNT,
         default=5,
         metavar="N",
         help="sessions to run (default 5; at least 3 give a noise, docs/regressions.md)",
     )
     br.add_argument(
         "--wait-for-quiet",
-        type=float,
+        type=SECONDS,
         default=120,
         metavar="SECONDS",
         help="before each timed run, wait at most SECONDS for a quiet node (default 120)",
     )
     br.add_argument(
         "--from-history",
-        type=int,
+        type=COUNT,
         metavar="N",
         help="run nothing: record from the last N stored sessions of --mode (e.g. the "
         "nightlies already run; at least 3), whose spread holds the night-to-night noise",

@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import paths
 from ..core import recipes
 from ..errors import ApptuneError
-from .options import trial_history_options
+from .options import COUNT, trial_history_options
 from .workflow import history_status, trials_in_history
 
 
@@ -108,7 +108,7 @@ def register(subparsers) -> None:
     bi.add_argument("--test", help="with --between: the test or run variant (default: any)")
     bi.add_argument("-e", "--environment", default="gnu", help="ReFrame environment (default gnu)")
     bi.add_argument("--tier", default="ci", help="input tier whose reference verifies (default ci)")
-    bi.add_argument("--ranks", type=int, help="MPI ranks (default: the tier's)")
+    bi.add_argument("--ranks", type=COUNT, help="MPI ranks (default: the tier's)")
     bi.add_argument(
         "--ignore-per-file",
         action="store_true",
@@ -122,10 +122,10 @@ def register(subparsers) -> None:
         "(default runs/bisect/APP-ENV-GOOD-vs-BAD); the ends are reused when unchanged",
     )
     bi.add_argument(
-        "--repeats", type=int, default=3, help="timing runs of good, bad and mixed (default 3)"
+        "--repeats", type=COUNT, default=3, help="timing runs of good, bad and mixed (default 3)"
     )
     bi.add_argument(
-        "--max-cycles", type=int, default=40, help="budget of build+run cycles (default 40)"
+        "--max-cycles", type=COUNT, default=40, help="budget of build+run cycles (default 40)"
     )
     bi.add_argument(
         "--no-functions",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .options import GIB
+
 
 def cmd_cache(a) -> int:
     from ..core import buildcache
@@ -43,7 +45,7 @@ def register(subparsers) -> None:
     cs.add_parser("list", help="entries with app, environment, variant and size")
     cp = cs.add_parser("prune", help="drop least recently used entries beyond the size limit")
     cp.add_argument(
-        "--max-gb", type=float, help="size limit (default $APPTUNE_BUILD_CACHE_MAX_GB or 5)"
+        "--max-gb", type=GIB, help="size limit (default $APPTUNE_BUILD_CACHE_MAX_GB or 5)"
     )
     cs.add_parser("verify", help="check every entry's checksums; exit 1 if any is corrupted")
     c.set_defaults(func=cmd_cache)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..core import recipes
 from ..errors import ApptuneError
+from .options import RELATIVE, SIGNIFICANCE
 
 
 def cmd_check_regressions(a) -> int:
@@ -90,11 +91,14 @@ def register(subparsers) -> None:
     cr.add_argument("--app", help="only this application")
     cr.add_argument("--baseline-system", help="baselines of this system (default: the run's)")
     cr.add_argument(
-        "--alpha", type=float, default=0.01, help="significance of a change point (default 0.01)"
+        "--alpha",
+        type=SIGNIFICANCE,
+        default=0.01,
+        help="significance of a change point (default 0.01)",
     )
     cr.add_argument(
         "--min-change",
-        type=float,
+        type=RELATIVE,
         default=0.0,
         help="smallest relative change reported, e.g. 0.02 (default 0: significance only)",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ..errors import ApptuneError
@@ -34,14 +35,20 @@ def cmd_history(a) -> int:
                     None, "history ingest", "give run directories (or --reframe-db FILE)"
                 )
             sources = [(Path(d), None, None) for d in a.run_dirs]
+        failed = 0
         for run_dir, rf, rep in sources:
-            uuid, n, new = h.ingest(run_dir, rf, rep)
+            try:
+                uuid, n, new = h.ingest(run_dir, rf, rep)
+            except ApptuneError as e:  # one run that cannot be read stops no other
+                print(f"apptune: error: {e}", file=sys.stderr)
+                failed += 1
+                continue
             print(
                 f"{run_dir}: session {uuid[:8]}: "
                 + (f"{n} results stored" if new else "already in the history (unchanged)")
             )
-        print(f"history: {h.path}")
-    return 0
+        print(f"history: {h.path}" + (f" ({failed} run(s) not stored)" if failed else ""))
+    return 2 if failed else 0
 
 
 def show_trials(h, session: str | None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import paths
+from .options import COUNT
 
 
 def cmd_new(a) -> int:
@@ -44,7 +45,11 @@ def register(subparsers) -> None:
         help="a Debian source package: its newest orig "
         "tarball, name and sha256 from apt-cache showsrc",
     )
-    src.add_argument("--url", help="a tarball's URL (https://, file://); with --sha256")
+    src.add_argument(
+        "--url",
+        help="a tarball's https:// address (or file:// for a tarball on this machine); "
+        "with --sha256",
+    )
     src.add_argument("--path", metavar="src/NAME", help="source kept in this repository")
     nw.add_argument("--sha256", metavar="HEX", help="the pinned sha256 of the --url tarball")
     nw.add_argument(
@@ -63,5 +68,5 @@ def register(subparsers) -> None:
         help="how it builds: cmake, configure, autoreconf "
         "(configure.ac, no configure) or make (default: guessed from the top of the source)",
     )
-    nw.add_argument("--ranks", type=int, default=2, help="MPI ranks of the ci tier (default 2)")
+    nw.add_argument("--ranks", type=COUNT, default=2, help="MPI ranks of the ci tier (default 2)")
     nw.set_defaults(func=cmd_new)

@@ -14,6 +14,7 @@ from ..errors import ApptuneError, expand
 from ..history import store
 from ..tools import plan, plan_report
 from ..yamlio import atomic_write_json, atomic_write_text
+from .options import COUNT, SECONDS, VOLTS, WATTS, budget
 
 
 def register(sub) -> None:
@@ -33,18 +34,22 @@ def register(sub) -> None:
     p.add_argument(
         "--values", metavar="FILE", help="YAML {values: {APP: value}}; default: each job 1"
     )
-    p.add_argument("--time", metavar="T", help="time budget, e.g. 12h, 90min, 600s")
-    p.add_argument("--energy", metavar="E", help="energy budget, e.g. 15kWh, 500kJ")
+    p.add_argument(
+        "--time", type=budget("time", "s"), metavar="T", help="time budget, e.g. 12h, 90min, 600s"
+    )
+    p.add_argument(
+        "--energy", type=budget("energy", "J"), metavar="E", help="energy budget, e.g. 15kWh, 500kJ"
+    )
     p.add_argument(
         "--power-cap", metavar="P", help="power cap in W (3kW) or A (13A, with --voltage)"
     )
-    p.add_argument("--voltage", type=float, metavar="V", help="supply voltage of an A cap")
+    p.add_argument("--voltage", type=VOLTS, metavar="V", help="supply voltage of an A cap")
     p.add_argument(
-        "--nodes", type=int, metavar="N", help="nodes of the cluster (default: each job's own)"
+        "--nodes", type=COUNT, metavar="N", help="nodes of the cluster (default: each job's own)"
     )
     p.add_argument(
         "--idle-power",
-        type=float,
+        type=WATTS,
         metavar="W",
         help="measured idle power of one node (default: the partition's power_model.idle_W)",
     )
@@ -55,7 +60,7 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--job-overhead",
-        type=float,
+        type=SECONDS,
         default=600,
         metavar="S",
         help="seconds each Slurm job gets beyond its planned time for the harness "
@@ -96,15 +101,13 @@ def _budget(a) -> plan.Budget:
             raise ApptuneError(None, opt, str(e)) from None
 
     b = plan.Budget(
-        time_s=parse("--time", plan.quantity, a.time, "time", "s") if a.time else None,
-        energy_J=parse("--energy", plan.quantity, a.energy, "energy", "J") if a.energy else None,
+        time_s=a.time,
+        energy_J=a.energy,
         power_W=parse("--power-cap", plan.power_cap, a.power_cap, a.voltage)
         if a.power_cap
         else None,
         nodes=a.nodes,
     )
-    if a.nodes is not None and a.nodes < 1:
-        raise ApptuneError(None, "--nodes", "a cluster has at least 1 node")
     if not (b.time_s or b.energy_J or b.power_W):
         raise ApptuneError(None, "budget", "give at least one of --time, --energy, --power-cap")
     return b
@@ -157,11 +160,12 @@ def _plan(a) -> int:
     p.notes += notes
     data = plan.asdict_plan(p)
     lines = plan_report.table(p)
+    text = plan_report.slurm_script(p, out, a.job_overhead)  # refused before anything is written
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / plan_report.PLAN_FILE, data)
     atomic_write_text(out / plan_report.TABLE_FILE, "\n".join(lines) + "\n")
     script = out / plan_report.SCRIPT_FILE
-    atomic_write_text(script, plan_report.slurm_script(p, out, a.job_overhead))
+    atomic_write_text(script, text)
     script.chmod(0o755)
     if a.json:
         print(json.dumps(data, indent=1))

@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import paths
 from ..constants import REPEATS_ENV, RUN_NOTES_FILE
 from ..errors import ApptuneError
+from .options import COUNT, SECONDS
 from .workflow import (
     checks_without,
     new_run_dir,
@@ -116,14 +117,14 @@ def register(subparsers) -> None:
     )
     r.add_argument(
         "--repeats",
-        type=int,
+        type=COUNT,
         default=1,
         metavar="N",
         help="run each test N times (ReFrame --repeat); verdicts use the median",
     )
     r.add_argument(
         "--wait-for-quiet",
-        type=float,
+        type=SECONDS,
         metavar="SECONDS",
         help="before each timed run, wait at most SECONDS for the node to be quiet "
         "(apptune/core/quality.py; default: the partition's extras.quiet_wait_s, else 0)",

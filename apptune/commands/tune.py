@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from .. import paths
-from .options import trial_history_options
+from .options import COUNT, COUNT0, trial_history_options
 from .workflow import history_status, trials_in_history
 
 
@@ -65,28 +65,30 @@ def register(subparsers) -> None:
         default="time",
         help="time, energy, edp (figures per tuning/APP.yaml) or a figure name (default time)",
     )
-    tu.add_argument("--budget", type=int, default=24, help="runs the search may use (default 24)")
+    tu.add_argument("--budget", type=COUNT, default=24, help="runs the search may use (default 24)")
     tu.add_argument(
         "--max-builds",
-        type=int,
+        type=COUNT,
         default=6,
         help="builds the search may compile (besides the baseline's; "
         "build-cache restores are free; default 6)",
     )
-    tu.add_argument("--repeats", type=int, default=2, help="runs per candidate at most (default 2)")
+    tu.add_argument(
+        "--repeats", type=COUNT, default=2, help="runs per candidate at most (default 2)"
+    )
     tu.add_argument(
         "--confirm",
-        type=int,
+        type=COUNT,
         default=3,
         help="interleaved runs of the best candidates and the baseline at the end (default 3)",
     )
     tu.add_argument(
-        "--top", type=int, default=2, help="candidates confirmed at the end (default 2)"
+        "--top", type=COUNT, default=2, help="candidates confirmed at the end (default 2)"
     )
-    tu.add_argument("--seed", type=int, default=1, help="sampler seed (default 1)")
+    tu.add_argument("--seed", type=COUNT0, default=1, help="sampler seed (default 1)")
     tu.add_argument(
         "--polish",
-        type=int,
+        type=COUNT0,
         help="the last runs of the budget step from the best trial one "
         "knob at a time (default a third of the budget; 0: TPE only)",
     )

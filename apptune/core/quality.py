@@ -90,8 +90,11 @@ class Limits:
             )
         out = cls(**{k: float(v) for k, v in d.items()})
         for k, v in asdict(out).items():
-            if not 0 < v < 1:
-                raise ValueError(f"run-quality limit {k}={v}: must be between 0 and 1")
+            if not 0 < v <= 1:
+                raise ValueError(
+                    f"run-quality limit {k}={v}: must be more than 0 and at most 1 "
+                    "(a fraction; 1 turns the limit off)"
+                )
         return out
 
     def to_dict(self) -> dict:
@@ -460,15 +463,21 @@ class Monitor:
         )
 
 
+def exceeds(value: float, limit: float) -> bool:
+    """Whether a measured fraction is over its limit; a limit of 1 is no limit (a fraction
+    measured a little over 1 is sampling's skew, not more than all of the node)."""
+    return limit < 1 and value > limit
+
+
 def judge(m: dict, limits: Limits) -> tuple[str, list[str]]:
     """Grade and reasons of a run's measurements."""
     reasons = []
-    if m["steal_fraction"] > limits.max_steal:
+    if exceeds(m["steal_fraction"], limits.max_steal):
         reasons.append(
             f"CPU steal {m['steal_fraction']:.1%} (limit {limits.max_steal:.0%}): "
             "the hypervisor ran other work on these CPUs"
         )
-    if m["outside_cpu_fraction"] > limits.max_outside_cpu:
+    if exceeds(m["outside_cpu_fraction"], limits.max_outside_cpu):
         who = ", ".join(
             f"{o['name']} ({o['cpu_s']:g} s"
             + (f", {o['processes']} processes)" if o.get("processes", 1) > 1 else ")")
@@ -479,7 +488,7 @@ def judge(m: dict, limits: Limits) -> tuple[str, list[str]]:
             f"(limit {limits.max_outside_cpu:.0%})" + (f": {who}" if who else "")
         )
     f = m.get("freq_mhz")
-    if f and f[1] > 0 and (f[1] - f[0]) / f[1] > limits.max_freq_spread:
+    if f and f[1] > 0 and exceeds((f[1] - f[0]) / f[1], limits.max_freq_spread):
         reasons.append(
             f"CPU frequency varied {(f[1] - f[0]) / f[1]:.0%} ({f[0]:.0f}-{f[1]:.0f} MHz, "
             f"limit {limits.max_freq_spread:.0%})"
@@ -536,7 +545,7 @@ def wait_for_quiet(
         outside = q.get("outside_cpu_fraction", 1.0)
         steal = q.get("steal_fraction", 0.0)
         quiet = q["grade"] != "unmeasured" and (
-            outside <= limits.max_outside_cpu and steal <= limits.max_steal
+            not exceeds(outside, limits.max_outside_cpu) and not exceeds(steal, limits.max_steal)
         )
         if quiet or waited >= max_wait_s:
             return {

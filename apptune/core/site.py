@@ -21,7 +21,7 @@ rest has defaults chosen for regression runs:
   ``placement`` (nightly fully vs half-subscribed) and ``nodes`` (the ci tier
   on every idle node, ReFrame's ``--distribute``).
 
-See docs/slurm.md for the schema with an example.
+The schema is apptune/models/cluster.py; docs/slurm.md has it with an example.
 """
 
 from __future__ import annotations
@@ -32,117 +32,12 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-
-from pydantic import Field, field_validator
 
 from .. import paths
-from ..errors import ApptuneError
-from ..models.base import Strict, _valid_regex
-from ..yamlio import load_model
+from ..errors import ApptuneError, first_of
+from ..models.cluster import Cluster, line_break_problems
+from ..yamlio import load_model, load_yaml
 from . import recipes
-
-#: Launchers a partition may use (ReFrame launcher names).
-LAUNCHERS = ("srun", "mpirun", "mpiexec")
-
-
-class ClusterEnvironment(Strict):
-    """What a cluster adds to an environment of the base config (same name)."""
-
-    #: Modules loaded in the job script and for the build, e.g. ``[gcc/12.2, openmpi/4.1]``.
-    modules: list[str] = []
-    #: Environment variables, e.g. ``{SLURM_MPI_TYPE: pmix}`` for srun with Open MPI.
-    env_vars: dict[str, str] = {}
-    #: Shell commands run before the modules are loaded (e.g. ``source /opt/spack/setup-env.sh``).
-    prepare_cmds: list[str] = []
-
-
-class RunQuality(Strict):
-    """Run-quality limits of a partition's runs (apptune/core/quality.py ``Limits``); unset ones
-    keep their defaults. Each is a fraction: 0.3 is 30 %."""
-
-    #: Largest share of CPU time the hypervisor may steal (default 0.02).
-    max_steal: float | None = Field(default=None, gt=0, lt=1)
-    #: Largest share of the node's CPUs other processes may use (default 0.05).
-    max_outside_cpu: float | None = Field(default=None, gt=0, lt=1)
-    #: Largest (max - min) / max of the CPU frequency during a run (default 0.1).
-    max_freq_spread: float | None = Field(default=None, gt=0, lt=1)
-
-
-class ClusterPartition(Strict):
-    descr: str = ""
-    #: sbatch options every job of the partition gets, e.g. ``[--partition=cpu, --account=proj]``.
-    sbatch: list[str] = []
-    launcher: Literal["srun", "mpirun", "mpiexec"] = "srun"
-    #: Cores of one node (``ranks_per_node=full|half`` and the energy model need it);
-    #: ``this-host``: the cores of the machine reading the config (a cluster of this host).
-    cores_per_node: int | Literal["this-host"] | None = Field(default=None)
-    #: Jobs ReFrame keeps in the queue at once for this partition.
-    max_jobs: int = Field(default=8, ge=1)
-    #: Every job gets its nodes alone (``--exclusive``): energy figures are then graded
-    #: ``measured`` instead of ``measured-shared``.
-    exclusive: bool = False
-    #: Environments of the base config valid here (default: every one the cluster lists,
-    #: else every base environment).
-    environs: list[str] | None = None
-    #: Variables set in every job script of the partition.
-    env_vars: dict[str, str] = {}
-    #: Energy meters in order of preference (apptune/energy/, docs/energy.md).
-    energy_meters: list[str] = ["slurm"]
-    #: Per-node idle/load power for the ``model`` meter, ``{idle_W: .., load_W: ..}``.
-    power_model: dict[str, float] | None = None
-    #: Run-quality limits: a node that is never quiet enough (small, shared) gets wider ones.
-    run_quality: RunQuality = RunQuality()
-    #: Seconds each timed run may wait for a quiet node before it starts (0: no wait).
-    quiet_wait_s: float = Field(default=0, ge=0, le=86400)
-    #: Where I/O benchmarks write (a parallel file system's directory; ``$VAR`` and ``~``
-    #: are expanded): each run makes a directory of its own in it and removes it.
-    scratch_dir: str | None = None
-
-    #: Not a field: what ReFrame keeps in a partition's ``extras`` is written directly here.
-    extras: None = Field(default=None, exclude=True)
-
-    @field_validator("extras", mode="before")
-    @classmethod
-    def _no_extras(cls, v):
-        raise ValueError(
-            "a cluster file has no 'extras': write run_quality, quiet_wait_s, "
-            "energy_meters and power_model directly under the partition"
-        )
-
-    @field_validator("cores_per_node")
-    @classmethod
-    def _positive(cls, v):
-        if isinstance(v, int) and v < 1:
-            raise ValueError("must be at least 1")
-        return v
-
-
-class Cluster(Strict):
-    """site-config/clusters/NAME.yaml: one Slurm cluster, the ReFrame system NAME."""
-
-    descr: str = ""
-    #: Regexes of the hosts ReFrame runs on (login nodes); none: only ``--system NAME`` selects it.
-    hostnames: list[str] = []
-    modules_system: Literal["nomod", "tmod", "tmod31", "tmod32", "tmod4", "lmod", "spack"] = "nomod"
-    #: ``squeue`` (polls squeue: works without slurmdbd) or ``slurm`` (polls sacct).
-    scheduler: Literal["squeue", "slurm"] = "squeue"
-    #: Let Slurm requeue a job whose node fails (default no: the check says which node failed).
-    requeue: bool = False
-    #: Seconds a check keeps asking for its job while slurmctld does not answer; then it
-    #: fails saying so and leaves the job alone.
-    slurmctld_timeout: int = Field(default=600, ge=10)
-    #: Seconds a job may stay pending on DOWN, DRAINED or unresponsive nodes before it is
-    #: cancelled with a verdict naming them.
-    down_node_wait: int = Field(default=300, ge=0)
-    partitions: dict[str, ClusterPartition] = Field(min_length=1)
-    environments: dict[str, ClusterEnvironment] = {}
-
-    @field_validator("hostnames")
-    @classmethod
-    def _regexes(cls, v):
-        return [_valid_regex(x) for x in v]
-
 
 #: Matches no host name: a cluster without hostnames is selected only with ``--system``.
 NEVER = r"(?!)"
@@ -279,6 +174,11 @@ def load_clusters(directory: str | os.PathLike, base_environments: list[dict]) -
             raise ApptuneError(
                 f, None, "the file name is the ReFrame system name: letters, digits, '-', '_'"
             )
+        # a value with a line break would be a command line of the job script: refused
+        # before anything reads it (every one named)
+        breaks = line_break_problems(f, load_yaml(f))
+        if breaks:
+            raise first_of(breaks, hint=None)
         c = load_model(f, Cluster)
         envs.extend(cluster_environments(name, c, base, f))
         systems.append(cluster_system(name, c, base, f))
@@ -318,7 +218,10 @@ def job_environment(modules_system, prepare_cmds, environs, login: bool = False)
     ``prepare_cmds``, then per environment its ``prepare_cmds``, the modules system's load
     commands and ``export NAME=value`` of its ``env_vars``; it is run by the shell a job
     script runs in, so modules, ``$VAR`` and everything else expand exactly as there.
-    The lines come from the site config (the site's own shell code), never from a recipe."""
+    The lines come from the site config (the site's own code, and its cluster files' values,
+    checked as data: :mod:`apptune.models.cluster`), never from a recipe; they run only
+    where the job's own script would run them (a build or a trial), never for a listing or
+    a dry run."""
     lines = list(prepare_cmds)
     for e in environs:
         lines += list(e.prepare_cmds)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 from .. import paths
 from ..errors import ApptuneError
 from ..models import Recipe
+from ..models.source import url_problem
 from ..yamlio import atomic_copy
 from .locks import locked
 from .recipes import recipe_path, sha256_file
@@ -68,9 +71,8 @@ def _download(uri: str, dest: Path) -> None:
         with urllib.request.urlopen(uri, timeout=120) as r, open(dest, "wb") as f:
             shutil.copyfileobj(r, f)
     except OSError as e:
-        raise ApptuneError(
-            None, "source", f"download of {uri.rsplit('/', 1)[-1]} failed: {e}"
-        ) from None
+        name = urllib.parse.unquote(uri.rsplit("/", 1)[-1])
+        raise ApptuneError(None, "source", f"download of {name} failed: {e}") from None
 
 
 def tree_digest(directory: Path) -> str:
@@ -118,7 +120,6 @@ def tarball_path(recipe: Recipe, cache: Path | None = None) -> Path:
 def _pack_local(recipe: Recipe, target: Path) -> Path:
     """A reproducible tarball of a repository directory (sorted, owner 0, mtime 0)."""
     import gzip
-    import tarfile
 
     d = local_source(recipe)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -231,6 +232,8 @@ def fetch_file(
             )
         if have:
             return target
+        if not callable(uri):  # the recipe's own address (apt's are apt's)
+            _check_address(recipe, uri, pin, field)
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=target.parent)
         os.close(fd)
         try:
@@ -257,6 +260,33 @@ def fetch_file(
         return target
 
 
+def _check_address(recipe: Recipe, uri: str | None, pin: str, field: str) -> None:
+    """A source's ``url`` before anything is fetched from it: https:// or file://
+    (:func:`apptune.models.source.url_problem`); a file:// one must be a tarball whose
+    sha256 is the pin, or nothing of it is copied (a file that is not the source, say
+    /etc/passwd, never reaches the download cache, not even kept aside)."""
+    where = recipe_path(recipe.name)
+    why = url_problem(uri or "")
+    if why:
+        raise ApptuneError(where, field.replace("sha256", "url"), why)
+    if not uri.lower().startswith("file://"):
+        return
+    local = Path(urllib.request.url2pathname(urllib.parse.urlparse(uri).path))
+    if not local.is_file():
+        raise ApptuneError(where, field.replace("sha256", "url"), f"{local}: no such file")
+    if not tarfile.is_tarfile(local):
+        raise ApptuneError(
+            where, field.replace("sha256", "url"), f"{local} is not a tarball: nothing copied"
+        )
+    got = sha256_file(local)
+    if got != pin:
+        raise ApptuneError(
+            where,
+            field,
+            f"{local} has sha256 {got}, not the pinned {pin}: nothing copied",
+        )
+
+
 def kept_path(cache: Path, sha256: str, name: str) -> Path:
     """Where a tarball whose sha256 is not the recipe's pin is kept (never deleted: it may be
     the good copy, and the pin the mistake)."""
@@ -281,8 +311,6 @@ def unpack(tarball: Path, dest: Path, strip_components: int) -> list[str]:
     the filter of the Python at hand lets through (before 3.11.13 and 3.12.11, a hard link
     to a left-out symbolic link made tarfile extract that symbolic link after all).
     """
-    import tarfile
-
     dest.mkdir(parents=True, exist_ok=True)
     data_filter = getattr(tarfile, "data_filter", None) or _data_filter
     skipped: list[str] = []
@@ -349,8 +377,6 @@ class _LinkOut(_Refused):
 
 
 def _link_errors() -> tuple:
-    import tarfile
-
     return tuple(
         getattr(tarfile, n)
         for n in ("AbsoluteLinkError", "LinkOutsideDestinationError")

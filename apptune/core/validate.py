@@ -29,10 +29,14 @@ from pathlib import Path
 from .. import paths
 from ..errors import ApptuneError
 from ..models import FlagLadders, Libraries
-from ..yamlio import load_model
-from . import baselines, recipes
+from ..models.cluster import QUIET_WAIT_MAX, line_break_problems
+from ..yamlio import load_model, load_yaml
+from . import baselines, quality, recipes
 from .datachecks import SiteFacts, _collect, _rel, _unique, app_problems
 from .site import load_reframe_config
+
+#: The site's data files besides flag-ladders.yaml (held to one line per value too).
+SITE_DATA_FILES = ("libraries.yaml", "recommended.yaml")
 
 #: What every environment's ``extras`` must say (:class:`apptune.core.recipes.Toolchain`).
 TOOLCHAIN_EXTRAS = ("family", "mpi", "mpi_standard", "blas")
@@ -92,12 +96,15 @@ def check(config: str | Path | None = None) -> Findings:
 
 # --------------------------------------------------------------------------- site
 def load_site_facts(
-    config: str | Path | None = None, environments: list[dict] | None = None
+    config: str | Path | None = None,
+    environments: list[dict] | None = None,
+    systems: list[dict] | None = None,
 ) -> tuple[SiteFacts, list[ApptuneError]]:
     """The flag ladders, libraries and environments' compiler families, and their problems.
 
-    The environments are ``environments`` (ReFrame's configuration, inside a ReFrame
-    session) or those of the site config file ``config`` (default: site-config/settings.py).
+    The environments and systems are ``environments`` and ``systems`` (ReFrame's
+    configuration, inside a ReFrame session) or those of the site config file ``config``
+    (default: site-config/settings.py).
     """
     found: list[ApptuneError] = []
     ladders_file = paths.site_dir() / "flag-ladders.yaml"
@@ -107,7 +114,11 @@ def load_site_facts(
     if not cfg.is_absolute():
         cfg = paths.root() / cfg
     if environments is None:
-        environments = _config_environments(cfg, found)
+        environments, systems = _config_parts(cfg, found)
+    found += site_value_problems(cfg, environments or [], systems or [])
+    for f in (ladders_file, *(paths.site_dir() / n for n in SITE_DATA_FILES)):
+        # the site's flags reach Makefiles and command lines: one line each, as every value
+        found += _collect([], lambda f: line_break_problems(f, load_yaml(f)), f) or []
     families: dict[str, str | None] | None = None
     if environments is not None:
         families = {}
@@ -145,12 +156,61 @@ def load_site_facts(
     return SiteFacts(families, ladders, libraries, str(cfg)), found
 
 
-def _config_environments(cfg: Path, found: list) -> list[dict] | None:
+def _config_parts(cfg: Path, found: list) -> tuple[list[dict] | None, list[dict]]:
+    """The environments and systems of the site config file ``cfg``."""
     try:
-        return list(load_reframe_config(cfg)["environments"])
+        site = load_reframe_config(cfg)
     except ApptuneError as e:
         found.append(e)
-        return None
+        return None, []
+    return list(site["environments"]), list(site["systems"])
+
+
+def site_value_problems(cfg: Path, environments: list[dict], systems: list[dict]):
+    """What the site config's environments and systems hold that no job script may: a
+    value ending a line (:func:`apptune.core.site.line_break_problems`), and run-quality
+    limits or a quiet wait out of range in a partition's ``extras`` (a cluster file's are
+    checked as it loads)."""
+    found: list[ApptuneError] = []
+    for e in environments:
+        e = {**e, "env_vars": _pairs(e.get("env_vars"))}
+        found += line_break_problems(cfg, e, ("environments", e.get("name")))
+    for sy in systems:
+        for p in sy.get("partitions") or []:
+            where = ("systems", sy.get("name"), "partitions", p.get("name"))
+            p = {**p, "env_vars": _pairs(p.get("env_vars"))}
+            found += line_break_problems(cfg, p, where)
+            found += _extras_problems(cfg, p.get("extras") or {}, ".".join(map(str, where)))
+        rest = {k: v for k, v in sy.items() if k != "partitions"}
+        found += line_break_problems(cfg, rest, ("systems", sy.get("name")))
+    return found
+
+
+def _pairs(env_vars) -> dict | list:
+    """ReFrame's ``env_vars`` (a list of [name, value]) as a mapping, so a problem names
+    the variable."""
+    try:
+        return {str(k): v for k, v in env_vars or []}
+    except (TypeError, ValueError):
+        return env_vars
+
+
+def _extras_problems(cfg: Path, extras: dict, where: str) -> list[ApptuneError]:
+    found = []
+    try:
+        quality.Limits.from_dict(extras.get("run_quality"))
+    except (TypeError, ValueError) as e:
+        found.append(ApptuneError(cfg, f"{where}.extras.run_quality", str(e)))
+    wait = extras.get("quiet_wait_s", 0)
+    if not (isinstance(wait, (int, float)) and 0 <= wait <= QUIET_WAIT_MAX):
+        found.append(
+            ApptuneError(
+                cfg,
+                f"{where}.extras.quiet_wait_s",
+                f"must be seconds from 0 to {QUIET_WAIT_MAX} (got {wait!r})",
+            )
+        )
+    return found
 
 
 def baseline_problems(app: str) -> list[ApptuneError]:

@@ -101,13 +101,9 @@ def read_run(run_dir: Path, report_file: Path | None = None, rep: dict | None = 
     and apptune's per-test result files.  Tests without an apptune result (plain ReFrame
     checks) keep their performance values from the run report."""
     if rep is None:
-        report_file = report_file or run_dir / "report.json"
-        try:
-            rep = json.loads(report_file.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise ApptuneError(
-                report_file, None, f"not a readable ReFrame run report ({e})"
-            ) from None
+        rep = records.read_report(run_dir, report_file)
+    else:  # a session of ReFrame's results database
+        rep = records.check_report(rep, report_file or run_dir)
     si = rep.get("session_info") or {}
     if not si.get("uuid"):
         raise ApptuneError(
@@ -369,4 +365,14 @@ def reframe_sessions(
         con.close()
     except sqlite3.Error as e:
         raise ApptuneError(path, None, f"cannot read ReFrame's results database: {e}") from None
-    return [(json.loads(blob), rf) for uuid, blob, rf in rows if not uuids or uuid in uuids]
+    out = []
+    for uuid, blob, rf in rows:
+        if uuids and uuid not in uuids:
+            continue
+        try:
+            out.append((json.loads(blob), rf))
+        except (TypeError, json.JSONDecodeError) as e:
+            raise ApptuneError(
+                path, f"sessions.{uuid}", f"not a ReFrame run report: invalid JSON ({e})"
+            ) from None
+    return out

@@ -19,7 +19,7 @@ import pydantic
 from ..constants import RESULT_FILE
 from ..core import slurm
 from ..errors import ApptuneError, format_validation_error, last_error_line, printable
-from ..models import RunRecord
+from ..models import RunRecord, RunReport
 
 
 def load_json(path: Path):
@@ -92,10 +92,30 @@ def record_problem(tc: dict) -> ApptuneError | None:
 
 
 def read_report(run_dir: Path, report_file: Path | None = None) -> dict:
+    """ReFrame's run report of a run directory (``report_file``: another one), checked
+    (:func:`check_report`)."""
     f = Path(report_file or Path(run_dir) / "report.json")
-    rep = load_json(f)
+    try:
+        rep = json.loads(f.read_text())
+    except FileNotFoundError:
+        raise ApptuneError(f, None, "no ReFrame run report (did the run start?)") from None
+    except OSError as e:
+        raise ApptuneError(f, None, f"cannot read the run report: {e.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        why = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8 text"
+        raise ApptuneError(f, None, f"not a ReFrame run report: invalid JSON ({why})") from None
+    return check_report(rep, f)
+
+
+def check_report(rep, source) -> dict:
+    """``rep`` when it is a run report of the shape apptune reads (:class:`RunReport`);
+    otherwise the error naming ``source`` (its file) and the first field that is not."""
     if not isinstance(rep, dict):
-        raise ApptuneError(f, None, "no readable ReFrame run report (did the run start?)")
+        raise ApptuneError(source, None, "not a ReFrame run report: not a JSON object")
+    try:
+        RunReport.model_validate(rep)
+    except pydantic.ValidationError as e:
+        raise format_validation_error(source, e, rep, RunReport, hint=None) from None
     return rep
 
 

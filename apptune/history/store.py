@@ -422,8 +422,9 @@ class History:
         self, tier: str, system: str | None = None, machine_id: str | None = None
     ) -> list[sqlite3.Row]:
         """Every verified result of a check of ``tier`` on ``system`` (a system matches its
-        partitions) or the machine ``machine_id``, with its wall time and energy figures,
-        the energy's grade (``trust``), its layout and the run's mode, in run order."""
+        partitions) or the machine ``machine_id``, with its wall time, energy and recorded
+        peak power figures, the energy's grade (``trust``), its layout and the run's mode, in
+        run order."""
         where, args = _selection(["res.verified = 1", "res.tier = ?"], system, None, None)
         args = [tier, *args]
         if machine_id:
@@ -434,7 +435,8 @@ class History:
             "SELECT res.app, res.tier, res.environment, res.variant, res.system, res.layout, "
             "res.quality_grade, json_extract(res.energy, '$.trust') AS trust, runs.mode, "
             f"runs.started_unix, {fig.format('wall_time')} AS wall_time, "
-            f"{fig.format('energy_J')} AS energy_J FROM results res JOIN runs ON "
+            f"{fig.format('energy_J')} AS energy_J, {fig.format('peak_power_W')} AS peak_power_W "
+            "FROM results res JOIN runs ON "
             f"res.run_id = runs.id WHERE runs.kind = 'check' AND {' AND '.join(where)} "
             "ORDER BY runs.started_unix, runs.id, res.repeat",
             args,

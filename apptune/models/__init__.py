@@ -99,6 +99,7 @@ from .record import (
     RunVerification,
     as_data,
 )
+from .runreport import RunReport
 from .source import DebianSource, SourceComponent, SourceSpec, SystemRequirements
 from .tuning import (
     PlanValues,
@@ -185,6 +186,7 @@ __all__ = [
     "RunLaunch",
     "RunMachine",
     "RunQuality",
+    "RunReport",
     "RunRecord",
     "RunSpec",
     "RunScratch",

@@ -3,11 +3,42 @@ repository, pinned) and what it needs from the system (``requires``)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from .base import NAME_RE, SHA256_RE, Strict
+
+#: The schemes a source's ``url`` may have: ``https://`` (what travels is encrypted and
+#: its server authenticated), ``file://`` (a tarball on this machine, e.g. a site's archive).
+URL_SCHEMES = ("https", "file")
+
+#: A tarball's file name: no directory, no control character, and an archive's extension
+#: (so never ``.`` or ``..``).
+TARBALL_NAME_RE = r"^[^/\x00-\x1f\x7f]+\.(tar\.(gz|bz2|xz|zst)|tgz|tbz2|txz|tar)$"
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a source's address (None: it can)."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in URL_SCHEMES:
+        return (
+            f"'{url[:80]}' must start with https:// (or file:// for a tarball on this machine)"
+            + (f": {scheme}:// travels unencrypted" if scheme in ("http", "ftp") else "")
+        )
+    if re.search(r"[\s\x00-\x1f\x7f]", url):
+        return "a URL has no blank or control character (a space is %20)"
+    return None
+
+
+def _url(url: str | None) -> str | None:
+    if url is not None and (why := url_problem(url)):
+        raise ValueError(why)
+    return url
+
+
+SourceURL = Annotated[str, AfterValidator(_url)]
 
 
 class DebianSource(Strict):
@@ -21,21 +52,22 @@ class SourceComponent(Strict):
     GROMACS's regression tests), unpacked into a directory of the source tree."""
 
     #: File name of the tarball in the mirror and the cache.
-    file: str = Field(pattern=r"^[^/]+$")
+    file: str = Field(pattern=TARBALL_NAME_RE)
     sha256: str = Field(pattern=SHA256_RE)
     #: Where in the source tree it is unpacked (relative to the source root).
     dest: str = Field(pattern=r"^[^/.][^\\]*$")
     #: Its download address, for a ``url`` source (a ``debian`` source names its files).
-    url: str | None = None
+    url: SourceURL | None = None
     strip_components: int = Field(default=1, ge=0)
 
 
 class SourceSpec(Strict):
     #: File name of the tarball in the mirror and the cache.
-    file: str | None = Field(default=None, pattern=r"^[^/]+$")
+    file: str | None = Field(default=None, pattern=TARBALL_NAME_RE)
     sha256: str | None = Field(default=None, pattern=SHA256_RE)
     debian: DebianSource | None = None
-    url: str | None = None
+    #: ``https://`` (or ``file://``: a tarball on this machine) address of the tarball.
+    url: SourceURL | None = None
     #: Project-written source kept in this repository (e.g. ``src/mpi-micro``), pinned by
     #: git; it is packed into a reproducible tarball named by its content digest.
     path: str | None = Field(default=None, pattern=r"^[^/.][^\\]*$")

@@ -493,6 +493,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
     @run_before("performance")
     def set_references(self):
         """ReFrame's references: only the figures :meth:`judge_performance` gives a verdict."""
+        if self.is_dry_run():  # nothing ran: no figures
+            return
         specs = recipes.figure_specs(self.recipe)
         figures = self.apptune_result.figures or {}
         present = {n for n, v in figures.items() if v is not None}

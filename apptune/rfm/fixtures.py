@@ -22,7 +22,7 @@ from ..constants import (
     XFAIL_FILE,
 )
 from ..core import ccache, recipes, sources, syspackages
-from ..errors import last_error_line
+from ..errors import ApptuneError, last_error_line
 
 
 def missing_in_environment(environ, tools: list[str]) -> list[str]:
@@ -42,14 +42,15 @@ def missing_in_environment(environ, tools: list[str]) -> list[str]:
     return [t for t in tools if shutil.which(t, path=path) is None]
 
 
-def _session_environments() -> list[dict] | None:
-    """The environments of this ReFrame session's configuration (not only those -p
-    selected); None outside a ReFrame session (e.g. unit tests)."""
+def _session_environments(part: str = "environments") -> list[dict] | None:
+    """The environments (or another ``part``: ``systems``) of this ReFrame session's
+    configuration (not only those -p selected); None outside a ReFrame session (e.g. unit
+    tests)."""
     from reframe.core.exceptions import ReframeFatalError
     from reframe.core.runtime import runtime
 
     try:
-        return list(runtime().site_config["environments"])
+        return list(runtime().site_config[part])
     except ReframeFatalError:  # "no runtime context is configured"
         return None
 
@@ -93,7 +94,9 @@ class DataProblems(rfm.RunOnlyRegressionTest):
     valid_prog_environs = ["*"]
     local = True
     executable = "true"
-    tags = {"data"}
+    #: Every execution mode selects it (the modes select tiers by tag, ``^ci$``,
+    #: ``^nightly$``): a mode must never pass over an application it could not load.
+    tags = {"data", "ci", "nightly"}
 
     @sanity_function
     def data_is_valid(self):
@@ -118,7 +121,9 @@ def load_app(app: str):
     from ..models import Recipe, RunSpec
 
     # outside a ReFrame session (None): the site config file's environments
-    site, found = validate.load_site_facts(environments=_session_environments())
+    site, found = validate.load_site_facts(
+        environments=_session_environments(), systems=_session_environments("systems")
+    )
     found += validate.app_problems(app, site)
     if not found:
         return recipes.load_recipe(app)
@@ -128,6 +133,7 @@ def load_app(app: str):
         ns["__module__"] = caller
         ns["app"] = app
         ns["problems"] = [str(p) for p in found]
+        ns["tags"] = DataProblems.tags | _tier_names(app)
 
     from reframe.core.logging import getlogger
 
@@ -138,6 +144,19 @@ def load_app(app: str):
     if caller in sys.modules:  # a test class of the check file, as if written there
         setattr(sys.modules[caller], name, cls)
     return Recipe.model_construct(tiers={}, run=RunSpec.model_construct(placements={}))
+
+
+def _tier_names(app: str) -> set[str]:
+    """The tier names an application's recipe file gives, as far as it can be read (the
+    tags its tests would have had): a mode selecting one of them selects its
+    :class:`DataProblems` too."""
+    from ..yamlio import load_yaml
+
+    try:
+        tiers = load_yaml(recipes.recipe_path(app)).get("tiers")
+    except (ApptuneError, AttributeError):
+        return set()
+    return {t for t in tiers if isinstance(t, str)} if isinstance(tiers, dict) else set()
 
 
 class SourceFetch(rfm.RunOnlyRegressionTest):
@@ -216,8 +235,14 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
     @run_before("compile")
     def plan_build(self):
         tc = recipes.Toolchain.from_environ(self.current_environ)
-        missing = missing_in_environment(
-            self.current_environ, tc.tools_for(self.recipe.build.languages)
+        # the environment's variables and modules are loaded by a shell as its job loads
+        # them: only for a build that runs (a dry run executes nothing of the site's files)
+        missing = (
+            []
+            if self.is_dry_run()
+            else missing_in_environment(
+                self.current_environ, tc.tools_for(self.recipe.build.languages)
+            )
         )
         reason = None
         if missing:

@@ -113,6 +113,12 @@ def reference_text(text: str, values: dict[str, float], recorded: str | None) ->
     return yamlio.edit_yaml_text(text, change)
 
 
+def run_label(run_dir: Path, r: RunRecord) -> str:
+    """A run as a committed file names it: its directory's name and the machine's id, never
+    a path of the machine it ran on."""
+    return f"run {run_dir.name}" + (f" on {r.machine_id}" if r.machine_id else "")
+
+
 def _number(v) -> int | float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(v)
@@ -189,7 +195,9 @@ def plan(
             if isinstance(fr.value, (int, float)) and not isinstance(fr.value, bool)
         }
         old = f.read_text()
-        recorded = f"{today}, {ref.environment}/{ref.variant}, blessed from run {run_dir}"
+        recorded = (
+            f"{today}, {ref.environment}/{ref.variant}, blessed from {run_label(run_dir, ref)}"
+        )
         if reference_text(old, values, None) == old:
             continue
         new = reference_text(old, values, recorded)
@@ -408,7 +416,7 @@ def plan_new(
                 rel=_yaml_number(FIRST_REL),
                 source=f"run {run_dir.name} ({r.environment}/{r.variant})",
                 recorded=f"{today}, {r.environment}/{r.variant}, "
-                f"first reference from run {run_dir}",
+                f"first reference from {run_label(run_dir, r)}",
                 fields={
                     yaml_word(k): "{"
                     + ", ".join(f"{n}: {_yaml_number(x)}" for n, x in t.items())

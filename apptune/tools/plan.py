@@ -10,10 +10,13 @@ within the noise the history saw.
 Jobs run one after the other on a cluster of ``nodes`` nodes: a job on ``x`` of them
 draws ``x`` nodes' recorded power plus ``(nodes - x) * idle_W`` (the node-power model
 ``(n - x)·p_idle + x·p_load``), and its energy is its own plus the idle nodes'. A power
-cap leaves out the options that exceed it; the choice of at most one option per job
-that maximises the jobs' total value within the time and energy budget is a 0-1 integer
-program, solved exactly (:func:`solve`, ``scipy.optimize.milp``). Among plans of equal
-value, the one that needs the least time and energy is taken.
+cap leaves out the options whose power exceeds it: the highest peak their runs recorded
+(``peak_power_W``, the largest sample of the meter's trace), or, where no run recorded a
+peak, their mean power (energy / time), said as such wherever it is shown. The choice of
+at most one option per job that maximises the jobs' total value within the time and
+energy budget is a 0-1 integer program, solved exactly (:func:`solve`,
+``scipy.optimize.milp``). Among plans of equal value, the one that needs the least time
+and energy is taken.
 
 Energy keeps the grade of the runs it comes from (``measured``, ``measured-shared``,
 ``modelled``): a plan resting on modelled energy says so in its first line and on every
@@ -30,7 +33,7 @@ from pathlib import Path
 
 from .. import machine
 from ..core import knobs, recipes
-from ..errors import ApptuneError, first_of
+from ..errors import LINE_BREAKING, ApptuneError, escape_line_breaks, first_of
 from ..history import store
 from ..models import PlanValues
 from ..yamlio import load_model
@@ -65,6 +68,13 @@ class Option:
     plan_time_s: float = 0.0
     plan_energy_J: float | None = None
     power_W: float | None = None
+    #: The highest peak power the runs recorded (None: no run recorded one).
+    peak_W: float | None = None
+
+    @property
+    def power_basis(self) -> str:
+        """What :attr:`power_W` is: the recorded peak, or the mean where there is none."""
+        return "recorded peak" if self.peak_W is not None else "mean power, no peak recorded"
 
     @property
     def label(self) -> str:
@@ -138,6 +148,8 @@ def quantity(text: str, kind: str, default_unit: str) -> float:
         units = ", ".join(_UNITS[kind])
         raise ValueError(f"{text!r} is not a {kind} (a number with one of: {units})")
     value = float(m.group(1)) * factor
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite {kind}")
     if value <= 0:
         raise ValueError(f"{text!r}: a budget must be more than 0")
     return value
@@ -150,7 +162,10 @@ def power_cap(text: str, voltage: float | None) -> float:
         return quantity(text, "power", "W")
     if not voltage:
         raise ValueError(f"{text!r} is a current: give the supply's voltage with --voltage")
-    return float(m.group(1)) * voltage
+    watts = float(m.group(1)) * voltage
+    if not math.isfinite(watts) or watts <= 0:
+        raise ValueError(f"{text!r} at {voltage:g} V is not a power more than 0 and finite")
+    return watts
 
 
 # ---------------------------------------------------------------- from the history
@@ -183,11 +198,13 @@ def load_options(
         use = clean or rows
         t, t_sd = _median_sd([r["wall_time"] for r, _ in use])
         metered = [r for r, _ in use if r["energy_J"] is not None and r["trust"] != "none"]
-        e, e_sd, grade = None, None, "none"
+        e, e_sd, grade, peak = None, None, "none", None
         if metered:
             e, e_sd = _median_sd([r["energy_J"] for r in metered])
             order = ("modelled", "measured-shared", "measured")
             grade = min((r["trust"] for r in metered), key=lambda g: order.index(g))
+            peaks = [r["peak_power_W"] for r in metered if r["peak_power_W"] is not None]
+            peak = max(peaks) if peaks else None
         last = use[-1]
         out.setdefault(app, []).append(
             Option(
@@ -207,6 +224,7 @@ def load_options(
                 grade=grade,
                 runs=len(use),
                 clean=bool(clean),
+                peak_W=peak,
             )
         )
     return out
@@ -232,6 +250,15 @@ def runnable(
             for env, specs in (spec.variants.items() if spec else ())
         }
         for o in opts:
+            bad = unscriptable(o)
+            if bad:  # a hostile or damaged record: its words go on a line of plan.sh
+                notes.append(
+                    escape_line_breaks(
+                        f"left out: {app} {o.environment}/{o.variant}: its recorded {bad} "
+                        "holds a line break or NUL (no line of a script may carry it)"
+                    )
+                )
+                continue
             if o.variant.split("@")[0] in listed.get(o.environment, ()):
                 kept.setdefault(app, []).append(o)
                 continue
@@ -242,6 +269,26 @@ def runnable(
             if line not in notes:
                 notes.append(line)
     return kept, notes
+
+
+def unscriptable(o: Option) -> str | None:
+    """The first recorded word of ``o`` that the plan's script would write on one of its
+    command lines and that holds a character ending a line (a newline, NUL, ...), by name;
+    None when there is none."""
+    words = {
+        "application": o.app,
+        "environment": o.environment,
+        "variant": o.variant,
+        "system": o.system,
+        "mode": o.mode,
+        "tier": o.tier,
+        "CPU frequency": o.freq,
+        "binding": o.layout.get("binding"),
+    }
+    for name, w in words.items():
+        if w is not None and LINE_BREAKING.search(str(w)):
+            return name
+    return None
 
 
 def load_values(path: str | Path | None, apps: list[str]) -> dict[str, float] | None:
@@ -281,7 +328,11 @@ def apply_budget(job: Job, b: Budget) -> list[tuple[Option, str]]:
         o.plan_time_s = _upper(o.time_s, o.time_sd)
         idle = (b.nodes - o.nodes) * b.idle_W if b.nodes and b.idle_W is not None else 0.0
         run_e = _upper(o.energy_J, o.energy_sd)
-        o.power_W = None if run_e is None else run_e / o.plan_time_s + idle
+        # a cap holds at the peak: the recorded one, the mean only where none was recorded
+        if run_e is None:
+            o.power_W = None
+        else:
+            o.power_W = (o.peak_W if o.peak_W is not None else run_e / o.plan_time_s) + idle
         o.plan_energy_J = None if run_e is None else run_e + idle * o.plan_time_s
         if b.nodes and o.nodes > b.nodes:
             out.append((o, f"needs {o.nodes} nodes, the cluster has {b.nodes}"))
@@ -291,8 +342,8 @@ def apply_budget(job: Job, b: Budget) -> list[tuple[Option, str]]:
             out.append(
                 (
                     o,
-                    f"draws {o.power_W:.0f} W{grade_tag(o.grade)} on {b.nodes or o.nodes} "
-                    f"node(s), cap {b.power_W:.0f} W",
+                    f"draws {o.power_W:.0f} W ({o.power_basis}){grade_tag(o.grade)} on "
+                    f"{b.nodes or o.nodes} node(s), cap {b.power_W:.0f} W",
                 )
             )
         elif b.time_s and o.plan_time_s > b.time_s:

@@ -14,7 +14,7 @@ from pathlib import Path
 from .. import paths
 from ..constants import RESULT_FILE
 from ..core import knobs
-from ..errors import ApptuneError
+from ..errors import LINE_BREAKING, ApptuneError, escape_line_breaks
 from ..history import records
 from ..models import RunRecord
 from .plan import (
@@ -31,6 +31,9 @@ from .plan import (
 SCRIPT_FILE = "plan.sh"
 PLAN_FILE = "plan.json"
 TABLE_FILE = "plan.txt"
+#: Where plan.sh's jobs write Slurm's output (``N-APP.out``); their run directories are in
+#: ``jobs/``, which ``apptune plan --check OUT/jobs/*`` reads.
+LOGS_DIR = "logs"
 
 
 def first_line(grade: str, uses_energy: bool = True) -> str:
@@ -109,7 +112,7 @@ def table(plan: Plan) -> list[str]:
         if not j.chosen:
             lines.append(f"left out: {j.app} (value {j.value:g}): {j.why_not}")
     lines += plan.notes
-    return lines
+    return [escape_line_breaks(x) for x in lines]
 
 
 def budget_lines(plan: Plan) -> list[str]:
@@ -126,8 +129,17 @@ def budget_lines(plan: Plan) -> list[str]:
             + tag
         )
     if b.power_W:
-        peak = max(o.power_W for o in chosen)
-        out.append(f"budget used: peak power {peak:.0f} W of {b.power_W:.0f} W{tag}")
+        top = max(chosen, key=lambda o: o.power_W)
+        out.append(
+            f"budget used: power {top.power_W:.0f} W ({top.power_basis}, {top.app}) of the "
+            f"cap {b.power_W:.0f} W{tag}"
+        )
+        unpeaked = sorted({o.app for o in chosen if o.peak_W is None})
+        if unpeaked:
+            out.append(
+                f"power: no peak recorded for {', '.join(unpeaked)}: its mean power is "
+                "counted, and its peaks may exceed the cap"
+            )
         for o in chosen:
             p_load = (o.power_W - ((b.nodes or o.nodes) - o.nodes) * (b.idle_W or 0)) / o.nodes
             x = max_loaded_nodes(b, p_load)
@@ -200,11 +212,11 @@ def slurm_script(plan: Plan, out_dir: Path, overhead_s: float, python: str = sys
         "#!/usr/bin/env bash",
         f"# {first_line(plan.energy_grade())}",
         "# apptune plan: the chosen jobs, one after the other (bash this file to submit them);",
-        f"# check what they took with: apptune plan --check {out_dir}/jobs/* --plan "
-        f"{out_dir / PLAN_FILE}",
+        "# check what they took with: apptune plan --check "
+        f"{shlex.quote(str(out_dir / 'jobs'))}/* --plan {shlex.quote(str(out_dir / PLAN_FILE))}",
         "set -euo pipefail",
         f"cd {shlex.quote(str(paths.root()))}",
-        f"mkdir -p {shlex.quote(str(out_dir / 'jobs'))}",
+        f"mkdir -p {shlex.quote(str(out_dir / 'jobs'))} {shlex.quote(str(out_dir / LOGS_DIR))}",
         "prev=",
     ]
     for i, j in enumerate(plan.chosen, 1):
@@ -218,7 +230,8 @@ def slurm_script(plan: Plan, out_dir: Path, overhead_s: float, python: str = sys
             f"--job-name=apptune-plan-{name}",
             f"--nodes={o.nodes}",
             f"--time={limit_min}",
-            f"--output={out_dir / 'jobs' / name}.out",
+            # Slurm's own output beside jobs/, which holds only the run directories
+            f"--output={out_dir / LOGS_DIR / name}.out",
         ]
         lay = o.layout
         if lay.get("ranks"):  # the ranks the recorded run had (mpirun inside counts them)
@@ -230,24 +243,46 @@ def slurm_script(plan: Plan, out_dir: Path, overhead_s: float, python: str = sys
         if o.freq is not None:
             sb.append(f"--cpu-freq={o.freq}")
         wrap = shlex.join(launch(o, out_dir / "jobs" / name, python))
+        recorded = [str(w) for w in o.layout.get("launcher") or ["(not recorded)"]]
         lines += [
-            f"# job {i}: {j.app} {o.label}, {o.nodes} node(s), frequency {_freq(o)}, "
-            f"expected {fmt_time(o.plan_time_s)}, {energy}, value {j.value:g}",
-            f"#   recorded launch: {shlex.join(o.layout.get('launcher') or ['(not recorded)'])}",
+            _comment(
+                f"job {i}: {j.app} {o.label}, {o.nodes} node(s), frequency {_freq(o)}, "
+                f"expected {fmt_time(o.plan_time_s)}, {energy}, value {j.value:g}"
+            ),
+            _comment(f"  recorded launch: {shlex.join(recorded)}"),
             f"prev=$({shlex.join(sb)} ${{prev:+--dependency=afterany:$prev}} "
             f"--wrap={shlex.quote(wrap)})",
-            f'echo "job {i} ({j.app}): Slurm job $prev"',
+            f'echo {shlex.quote(f"job {i} ({j.app}): Slurm job")} "$prev"',
         ]
+    # the options' words were checked (plan.unscriptable); what is left is the command's
+    # own arguments (--out)
+    for x in lines:
+        if LINE_BREAKING.search(x):
+            raise ApptuneError(
+                None, "plan.sh", f"a line would hold a line break or NUL: {escape_line_breaks(x)}"
+            )
     return "\n".join(lines) + "\n"
 
 
+def _comment(text: str) -> str:
+    """A comment line of the script: what it shows from the records stays on it."""
+    return "# " + escape_line_breaks(text)
+
+
 # -------------------------------------------------------------------- the check
-def run_records(run_dirs: list[str | Path]) -> list[RunRecord]:
-    """The run records in run directories (a test's record once, from output/ first)."""
+def run_records(run_dirs: list[str | Path], notes: list[str] | None = None) -> list[RunRecord]:
+    """The run records in run directories (a test's record once, from output/ first); a
+    path that is not a directory (a job's Slurm output an older plan.sh wrote among them)
+    is left out with a line in ``notes``, an error when no path is a directory."""
     found: dict[tuple, RunRecord] = {}
+    dirs = [d for d in map(Path, run_dirs) if d.is_dir()]
+    if not dirs:
+        raise ApptuneError(run_dirs[0] if run_dirs else None, None, "not a run directory")
     for d in map(Path, run_dirs):
-        if not d.is_dir():
-            raise ApptuneError(d, None, "not a run directory")
+        if d not in dirs:
+            if notes is not None:
+                notes.append(f"left out: {d}: not a run directory")
+            continue
         for base in ("output", "stage"):
             for f in sorted((d / base).rglob(RESULT_FILE)):
                 r = records.load_record(f)
@@ -271,10 +306,12 @@ def _job_key(r: RunRecord) -> tuple:
 def check(plan: dict, run_dirs: list[str | Path]) -> tuple[list[str], bool]:
     """What each planned job took against what the plan expected, and whether the plan
     kept its time (and energy) budget."""
-    recs = run_records(run_dirs)
+    notes: list[str] = []
+    recs = run_records(run_dirs, notes)
     budget = plan["budget"]
-    lines = [first_line(plan["energy_grade"])]
+    lines = [first_line(plan["energy_grade"]), *notes]
     ok, t_sum, e_sum, e_grades = True, 0.0, 0.0, set()
+    peaks: list[tuple[float | None, str, str]] = []  # (recorded peak, app, grade)
     for job in plan["chosen"]:
         key = (job["app"], job["tier"], job["environment"], job["variant"], job.get("freq"))
         mine = [r for r in recs if _job_key(r) == key]
@@ -292,6 +329,7 @@ def check(plan: dict, run_dirs: list[str | Path]) -> tuple[list[str], bool]:
         if e is not None:
             e_sum += e
             e_grades.add(grade)
+        peaks.append((r.energy.peak_power_W if r.energy else None, job["app"], grade))
         lines.append(
             f"{job['app']} {job['environment']}/{job['variant']}: time {fmt_time(t)}, expected "
             f"{fmt_time(job['time_s'])} ({_err(t, job['time_s'])}; planned "
@@ -321,4 +359,26 @@ def check(plan: dict, run_dirs: list[str | Path]) -> tuple[list[str], bool]:
             f"{fmt_energy(budget['energy_J'])}: "
             + ("within the budget" if within else "OVER the budget")
         )
+    if budget.get("power_W"):
+        line, within = _peak_line(peaks, budget)
+        ok = ok and within
+        lines.append(line)
     return lines, ok
+
+
+def _peak_line(peaks: list[tuple[float | None, str, str]], budget: dict) -> tuple[str, bool]:
+    """The highest peak power the jobs' runs recorded against the cap (a job's idle nodes
+    counted at the plan's idle power), and whether it held."""
+    recorded = [(p, app, g) for p, app, g in peaks if p is not None]
+    cap = budget["power_W"]
+    if not recorded:
+        return f"no run recorded a peak power: the cap of {cap:.0f} W cannot be checked", True
+    p, app, grade = max(recorded)
+    within = p <= cap
+    missing = sorted({app for p_, app, _ in peaks if p_ is None})
+    return (
+        f"highest recorded peak power {p:.0f} W{grade_tag(grade)} ({app}) of the cap "
+        f"{cap:.0f} W: "
+        + ("within the cap" if within else "OVER the cap")
+        + (f"; no peak recorded for {', '.join(missing)}" if missing else "")
+    ), within

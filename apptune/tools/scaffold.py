@@ -38,6 +38,7 @@ from ..core import recipes, sources
 from ..core.datachecks import _rel
 from ..errors import ApptuneError
 from ..models import NAME_RE, SHA256_RE, SourceSpec
+from ..models.source import TARBALL_NAME_RE, url_problem
 from ..yamlio import atomic_write_text, placeholders
 
 #: The build kinds ``apptune new`` writes, by the file at the top of the source that
@@ -75,6 +76,8 @@ LANGUAGE_EXT = {
         "fortran",
     ),
 }
+#: What ``--version`` may be: it is written into the recipe and its comments.
+VERSION_RE = r"[A-Za-z0-9][A-Za-z0-9._+~-]*"
 ARCHIVE_EXT = re.compile(r"(\.orig)?\.(tar\.(gz|bz2|xz|zst)|tgz|tbz2|txz|tar)$")
 
 # Build words per language: (compiler variable, compiler, flags variable, flags).
@@ -191,7 +194,8 @@ def parse_showsrc(text: str, package: str) -> DebianOrig:
             None,
             "--debian",
             f"Debian source {src} {version} lists no orig tarball "
-            f"(files: {', '.join(files) or 'none with a sha256'})",
+            f"(files: {', '.join(files) or 'none with a sha256'}): give the upstream tarball "
+            "with --url URL --sha256 HEX",
         )
     return DebianOrig(src, version, pick, files[pick])
 
@@ -251,7 +255,16 @@ def source_spec(
             debian={"package": d.package, "version": d.version}, file=d.file, sha256=d.sha256
         )
         return spec, version or d.upstream_version, f"Debian source package {d.package} {d.version}"
+    if version is not None and not re.fullmatch(VERSION_RE, version):
+        raise ApptuneError(
+            None,
+            "--version",
+            f"{version!r} must be a version: letters, digits and . _ + ~ - (e.g. 2.1.0), "
+            "starting with a letter or digit",
+        )
     if url:
+        if why := url_problem(url):
+            raise ApptuneError(None, "--url", why)
         if not sha256:
             raise ApptuneError(
                 None,
@@ -263,12 +276,21 @@ def source_spec(
             raise ApptuneError(
                 None, "--sha256", f"'{sha256}' is not a sha256 (64 hexadecimal digits)"
             )
-        name = file or PurePosixPath(urllib.parse.urlparse(url).path).name
-        if not name or "/" in name:
-            raise ApptuneError(None, "--file", f"give the tarball's file name (none in {url})")
+        name = file
+        if name is None:
+            name = urllib.parse.unquote(PurePosixPath(urllib.parse.urlparse(url).path).name)
+        if not re.fullmatch(TARBALL_NAME_RE, name):
+            said = repr(file) if file is not None else f"the URL's last part {name!r}"
+            raise ApptuneError(
+                None,
+                "--file",
+                f"{said} must be a tarball's file name (no directory: no '/'), ending in "
+                ".tar.gz, .tar.xz, .tar.bz2, .tar.zst, .tgz or .tar"
+                + ("" if file is not None else ": give it with --file"),
+            )
         if version is None:
             m = re.search(r"[-_]v?(\d[\w.+~]*?)$", ARCHIVE_EXT.sub("", name))
-            if not m:
+            if not m or not re.fullmatch(VERSION_RE, m.group(1)):
                 raise ApptuneError(
                     None, "--version", f"no version in the file name {name}: give --version"
                 )
@@ -296,6 +318,8 @@ def fetch(app: str, spec: SourceSpec) -> Path:
     except ApptuneError as e:
         if e.file not in (None, str(recipes.recipe_path(app))):
             raise
+        if spec.debian:  # apt named a file its mirror does not have (or apt cannot fetch)
+            raise ApptuneError(None, "--debian", f"{e.message}; {ways_out(spec)}") from None
         option = _OPTION.get(e.field) or (
             "--sha256"
             if spec.url and e.field == "source.sha256"
@@ -306,6 +330,17 @@ def fetch(app: str, spec: SourceSpec) -> Path:
             else "--path"
         )
         raise ApptuneError(None, option, e.message) from None
+
+
+def ways_out(spec: SourceSpec) -> str:
+    """What a person can do when a Debian source's tarball cannot be fetched."""
+    mirror = paths.mirror_dir()
+    return (
+        f"ways out: give another copy of it with --url URL --sha256 {spec.sha256} (the "
+        f"sha256 Debian lists), or put {spec.file} in the local mirror directory "
+        f"$APPTUNE_SOURCE_MIRROR ({f'now {mirror}' if mirror else 'not set'}), checked "
+        "against the same sha256"
+    )
 
 
 def tarball_layout(tarball: Path) -> tuple[int, list[str], list[str]]:
@@ -343,6 +378,20 @@ def guess_build(top: list[str]) -> tuple[str, str]:
 def guess_languages(files: list[str]) -> list[str]:
     found = {LANGUAGE_EXT.get(PurePosixPath(f).suffix) for f in files}
     return [lang for lang in ("c", "cxx", "fortran") if lang in found] or ["c"]
+
+
+#: flang-new 16 (the llvm family's Fortran compiler) links an executable only with this.
+FLANG_LINK_FLAG = "-flang-experimental-exec"
+
+
+def family_flags(languages: list[str]) -> dict[str, dict[str, list[str]]]:
+    """What a compiler family needs with every ladder for the languages found
+    (``build.family_flags``): for Fortran, flang-new's link flag, as a link flag where the
+    source is Fortran alone, else with the Fortran flags (they reach Fortran's links; the
+    link flags also reach clang's, which refuses the flag)."""
+    if "fortran" not in languages:
+        return {}
+    return {"llvm": {"ldflags" if languages == ["fortran"] else "fflags": [FLANG_LINK_FLAG]}}
 
 
 def build_words(kind: str, languages: list[str]) -> dict[str, list[str]]:
@@ -443,6 +492,7 @@ def new(
         kind=kind,
         guess=guess,
         languages=languages,
+        family_flags=family_flags(languages),
         ranks=ranks,
         system="cmake" if kind == "cmake" else "make",
         cls=check_class(app),
