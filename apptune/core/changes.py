@@ -13,6 +13,7 @@ a cause, and is left out.
 from __future__ import annotations
 
 from ..models import BuildFlags, Provenance, RunLaunch, RunRecord
+from . import envrecord
 
 #: Flag sets of a build, compared token by token.
 FLAG_SETS = ("cflags", "fflags", "cppflags", "ldflags")
@@ -121,6 +122,10 @@ def describe(before: dict[str, str], after: dict[str, str]) -> list[str]:
         a, b = before.get(k), after.get(k)
         if a == b or a == VARIED:
             continue
+        if k.startswith("env ") and (envrecord.is_hidden(a) or envrecord.is_hidden(b)):
+            if envrecord.compare(a, b) == "changed":
+                lines.append(_hidden_change(k, a, b))
+            continue
         if k.startswith("flags ") and a is not None and b is not None:
             old, new = a.split(), b.split()
             gone = [t for t in old if t not in new]
@@ -140,8 +145,11 @@ def describe(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return flag_lines + lines
 
 
-def _or_none(v: str | None) -> str:
-    return "(none)" if v is None else v
+def _hidden_change(k: str, a: str | None, b: str | None) -> str:
+    """A variable whose value a record keeps only as a keyed hash: named, never shown."""
+    if a is not None and b is not None:
+        return f"{k}: changed (its value is not recorded)"
+    return f"{k}: {envrecord.shown(a)} → {envrecord.shown(b)}"
 
 
 def short(lines: list[str], most: int = 3) -> str:

@@ -32,7 +32,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -98,6 +98,10 @@ class ClusterPartition(Strict):
     #: Where I/O benchmarks write (a parallel file system's directory; ``$VAR`` and ``~``
     #: are expanded): each run makes a directory of its own in it and removes it.
     scratch_dir: str | None = None
+    #: Variables whose values a run record keeps besides apptune's own list (fnmatch
+    #: patterns, e.g. ``[MY_FABRIC_*]``; apptune/core/envrecord.py): any other value of
+    #: ``env_vars`` is kept as a keyed hash, and a secret's never.
+    record_env: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_*?]+$")]] = []
 
     #: Not a field: what ReFrame keeps in a partition's ``extras`` is written directly here.
     extras: None = Field(default=None, exclude=True)
@@ -188,6 +192,8 @@ def cluster_system(name: str, c: Cluster, base_envs: dict[str, dict], file: Path
             extras["quiet_wait_s"] = p.quiet_wait_s
         if p.scratch_dir:
             extras["scratch_dir"] = p.scratch_dir
+        if p.record_env:
+            extras["record_env"] = list(p.record_env)
         part = {
             "name": pname,
             "descr": p.descr or f"{name}: {' '.join(p.sbatch) or 'default partition'}",
