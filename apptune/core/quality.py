@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import loaded
 from .procfs import (
     CLK_TCK,
     Stat,
@@ -55,6 +56,7 @@ from .procfs import (
     cpu_topology,
     frequency_by_cpu,
     load1,
+    mapped_libraries,
     observe_binding,
     processes,
 )
@@ -177,6 +179,10 @@ class Monitor:
         self.probe, self.probed = probe, None
         self.running: list[int] = []
         self.affinity: dict[int, set[int]] = {}
+        #: The shared objects each rank of the program had mapped at the last sample that
+        #: saw it (:mod:`apptune.core.loaded`): what MPI_Init opens and closes again (the
+        #: transports it did not choose) is left out.
+        self.maps: dict[int, set[str]] = {}
         self.error: str | None = None
 
     # ------------------------------------------------------------------ sampling
@@ -291,6 +297,7 @@ class Monitor:
                 continue
             if os.path.realpath(exe) != os.path.realpath(self.program):
                 continue
+            self.maps[s.pid] = mapped_libraries(self.proc, s.pid) or self.maps.get(s.pid, set())
             cpus = allowed_cpus(self.proc, s.pid)
             if cpus and cpus != self.affinity.get(s.pid):
                 # hwloc's topology discovery in MPI_Init binds the process to one CPU for a
@@ -320,7 +327,10 @@ class Monitor:
             self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.period):
+        # the first samples come sooner: a short program's ranks (and the libraries they
+        # load) are seen before they end
+        waits = iter((0.05, 0.15, 0.3))
+        while not self._stop.wait(min(next(waits, self.period), self.period)):
             try:
                 self._frequency()
                 self.running.append(cpu_times(self.proc).get("procs_running", 0))
@@ -445,6 +455,11 @@ class Monitor:
         }
         grade, reasons = judge(m, limits)
         return {"grade": grade, "reasons": reasons, "limits": limits.to_dict(), **m}
+
+    def libraries(self) -> list[dict]:
+        """The libraries of interest the program's ranks on this node loaded, with the
+        sha256 of each (:func:`apptune.core.loaded.record`); empty when no rank was seen."""
+        return loaded.record(set().union(*self.maps.values()))
 
     def binding(self) -> dict | None:
         """The CPUs the program's ranks on this node could run on

@@ -394,6 +394,8 @@ def evaluate(
             + (f"; {tail}" if tail else ""),
             run_dir,
         )
+    if rec.get("libraries"):
+        result["launch"]["loaded"] = rec["libraries"]
     q = dict(rec.get("quality") or {})
     if nodes > 1 and q:
         # the runner watches the node its job script runs on; the others are not measured

@@ -365,13 +365,31 @@ class RunKnobs(_Part):
     problems: list[str] = []
 
 
+class LoadedLibrary(_Part):
+    """A shared library the program's ranks mapped (:mod:`apptune.core.loaded`)."""
+
+    #: The file as the kernel names it (symbolic links resolved).
+    path: str
+    #: ``blas``, ``lapack``, ``fft``, ``mpi``, ``compiler runtime``, ``system``, ``io``.
+    role: str | None = None
+    #: The sha256 of its contents (None: unreadable when the run ended).
+    sha256: str | None = None
+
+
 class RunLaunch(_Part):
-    """How the program was launched (:func:`apptune.core.run.launch_facts`)."""
+    """How the program was launched (:func:`apptune.core.run.launch_facts`) and what it
+    loaded."""
 
     #: The timed step's arguments before the program (``mpirun -np 4``), or None.
     launcher: list[str] | None = None
+    #: The site's and the recipe's variables: names always, values only where they can
+    #: change a result and are no secret (apptune/core/envrecord.py).
     env_vars: dict[str, Any] = {}
     modules: list[str] = []
+    #: The shared libraries the ranks seen on the job's first node mapped (BLAS, LAPACK,
+    #: FFT, MPI, compiler runtimes, the C library), with the sha256 of each; empty when no
+    #: rank was seen (a run shorter than the first sample) or before they were recorded.
+    loaded: list[LoadedLibrary] = []
 
 
 class BuildCompiler(_Part):
