@@ -419,7 +419,8 @@ class History:
             "SELECT runs.session_uuid, runs.started, runs.started_unix, runs.run_dir, runs.mode, "
             "res.system, res.app, res.tier, res.environment, res.variant, res.test, res.repeat, "
             "f.figure, f.value, f.unit, f.better, f.baseline, p.json AS provenance, "
-            "res.machine_id, json_extract(res.energy, '$.trust') AS energy_trust FROM figures f "
+            "res.machine_id, json_extract(res.energy, '$.trust') AS energy_trust, res.quality "
+            "FROM figures f "
             "JOIN results res ON f.result_id = res.id JOIN runs ON res.run_id = runs.id LEFT JOIN "
             f"provenance p ON res.provenance_id = p.id WHERE {' AND '.join(where)}{k} ORDER BY "
             "runs.started_unix, runs.id, res.repeat",
