@@ -7,7 +7,8 @@ One module per kind of file: :mod:`~apptune.models.recipe`, :mod:`~apptune.model
 (inputs, references, baselines, the site's ladders and libraries),
 :mod:`~apptune.models.tuning` (and the plan's values) and :mod:`~apptune.models.record`
 (with :mod:`~apptune.models.provenance`, how a run's program was made and launched); the
-shared pieces are in :mod:`~apptune.models.base` and :mod:`~apptune.models.part`. Every model is importable from here.
+shared pieces are in :mod:`~apptune.models.base` and :mod:`~apptune.models.part`. Every
+model is importable from here.
 """
 
 from __future__ import annotations
