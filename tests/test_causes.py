@@ -113,3 +113,17 @@ def test_a_change_point_names_the_nodes_state_and_weighs_the_flags():
     node, flags = v.provenance_diff
     assert node.startswith("node: other processes used 80% → 2% of its CPUs")
     assert "changed alongside, does not explain it: a flag set moves a figure 3x at most" in flags
+
+
+def test_an_unexplained_improvement_is_said_as_one():
+    """check-regressions and the run's last line: an improvement that no change explains is
+    'an improvement once 3 runs in a row hold it', not 'a improvement' nor 'a regression'."""
+    from apptune.models import BaselineFigure
+
+    pts = [Point(f"r{i}", None, None, 100.0 + (i % 2), None, 1, None) for i in range(8)]
+    pts.append(Point("r8", None, None, 150.0, None, 1, None))
+    v = Verdict("s", "hpcc", "ci", "gnu", "tuned", "HPL", "Gflop/s", "higher", pts)
+    v = regressions.analyse(v, BaselineFigure(value=100.0, noise=0.01, runs=12))
+    assert v.verdict == "unexplained", v.reason
+    assert "an improvement once 3 runs in a row hold it" in v.reason
+    assert "a improvement" not in v.reason and "a regression" not in v.reason

@@ -100,6 +100,17 @@ def record_command(apps, tier: str, system: str = "local", partition: str | None
     return f"apptune baseline record {checks} --mode {mode}{where}"
 
 
+def record_advice(apps, tier: str, system: str = "local", partition: str | None = None) -> str:
+    """How to record the baselines of ``apps``: the command (:func:`record_command`), what it
+    costs, and the cheaper way from the sessions already stored (docs/regressions.md)."""
+    mode = tier if tier in ("ci", "nightly") else "ci"
+    return (
+        f"record one with `{record_command(apps, tier, system, partition)}` (it runs 5 "
+        f"sessions now; with `--from-history 5` after `--mode {mode}` it records from the "
+        "last 5 stored sessions of that mode instead, running nothing)"
+    )
+
+
 def load(system: str, app: str) -> tuple[Path, BaselineFile | None]:
     f = paths.baselines_file(system, app)
     if not f.exists():

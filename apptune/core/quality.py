@@ -511,6 +511,20 @@ def summary(q: RunQuality | None) -> str:
     return f"{q.grade or 'unmeasured'}: {'; '.join(q.reasons or ['no reason recorded'])}"
 
 
+def quiet_wait_s(extras: dict, environ=None) -> float:
+    """How long a run waits for a quiet node: ``apptune run --wait-for-quiet``
+    (``$APPTUNE_QUIET_WAIT``), else the partition's ``quiet_wait_s``, else
+    ``$APPTUNE_QUIET_WAIT_DEFAULT`` (``ci/nightly.sh``'s 120 s for a partition without its
+    own), else 0."""
+    env = os.environ if environ is None else environ
+    return float(
+        env.get("APPTUNE_QUIET_WAIT")
+        or extras.get("quiet_wait_s")
+        or env.get("APPTUNE_QUIET_WAIT_DEFAULT")
+        or 0
+    )
+
+
 def wait_for_quiet(
     max_wait_s: float,
     limits: Limits = Limits(),
