@@ -68,6 +68,9 @@ if TYPE_CHECKING:
 AFFINITY_SETTLE_S = 0.05
 
 GRADES = ("clean", "disturbed", "unmeasured")
+#: A rank's maps are read at the first samples that see it, then every so many samples.
+MAPS_FIRST = 4
+MAPS_EVERY = 10
 #: How many of the heaviest other processes a disturbed record names.
 TOP_OTHERS = 3
 
@@ -183,6 +186,7 @@ class Monitor:
         #: saw it (:mod:`apptune.core.loaded`): what MPI_Init opens and closes again (the
         #: transports it did not choose) is left out.
         self.maps: dict[int, set[str]] = {}
+        self.maps_reads: dict[int, int] = {}
         self.error: str | None = None
 
     # ------------------------------------------------------------------ sampling
@@ -297,7 +301,7 @@ class Monitor:
                 continue
             if os.path.realpath(exe) != os.path.realpath(self.program):
                 continue
-            self.maps[s.pid] = mapped_libraries(self.proc, s.pid) or self.maps.get(s.pid, set())
+            self._read_maps(s.pid)
             cpus = allowed_cpus(self.proc, s.pid)
             if cpus and cpus != self.affinity.get(s.pid):
                 # hwloc's topology discovery in MPI_Init binds the process to one CPU for a
@@ -309,6 +313,15 @@ class Monitor:
                     continue
             if cpus:
                 self.affinity[s.pid] = cpus
+
+    def _read_maps(self, pid: int) -> None:
+        """A rank's mapped libraries, read at the first :data:`MAPS_FIRST` samples that see
+        it and then every :data:`MAPS_EVERY`-th (a read of a rank's maps takes about 0.8
+        ms: its libraries are loaded by then, and what MPI_Init opens and closes is gone)."""
+        reads = self.maps_reads.get(pid, 0)
+        if reads < MAPS_FIRST or self.samples % MAPS_EVERY == 0:
+            self.maps_reads[pid] = reads + 1
+            self.maps[pid] = mapped_libraries(self.proc, pid) or self.maps.get(pid, set())
 
     def start(self, watch: bool = True) -> None:
         try:
