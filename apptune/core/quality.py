@@ -71,6 +71,9 @@ GRADES = ("clean", "disturbed", "unmeasured")
 #: A rank's maps are read at the first samples that see it, then every so many samples.
 MAPS_FIRST = 4
 MAPS_EVERY = 10
+#: The waits before the first samples after the start, shorter than the period: a short
+#: program's ranks and the libraries they load are seen before they end (not their CPUs).
+EARLY = (0.05, 0.15, 0.3)
 #: How many of the heaviest other processes a disturbed record names.
 TOP_OTHERS = 3
 
@@ -187,6 +190,8 @@ class Monitor:
         #: transports it did not choose) is left out.
         self.maps: dict[int, set[str]] = {}
         self.maps_reads: dict[int, int] = {}
+        #: Whether the sample being taken is one of the :data:`EARLY` ones.
+        self.early = False
         self.error: str | None = None
 
     # ------------------------------------------------------------------ sampling
@@ -302,6 +307,10 @@ class Monitor:
             if os.path.realpath(exe) != os.path.realpath(self.program):
                 continue
             self._read_maps(s.pid)
+            if self.early:
+                # a rank's mask is not read this early: MPI_Init binds it to one CPU for a
+                # moment (longer on a busy node), and the CPUs it runs on are those after
+                continue
             cpus = allowed_cpus(self.proc, s.pid)
             if cpus and cpus != self.affinity.get(s.pid):
                 # hwloc's topology discovery in MPI_Init binds the process to one CPU for a
@@ -342,8 +351,11 @@ class Monitor:
     def _run(self) -> None:
         # the first samples come sooner: a short program's ranks (and the libraries they
         # load) are seen before they end
-        waits = iter((0.05, 0.15, 0.3))
+        # ... and then once a period from the start, as without them
+        waits = iter((*EARLY, max(self.period - sum(EARLY), 0.0)))
+        early = len(EARLY)
         while not self._stop.wait(min(next(waits, self.period), self.period)):
+            self.early, early = early > 0, early - 1
             try:
                 self._frequency()
                 self.running.append(cpu_times(self.proc).get("procs_running", 0))
@@ -427,6 +439,7 @@ class Monitor:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
+        self.early = False
         try:
             cpu1 = cpu_times(self.proc)
             self._sample()
