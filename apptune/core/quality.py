@@ -325,7 +325,7 @@ class Monitor:
 
     def _read_maps(self, pid: int) -> None:
         """A rank's mapped libraries, read at the first :data:`MAPS_FIRST` samples that see
-        it and then every :data:`MAPS_EVERY`-th (a read of a rank's maps takes about 0.8
+        it and then every :data:`MAPS_EVERY`-th (a read of a rank's maps takes about 1
         ms: its libraries are loaded by then, and what MPI_Init opens and closes is gone)."""
         reads = self.maps_reads.get(pid, 0)
         if reads < MAPS_FIRST or self.samples % MAPS_EVERY == 0:
