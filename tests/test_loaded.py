@@ -109,17 +109,20 @@ def test_the_run_record_keeps_them_in_its_launch(toy_root, tmp_path, fake_trials
 def test_the_first_samples_read_the_ranks_libraries_not_their_cpus(tmp_path):
     """The samples taken early (to see a short program's libraries) do not read the ranks'
     CPU masks: MPI_Init binds a rank to one CPU for a moment, longer on a busy node."""
-    from test_runner import FakeProc, _monitor, _slurm_node
+    from test_runner import FakeProc
+
+    from apptune.core import quality
 
     fake = FakeProc(tmp_path)
     program = str(tmp_path / "NPmpi")
     Path(program).write_text("")
-    _slurm_node(fake, program)
-    mon = _monitor(fake, program)
+    fake.process(1, "init", 0)
+    fake.process(60, "python3", 1)  # the runner; the ranks are its children
+    mon = quality.Monitor(fake.proc, fake.sysfs, program=program)
+    mon.me = 60
     mon.start(watch=False)
-    ranks = ["APPTUNE_RUN_TAG=t1", "SLURM_JOB_ID=7"]
     for pid in (71, 72):
-        fake.process(pid, "NPmpi", 70, own=0.1, env=ranks, exe=program, cpus="0")
+        fake.process(pid, "NPmpi", 60, exe=program, cpus="0")
         (fake.proc / str(pid) / "maps").write_text(
             "7f00-7f01 r-xp 00000000 08:01 2 /usr/lib/x86_64-linux-gnu/libmpi.so.40.30.4\n"
         )
