@@ -75,6 +75,17 @@ def cache_dir() -> Path:
     return base
 
 
+def history_dir() -> Path:
+    """The history directory: $APPTUNE_HISTORY, else
+    ``${XDG_DATA_HOME:-~/.local/share}/apptune/history`` (outside ``runs/``: ``make clean``
+    keeps it)."""
+    env = os.environ.get("APPTUNE_HISTORY")
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "apptune" / "history"
+
+
 def mirror_dir() -> Path | None:
     env = os.environ.get("APPTUNE_SOURCE_MIRROR")
     return Path(env) if env else None

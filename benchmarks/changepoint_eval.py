@@ -1,7 +1,8 @@
 """How often the regression verdict is wrong, on series with noise measured on this machine.
 
-Synthetic histories: ``--before`` runs, then a step (a slowdown of 1 %, 5 % or
-10 % in the figure's bad direction) and ``--after`` runs; each run is the
+Synthetic histories: ``--before`` runs, then a step (by default a slowdown of 1 %, 5 % or
+10 % in the figure's bad direction; ``--steps 3,10``: three and ten times worse) and
+``--after`` runs; each run is the
 median of ``--repeats`` values, each value the figure's median times (1 + r)
 with r drawn (bootstrap) from the relative residuals the figure really showed
 here (benchmarks/data/noise-local.json: whole ci-tier runs of HPCC on this
@@ -107,11 +108,23 @@ def series_points(
     n = n_before + n_after
     draws = 1.0 + rng.choice(r, size=(n, repeats))
     factor = np.ones(n)
-    factor[n_before:] = (1 - step) if better == "higher" else (1 + step)
+    factor[n_before:] = worse_by(step, better)
     values = np.median(draws, axis=1) * factor
     return [
         Point(f"run{i}", None, None, float(x), None, repeats, None) for i, x in enumerate(values)
     ]
+
+
+def worse_by(step: float, better: str) -> float:
+    """The factor a step makes a figure worse by: a slowdown of ``step`` (0.05: 5 %), or,
+    from 1 on, ``step`` times worse (10: a rate ten times lower, a time ten times longer)."""
+    if step >= 1:
+        return 1 / step if better == "higher" else step
+    return (1 - step) if better == "higher" else (1 + step)
+
+
+def step_name(step: float) -> str:
+    return f"{step:g}x" if step >= 1 else f"{step:.0%}"
 
 
 def oracle_detects(
@@ -144,10 +157,11 @@ def evaluate(
     trials: int,
     seed: int,
     oracle: bool = False,
+    steps: tuple[float, ...] = STEPS,
 ) -> dict:
     rng = np.random.default_rng(seed)
     out = {}
-    for step in (0.0, *STEPS):
+    for step in (0.0, *steps):
         wrong, loc, oracle_miss = 0, [], 0
         for _ in range(trials):
             pts = series_points(rng, pool["r"], n_before, n_after, repeats, step, pool["better"])
@@ -271,6 +285,12 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--min-values", type=int, default=8, help="values a series needs to enter a pool"
     )
+    ap.add_argument(
+        "--steps",
+        default=",".join(str(x) for x in STEPS),
+        help="the steps, in the figure's bad direction: fractions (0.05: 5 %% worse) or, "
+        "from 1 on, factors (10: ten times worse); default %(default)s",
+    )
     ap.add_argument("--before", type=int, default=20)
     ap.add_argument("--after", type=int, default=5)
     ap.add_argument("--repeats", default="1,3,5")
@@ -289,6 +309,7 @@ def main(argv=None) -> int:
         "the noise's shape from here, the size of a quieter machine",
     )
     a = ap.parse_args(argv)
+    steps = tuple(float(x) for x in a.steps.split(","))
     if a.record:
         record(a.record, a.noise, a.all_runs)
         return 0
@@ -316,21 +337,21 @@ def main(argv=None) -> int:
     print(
         "| figure (pooled residuals) | noise per value (robust CV) | repeats per run | false "
         "alarms | "
-        + " | ".join(f"misses, {s:.0%} step" for s in STEPS)
-        + "".join(f" | told where: misses, {s:.0%}" for s in STEPS if a.oracle)
+        + " | ".join(f"misses, {step_name(s)} step" for s in steps)
+        + "".join(f" | told where: misses, {step_name(s)}" for s in steps if a.oracle)
         + " |"
     )
-    print("|---|---|---|---|" + "---|" * len(STEPS) * (2 if a.oracle else 1))
+    print("|---|---|---|---|" + "---|" * len(steps) * (2 if a.oracle else 1))
     summary = {}
     for name, pool in sorted(pools.items(), key=lambda kv: kv[1]["cv"]):
         for rep in (int(x) for x in a.repeats.split(",")):
-            res = evaluate(pool, a.before, a.after, rep, a.trials, a.seed, a.oracle)
+            res = evaluate(pool, a.before, a.after, rep, a.trials, a.seed, a.oracle, steps)
             summary[(name, rep)] = res
             print(
                 f"| {name} ({len(pool['r'])} values, {pool['series']} variants) | {pool['cv']:.1%} "
                 f"| {rep} | {res[0.0]['rate']:.1%} | "
-                + " | ".join(f"{res[s]['rate']:.1%}" for s in STEPS)
-                + "".join(f" | {res[s]['oracle_misses']:.1%}" for s in STEPS if a.oracle)
+                + " | ".join(f"{res[s]['rate']:.1%}" for s in steps)
+                + "".join(f" | {res[s]['oracle_misses']:.1%}" for s in steps if a.oracle)
                 + " |",
                 flush=True,
             )

@@ -13,8 +13,10 @@
 #
 # Settings (environment):
 #   APPTUNE_NIGHTLY_REPEATS  runs of each test (default 3); verdicts use their median
-#   APPTUNE_QUIET_WAIT       seconds each timed run may wait for a quiet node (default 120);
-#                            a run that still is not clean is graded disturbed and not judged
+#   APPTUNE_QUIET_WAIT       seconds each timed run may wait for a quiet node; unset: the
+#                            partition's own quiet_wait_s, else APPTUNE_QUIET_WAIT_DEFAULT
+#                            (default 120); a run that still is not clean is graded disturbed
+#                            and not judged
 #   APPTUNE_NIGHTLY_SELECT   apptune run's selection, word-split (e.g. "--app netpipe --env gnu";
 #                            docs/regressions.md): a name that does not exist is refused
 #   APPTUNE_NIGHTLY_ARGS     extra ReFrame options, word-split (e.g. "--system mycluster:compute")
@@ -40,7 +42,12 @@ run_dir=${APPTUNE_RUNS:-$here/runs}/$(date +%Y%m%dT%H%M%S)-$mode
 #    the report with its trend plots
 run_rc=0
 # shellcheck disable=SC2086  # APPTUNE_NIGHTLY_SELECT and _ARGS are lists of options
-"$apptune" run --mode "$mode" --repeats "$repeats" --wait-for-quiet "${APPTUNE_QUIET_WAIT:-120}" \
+# the wait for a quiet node: APPTUNE_QUIET_WAIT for every partition, else each partition's
+# own (a shared node's cluster file may set a longer one), else 120 s
+wait=()
+if [ -n "${APPTUNE_QUIET_WAIT:-}" ]; then wait=(--wait-for-quiet "$APPTUNE_QUIET_WAIT"); fi
+export APPTUNE_QUIET_WAIT_DEFAULT=${APPTUNE_QUIET_WAIT_DEFAULT:-120}
+"$apptune" run --mode "$mode" --repeats "$repeats" "${wait[@]}" \
   --run-dir "$run_dir" ${APPTUNE_NIGHTLY_SELECT:-} -- ${APPTUNE_NIGHTLY_ARGS:-} || run_rc=$?
 if [ ! -f "$run_dir/report.json" ]; then
   echo "nightly: no run report in $run_dir (apptune run exit $run_rc)" >&2

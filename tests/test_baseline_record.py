@@ -74,6 +74,7 @@ def record_args(**kw) -> argparse.Namespace:
         yes=False,
         from_history=None,
         history=None,
+        accept_noisy=False,
     )
     return argparse.Namespace(**(base | kw))
 
@@ -157,3 +158,54 @@ def test_from_history_records_the_stored_nights_and_runs_nothing(toy_root, tmp_p
     a.from_history, a.mode = 3, "nightly"
     with pytest.raises(Exception, match="0 stored session\\(s\\) of mode nightly"):
         baseline_command.cmd_baseline_record(a)
+
+
+def _nights(tmp_path: Path, rates: list[float], lat: list[float], outside: float) -> Path:
+    """A history of nights of the toy, each with its rate and latency, run on a node whose
+    other processes used ``outside`` of its CPUs."""
+    from conftest import CLEAN
+
+    from apptune.history import store as hist
+
+    h = tmp_path / "history"
+    q = dict(CLEAN, outside_cpu_fraction=outside, cpus=2, load1=[outside * 20, 1.0])
+    r = {"app": "toy", "tier": "ci", "environment": "gnu", "variant": "tuned", "quality": q}
+    with hist.History(h) as db:
+        for i, (rate, x) in enumerate(zip(rates, lat, strict=True)):
+            figs = {"rate": rate, "wall_time": x}
+            d = write_run(tmp_path / f"night-{i}", f"n{i}", 1.7e9 + i, [dict(r, figures=figs)])
+            db.ingest(d)
+    return h
+
+
+@pytest.mark.unit
+def test_a_baseline_too_noisy_to_judge_by_from_a_busy_node_is_refused(toy_root, tmp_path, capsys):
+    """Nights on a node whose other processes used 80 % of its CPUs (clean under a shared
+    node's limit): the rate's noise 53 %, the wall time's beyond 100 %. Not written; each
+    figure named with what it lets be judged and why; --accept-noisy writes it."""
+    h = _nights(tmp_path, [10.0, 16.0, 12.0, 8.0], [1.0, 40.0, 2.0, 90.0], outside=0.8)
+    f = toy_root / "reference/baselines/local/toy.yaml"
+    a = record_args(yes=True, from_history=4, history=str(h), mode="nightly")
+    assert baseline_command.cmd_baseline_record(a) == 1
+    err = capsys.readouterr().err
+    assert not f.exists()
+    assert "gnu/tuned tier ci: too noisy to judge by: " in err
+    assert "wall_time (noise " in err and "per run: never judged)" in err
+    assert "rate (noise " in err and "only a change beyond " in err
+    assert "its runs shared the node: other processes used up to 80% of its CPUs" in err
+    assert "1 file(s) not written" in err and "--accept-noisy" in err
+    a.accept_noisy = True
+    assert baseline_command.cmd_baseline_record(a) == 0
+    assert f.exists() and "too noisy to judge by" in capsys.readouterr().err
+
+
+@pytest.mark.unit
+def test_a_noisy_baseline_from_quiet_runs_is_written_with_a_warning(toy_root, tmp_path, capsys):
+    """The same noise on a quiet node is the machine's own at this input: recording again
+    would not help, so it is written, with the figures named."""
+    h = _nights(tmp_path, [10.0, 11.0, 10.5, 10.2], [1.0, 40.0, 2.0, 90.0], outside=0.01)
+    a = record_args(yes=True, from_history=4, history=str(h), mode="nightly")
+    assert baseline_command.cmd_baseline_record(a) == 0
+    err = capsys.readouterr().err
+    assert "wall_time (noise " in err and "never judged" in err and "rate (" not in err
+    assert "its runs were quiet: this is the machine's own noise" in err

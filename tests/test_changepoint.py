@@ -54,3 +54,34 @@ def test_deterministic():
 def test_robust_sigma_ignores_a_step():
     x = np.r_[np.full(20, 1.0), np.full(20, 2.0)] + _noise(40, 6, 0.01)
     assert 0.005 < changepoint.robust_sigma(x) < 0.02
+
+
+def test_a_large_step_needs_fewer_runs_after_it_than_a_small_one():
+    """The permutation test cannot show a step with 4 runs after it in 12 (its p-value
+    cannot go below 2 / C(12, 4)); a step that large needs fewer runs: the runs after it
+    must each lie far beyond the noise before it, and the farther they lie, the fewer."""
+    before = 1.0 + 0.05 * np.array([0.3, -1.0, 0.8, -0.2, 1.2, -0.6, 0.1, -0.9])
+    for after in (4, 3):
+        x = np.r_[before, np.full(after, 15.0) * (1 + 0.01 * np.arange(after))]
+        (c,) = changepoint.detect(x)
+        assert (c.index, c.n_after) == (8, after) and c.p_value < changepoint.ALPHA
+        assert 13 < c.after / c.before < 16
+    # two runs are not a step, however far (a night or two at another level)
+    assert changepoint.detect(np.r_[before, 15.0, 15.1]) == []
+    # runs 30 % up: 3 are not enough, 4 are
+    assert changepoint.detect(np.r_[before, np.full(3, 1.3)]) == []
+    assert [c.index for c in changepoint.detect(np.r_[before, np.full(4, 1.3)])] == [8]
+    # a step smaller than STEP_MIN is left to the permutation test
+    assert changepoint.tail_step(np.r_[before, np.full(5, 1.2)]) is None
+
+
+def test_noise_alone_has_no_large_step_at_its_end():
+    """Heavy-tailed noise (a VM's stalled runs) without a step: no series of 12 gets a
+    step at its end, whatever its noise."""
+    rng = np.random.default_rng(7)
+    alarms = 0
+    for sd in (0.02, 0.3, 1.0):
+        for _ in range(300):
+            x = np.exp(sd * rng.standard_t(3, 12))
+            alarms += changepoint.tail_step(x) is not None
+    assert alarms <= 2, alarms

@@ -329,3 +329,37 @@ def test_a_changed_input_starts_a_series_of_its_own(tmp_path):
     assert cli.main(["history", "site", str(out), "--history", str(hdir)]) == 0
     (page,) = out.glob("series-*.html")
     assert "gnu/tuned [xfer=1048575]" in page.read_text()
+
+
+def test_a_15x_step_over_the_last_four_runs_is_a_change_point_here_and_on_the_site(
+    tmp_path, capsys
+):
+    """Eight nights on a busy node, then four on a quiet one, every rate 15x higher: a
+    change point at the ninth run in check-regressions and on the site, not "no change
+    point in 12 runs"."""
+    from conftest import write_run
+
+    dirs = []
+    for night in range(12):
+        level = 15.0 if night >= 8 else 1.0
+        hpl = level * (1 + 0.05 * math.sin(3 * night))
+        r = {"app": "hpcc", "tier": "nightly", "environment": "gnu", "variant": "tuned"}
+        uuid = f"5174{night:04d}-0000-4000-8000-000000000000"
+        d = write_run(
+            tmp_path / f"n{night:02d}",
+            uuid,
+            1.79e9 + night * 86400,
+            [dict(r, figures={"HPL": hpl})],
+        )
+        dirs.append(d)
+    hdir = tmp_path / "history"
+    assert cli.main(["history", "ingest", "--history", str(hdir), *map(str, dirs)]) == 0
+    capsys.readouterr()
+    assert cli.main(["check-regressions", "--history", str(hdir)]) == 0
+    out = capsys.readouterr().out
+    assert "IMPROVEMENT: " in out and "HPL" in out and "8 runs before, 4 after" in out, out
+    assert "first changed run: " in out and "(51740008" in out
+    site = tmp_path / "site"
+    assert cli.main(["history", "site", str(site), "--history", str(hdir)]) == 0
+    (series,) = [p for p in site.iterdir() if p.name.startswith("series-")]
+    assert series.read_text().count('class="change-point"') == 1

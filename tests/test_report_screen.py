@@ -140,6 +140,9 @@ def test_without_a_regression_the_verdict_says_how_many_figures_were_judged_or_w
         summarised([row("baseline", 10.0, baseline=judged(("wall_time", "within noise", 0)))])
     )
     assert ok["verdict_text"].startswith("no regression (1 figure(s) judged")
+    faster = judged(("wall_time", "unexplained", -0.4))
+    text = only_row(summarised([row("baseline", 10.0, baseline=faster)]))["verdict_text"]
+    assert "(unexplained: a regression, or an improvement, once 3 runs in a row hold it)" in text
     none = dict(judged(found=False), why="no baseline for this machine (baselines recorded on X)")
     r = only_row(summarised([row("baseline", 10.0, baseline=none)]))
     assert r["why"].startswith("no baseline for this machine") and not r["record_one"]
@@ -266,7 +269,8 @@ def test_the_first_table_follows_the_outcome_and_its_links_resolve_in_both_files
     assert (
         "## No baseline for this machine\n\nNo baseline of this machine for toyapp (ci tier on "
         "local:default): record one with `apptune baseline record -c reframe-checks/toyapp "
-        "--mode ci`\n"
+        "--mode ci` (it runs 5 sessions now; with `--from-history 5` after `--mode ci` it "
+        "records from the last 5 stored sessions of that mode instead, running nothing)\n"
     ) in md
     links = re.findall(r"\]\(#([^)]+)\)", table)
     assert len(links) == 4 and set(links) <= _github_anchors(md), (links, _github_anchors(md))

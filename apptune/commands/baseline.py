@@ -45,7 +45,7 @@ def cmd_baseline_record(a) -> int:
             file=sys.stderr,
         )
         return 1
-    changed, recordable = [], False
+    changed, recordable, refused = [], False, []
     for (system, app), rs in by.items():
         f, text, notes = baselines.merge(system, app, rs)
         for n in notes:
@@ -57,9 +57,23 @@ def cmd_baseline_record(a) -> int:
             print(f"apptune: baseline {app}: {f}: unchanged{why}")
             continue
         print(_file_diff(f, old, text), end="")
+        noisy = too_noisy(text, rs)
+        for line, _ in noisy:
+            print(f"apptune: baseline {app}: warning: {line}", file=sys.stderr)
+        if any(disturbed for _, disturbed in noisy) and not a.accept_noisy:
+            refused.append(f)
+            continue
         changed.append((f, text))
+    if refused:
+        print(
+            f"apptune: baseline record: {len(refused)} file(s) not written "
+            f"({', '.join(str(f) for f in refused)}): figures too noisy to judge by, from runs "
+            "on a node other work disturbed: record them again on a quiet node (a longer "
+            "--wait-for-quiet, another night), or --accept-noisy to record them as they are",
+            file=sys.stderr,
+        )
     if not changed:
-        return 0 if recordable else 1
+        return 1 if refused or not recordable else 0
     if not a.yes:
         if not sys.stdin.isatty():
             print(
@@ -77,7 +91,70 @@ def cmd_baseline_record(a) -> int:
     for f, text in changed:
         atomic_write_text(f, text)
         print(f"apptune: baseline record: wrote {f}")
-    return 0
+    return 1 if refused else 0
+
+
+#: A figure whose threshold is beyond this (it must double or halve to be judged) is too
+#: noisy to judge by.
+TOO_NOISY = 1.0
+
+
+def too_noisy(text: str, rs: list[RunRecord]) -> list[tuple[str, bool]]:
+    """The entries of a baseline file's ``text`` recorded from ``rs`` with figures too noisy
+    to judge by: one ``(line, disturbed)`` each, the line naming every such figure, its
+    noise and what it lets be judged, and the node's state during the runs; ``disturbed``:
+    the runs shared their node beyond the default limits of a clean run (other work, not
+    the machine's own noise: recording again on a quiet node helps)."""
+    import yaml
+
+    from ..core import causes, quality
+    from ..models import BaselineFile
+
+    out = []
+    limits = quality.Limits()
+    for e in BaselineFile.model_validate(yaml.safe_load(text)).entries:
+        mine = [
+            r
+            for r in rs
+            if (r.machine_id, r.environment, r.variant, r.tier)
+            == (e.machine, e.environment, e.variant, e.tier)
+        ]
+        bad = [w for n, fig in sorted(e.figures.items()) if (w := _unjudged(n, fig))]
+        if not mine or not bad:
+            continue
+        states = [c for r in mine if (c := causes.condition(r.quality))]
+        outside = max((c.get("outside", 0.0) for c in states), default=0.0)
+        steal = max((c.get("steal", 0.0) for c in states), default=0.0)
+        disturbed = outside > limits.max_outside_cpu or steal > limits.max_steal
+        why = (
+            f"its runs shared the node: other processes used up to {outside:.0%} of its CPUs"
+            f"{f', steal up to {steal:.0%}' if steal > limits.max_steal else ''} (a clean "
+            f"run's default limits: {limits.max_outside_cpu:.0%} of its CPUs, "
+            f"{limits.max_steal:.0%} steal; the partition's run_quality allowed more)"
+            if disturbed
+            else "its runs were quiet: this is the machine's own noise at this input"
+        )
+        out.append(
+            (
+                f"{e.environment}/{e.variant} tier {e.tier}: too noisy to judge by: "
+                f"{'; '.join(bad)}; {why}",
+                disturbed,
+            )
+        )
+    return out
+
+
+def _unjudged(name: str, fig) -> str | None:
+    """What a baseline figure lets be judged, when that is too little (None otherwise)."""
+    if fig.noise is None:
+        return None
+    if fig.noise > baselines.NOISE_MAX:
+        return f"{name} (noise {fig.noise:.0%} per run: never judged)"
+    noise = baselines.effective_noise(fig.noise, fig.runs)
+    t, _, _ = baselines.threshold(noise, fig.runs, 1, fig.between, fig.sessions)
+    if t > TOO_NOISY:
+        return f"{name} (noise {fig.noise:.0%} per run: only a change beyond {t:.0%} is judged)"
+    return None
 
 
 def _run_sessions(a) -> tuple[list[Path], Path, int | None]:
@@ -259,6 +336,12 @@ def register(subparsers) -> None:
     )
     br.add_argument("--system", help="baseline system name (default: the ReFrame system)")
     br.add_argument("--yes", action="store_true", help="write the baseline files without asking")
+    br.add_argument(
+        "--accept-noisy",
+        action="store_true",
+        help="record figures too noisy to judge by from runs on a disturbed node (refused "
+        "without it; the figures are named either way)",
+    )
     br.add_argument(
         "--no-history", action="store_true", help="do not store the sessions in the history"
     )

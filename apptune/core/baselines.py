@@ -46,7 +46,7 @@ from ..errors import ApptuneError
 from ..figures import worse_better
 from ..models import BaselineFile, Figure, RunRecord
 from ..yamlio import atomic_write_text, dump_yaml_roundtrip, edit_yaml_text, load_model, load_yaml
-from . import changes, quality
+from . import causes, changes, quality
 
 HEADER = (
     "# Performance baselines per machine fingerprint and (environment, variant, tier):\n"
@@ -77,7 +77,7 @@ NOISE_MAX = 1.0
 
 #: Runs in a row beyond the threshold that make a shift with nothing changed a regression
 #: (``apptune check-regressions``; one such run alone is "unexplained").
-CONFIRM = 3
+CONFIRM = causes.CONFIRM
 
 #: Verdicts of one figure against its baseline. ``unexplained``: beyond the threshold while
 #: nothing recorded changed since the baseline's runs (the figure's ``direction`` says which
@@ -98,6 +98,17 @@ def record_command(apps, tier: str, system: str = "local", partition: str | None
         else ""
     )
     return f"apptune baseline record {checks} --mode {mode}{where}"
+
+
+def record_advice(apps, tier: str, system: str = "local", partition: str | None = None) -> str:
+    """How to record the baselines of ``apps``: the command (:func:`record_command`), what it
+    costs, and the cheaper way from the sessions already stored (docs/regressions.md)."""
+    mode = tier if tier in ("ci", "nightly") else "ci"
+    return (
+        f"record one with `{record_command(apps, tier, system, partition)}` (it runs 5 "
+        f"sessions now; with `--from-history 5` after `--mode {mode}` it records from the "
+        "last 5 stored sessions of that mode instead, running nothing)"
+    )
 
 
 def load(system: str, app: str) -> tuple[Path, BaselineFile | None]:
@@ -360,26 +371,10 @@ def verdicts(system: str, app: str, runs: list[RunRecord], figures: dict[str, Fi
         energy_trust=first.energy.trust if first.energy else None,
         repeats=out["repeats"],
     )
-    if out.get("changed") == []:
-        for name, j in out["figures"].items():
-            base = entry.figures.get(name)
-            unexplained(j, base.sessions if base else None)
+    if out.get("changed") is not None:
+        now = causes.typical([causes.condition(r.quality) for r in clean or runs])
+        out["changed"] = causes.weigh_changes(entry, out["changed"], out["figures"], figures, now)
     return out
-
-
-def unexplained(j: dict, sessions: int | None) -> None:
-    """A verdict beyond the threshold with nothing recorded changed since the baseline's
-    runs becomes ``unexplained``: a VM can run a whole night at another level, which a few
-    baseline sessions need not show; ``apptune check-regressions`` confirms it (CONFIRM)."""
-    if j["verdict"] not in ("regression", "improvement"):
-        return
-    seen = f"its {sessions} session(s)" if sessions else "its runs"
-    j["direction"], j["verdict"] = j["verdict"], "unexplained"
-    j["why"] = (
-        f"{j['why']}; nothing recorded changed since the baseline's runs (build, inputs, "
-        f"launch, environment): the machine's state, or noise {seen} did not show; a "
-        f"{j['direction']} once {CONFIRM} runs in a row hold it (apptune check-regressions)"
-    )
 
 
 def run_facts(r: RunRecord) -> dict[str, str]:
@@ -544,6 +539,9 @@ def merge(
             "figures": figs,
             "provenance": changes.common([run_facts(r) for r in rs]),
         }
+        state = causes.typical([causes.condition(r.quality) for r in rs])
+        if state:
+            entries[key]["quality"] = {k: round(v, 4) for k, v in state.items()}
     if not groups:  # nothing to record: the file stays as it is
         return f, f.read_text() if f.exists() else "", notes
     data["entries"] = sorted(entries.values(), key=_entry_order)
@@ -590,6 +588,8 @@ def _merge_into(doc, data: dict, recorded: dict) -> None:
             seq[at]["recorded"] = e["recorded"]
             seq[at]["figures"] = e["figures"]
             seq[at]["provenance"] = e["provenance"]
+            if e.get("quality"):
+                seq[at]["quality"] = e["quality"]
         else:
             pos = next((i for i, x in enumerate(seq) if _entry_order(x) > _entry_order(e)), None)
             seq.insert(len(seq) if pos is None else pos, e)

@@ -13,6 +13,7 @@ a cause, and is left out.
 from __future__ import annotations
 
 from ..models import BuildFlags, Provenance, RunLaunch, RunRecord
+from . import envrecord, loaded
 
 #: Flag sets of a build, compared token by token.
 FLAG_SETS = ("cflags", "fflags", "cppflags", "ldflags")
@@ -84,6 +85,7 @@ def _launch_facts(launch: RunLaunch | None) -> dict[str, str]:
         out[f"module {str(m).split('/')[0]}"] = str(m)
     for k, v in sorted(launch.env_vars.items()):
         out[f"env {k}"] = str(v)
+    out.update(loaded.facts(launch.loaded))
     return out
 
 
@@ -118,9 +120,15 @@ def describe(before: dict[str, str], after: dict[str, str]) -> list[str]:
     → -O0``), everything else as ``name: old → new``."""
     lines: list[str] = []
     flag_changes: dict[tuple[str, str], list[str]] = {}
+    # the libraries loaded are compared where both sides recorded them
+    libs = all(any(k.startswith(LOADED) for k in f) for f in (before, after))
     for k in sorted(set(before) | set(after)):
         a, b = before.get(k), after.get(k)
-        if a == b or a == VARIED:
+        if a == b or a == VARIED or (k.startswith(LOADED) and not libs):
+            continue
+        if k.startswith("env ") and (envrecord.is_hidden(a) or envrecord.is_hidden(b)):
+            if envrecord.compare(a, b) == "changed":
+                lines.append(_hidden_change(k, a, b))
             continue
         if k.startswith("flags ") and a is not None and b is not None:
             old, new = a.split(), b.split()
@@ -138,11 +146,24 @@ def describe(before: dict[str, str], after: dict[str, str]) -> list[str]:
     for (gone, came), sets in flag_changes.items():
         where = "flags" if len(sets) > 1 else sets[0]
         flag_lines.append(f"{where} {gone} → {came}")
+    if libs and not any(x.startswith(LOADED) for x in lines):
+        lines = [x + SAME_LIBRARIES if x.startswith(FINDS_LIBRARIES) else x for x in lines]
     return flag_lines + lines
 
 
-def _or_none(v: str | None) -> str:
-    return "(none)" if v is None else v
+#: The facts of the libraries a run's ranks loaded (:func:`apptune.core.loaded.facts`).
+LOADED = "loaded "
+#: Changes that can only change a run through the libraries it loads ...
+FINDS_LIBRARIES = ("env LD_LIBRARY_PATH:", "env LD_PRELOAD:", "module ")
+#: ... said so when those did not change.
+SAME_LIBRARIES = " (the libraries the ranks loaded are the same: paths and contents)"
+
+
+def _hidden_change(k: str, a: str | None, b: str | None) -> str:
+    """A variable whose value a record keeps only as a keyed hash: named, never shown."""
+    if a is not None and b is not None:
+        return f"{k}: changed (its value is not recorded)"
+    return f"{k}: {envrecord.shown(a)} → {envrecord.shown(b)}"
 
 
 def short(lines: list[str], most: int = 3) -> str:

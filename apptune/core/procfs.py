@@ -92,6 +92,22 @@ def _cmdline(proc: Path, pid: int) -> str:
         return ""
 
 
+def mapped_libraries(proc: Path, pid: int) -> set[str]:
+    """The shared objects a process has mapped (``/proc/PID/maps``: the files whose name
+    holds ``.so``, as the kernel names them: symbolic links resolved); empty when it is
+    gone or unreadable."""
+    try:
+        text = (proc / str(pid) / "maps").read_text(errors="replace")
+    except OSError:
+        return set()
+    out = set()
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/") and ".so" in parts[5].rsplit("/", 1)[-1]:
+            out.add(parts[5].removesuffix(" (deleted)"))
+    return out
+
+
 def boot_id(proc: str | os.PathLike = "/proc") -> str | None:
     """This boot of this machine's kernel: a process id means the same process only where
     the boot id is the same (the harness may run on another node than the job)."""

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import loaded
 from .procfs import (
     CLK_TCK,
     Stat,
@@ -55,6 +56,7 @@ from .procfs import (
     cpu_topology,
     frequency_by_cpu,
     load1,
+    mapped_libraries,
     observe_binding,
     processes,
 )
@@ -66,6 +68,12 @@ if TYPE_CHECKING:
 AFFINITY_SETTLE_S = 0.05
 
 GRADES = ("clean", "disturbed", "unmeasured")
+#: A rank's maps are read at the first samples that see it, then every so many samples.
+MAPS_FIRST = 4
+MAPS_EVERY = 10
+#: The waits before the first samples after the start, shorter than the period: a short
+#: program's ranks and the libraries they load are seen before they end (not their CPUs).
+EARLY = (0.05, 0.15, 0.3)
 #: How many of the heaviest other processes a disturbed record names.
 TOP_OTHERS = 3
 
@@ -180,6 +188,13 @@ class Monitor:
         self.probe, self.probed = probe, None
         self.running: list[int] = []
         self.affinity: dict[int, set[int]] = {}
+        #: The shared objects each rank of the program had mapped at the last sample that
+        #: saw it (:mod:`apptune.core.loaded`): what MPI_Init opens and closes again (the
+        #: transports it did not choose) is left out.
+        self.maps: dict[int, set[str]] = {}
+        self.maps_reads: dict[int, int] = {}
+        #: Whether the sample being taken is one of the :data:`EARLY` ones.
+        self.early = False
         self.error: str | None = None
 
     # ------------------------------------------------------------------ sampling
@@ -294,6 +309,11 @@ class Monitor:
                 continue
             if os.path.realpath(exe) != os.path.realpath(self.program):
                 continue
+            self._read_maps(s.pid)
+            if self.early:
+                # a rank's mask is not read this early: MPI_Init binds it to one CPU for a
+                # moment (longer on a busy node), and the CPUs it runs on are those after
+                continue
             cpus = allowed_cpus(self.proc, s.pid)
             if cpus and cpus != self.affinity.get(s.pid):
                 # hwloc's topology discovery in MPI_Init binds the process to one CPU for a
@@ -305,6 +325,15 @@ class Monitor:
                     continue
             if cpus:
                 self.affinity[s.pid] = cpus
+
+    def _read_maps(self, pid: int) -> None:
+        """A rank's mapped libraries, read at the first :data:`MAPS_FIRST` samples that see
+        it and then every :data:`MAPS_EVERY`-th (a read of a rank's maps takes about 1
+        ms: its libraries are loaded by then, and what MPI_Init opens and closes is gone)."""
+        reads = self.maps_reads.get(pid, 0)
+        if reads < MAPS_FIRST or self.samples % MAPS_EVERY == 0:
+            self.maps_reads[pid] = reads + 1
+            self.maps[pid] = mapped_libraries(self.proc, pid) or self.maps.get(pid, set())
 
     def start(self, watch: bool = True) -> None:
         try:
@@ -323,7 +352,13 @@ class Monitor:
             self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.period):
+        # the first samples come sooner: a short program's ranks (and the libraries they
+        # load) are seen before they end
+        # ... and then once a period from the start, as without them
+        waits = iter((*EARLY, max(self.period - sum(EARLY), 0.0)))
+        early = len(EARLY)
+        while not self._stop.wait(min(next(waits, self.period), self.period)):
+            self.early, early = early > 0, early - 1
             try:
                 self._frequency()
                 self.running.append(cpu_times(self.proc).get("procs_running", 0))
@@ -407,6 +442,7 @@ class Monitor:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
+        self.early = False
         try:
             cpu1 = cpu_times(self.proc)
             self._sample()
@@ -448,6 +484,11 @@ class Monitor:
         }
         grade, reasons = judge(m, limits)
         return {"grade": grade, "reasons": reasons, "limits": limits.to_dict(), **m}
+
+    def libraries(self) -> list[dict]:
+        """The libraries of interest the program's ranks on this node loaded, with the
+        sha256 of each (:func:`apptune.core.loaded.record`); empty when no rank was seen."""
+        return loaded.record(set().union(*self.maps.values()))
 
     def binding(self) -> dict | None:
         """The CPUs the program's ranks on this node could run on
@@ -518,6 +559,20 @@ def at_time_limit(q: dict | None) -> str:
         )
     reasons = "; ".join(q.get("reasons") or ["no reason recorded"])
     return f"the node was busy: the run-quality monitor graded the run {q['grade']} ({reasons})"
+
+
+def quiet_wait_s(extras: dict, environ=None) -> float:
+    """How long a run waits for a quiet node: ``apptune run --wait-for-quiet``
+    (``$APPTUNE_QUIET_WAIT``), else the partition's ``quiet_wait_s``, else
+    ``$APPTUNE_QUIET_WAIT_DEFAULT`` (``ci/nightly.sh``'s 120 s for a partition without its
+    own), else 0."""
+    env = os.environ if environ is None else environ
+    return float(
+        env.get("APPTUNE_QUIET_WAIT")
+        or extras.get("quiet_wait_s")
+        or env.get("APPTUNE_QUIET_WAIT_DEFAULT")
+        or 0
+    )
 
 
 def wait_for_quiet(

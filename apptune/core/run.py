@@ -30,7 +30,7 @@ from ..constants import CURVES_DIR, RESULT_FILE
 from ..errors import ApptuneError, format_validation_error, printable
 from ..models import READER_FIELDS, Recipe, RunRecord
 from ..yamlio import atomic_write_json
-from . import inputs, knobs, outputs, quality, recipes, runner, scratch, verify
+from . import envrecord, inputs, knobs, outputs, quality, recipes, runner, scratch, verify
 
 
 def program(recipe: Recipe, build_dir: Path) -> str:
@@ -246,7 +246,7 @@ def prepare(
         "ranks": ranks,
         "input": params,
         "placement_layout": dict(layout.to_dict(), binding=binding),
-        "launch": dict(where.declared),
+        "launch": recorded_launch(where.declared, ex.get("record_env") or ()),
     }
     if spec.knobs:  # what the run asked for, also when the runner leaves no record
         identity["knobs"] = {"asked": dict(spec.knobs["asked"])}
@@ -316,10 +316,21 @@ def _typed(run_dir: str | os.PathLike, record: dict) -> RunRecord:
         raise format_validation_error(path, e, record, RunRecord, hint=None) from None
 
 
+def recorded_launch(declared: dict, record_env=()) -> dict:
+    """The site's modules and variables (:func:`apptune.core.site.declared_environment`) as
+    a run record keeps them: every name, a value only where it can change a result and is
+    no secret (:mod:`apptune.core.envrecord`; ``record_env``: the partition's own patterns)."""
+    out = dict(declared)
+    if out.get("env_vars"):
+        out["env_vars"] = envrecord.record(out["env_vars"], record_env)
+    return out
+
+
 def launch_facts(run_dir: Path, site: dict | None) -> dict:
     """How the program was launched: the launcher and its options (the timed step's
     arguments before the program), the environment the runner set, and the modules and
-    environment variables of the site's environment (``site``: ``{modules, env_vars}``)."""
+    environment variables of the site's environment (``site``: ``{modules, env_vars}``,
+    as :func:`recorded_launch` keeps them)."""
     out = dict(site or {})
     try:
         spec = json.loads((run_dir / runner.SPEC_FILE).read_text())
@@ -335,7 +346,7 @@ def launch_facts(run_dir: Path, site: dict | None) -> dict:
         path = (spec.get("scratch") or {}).get("path")
         if path:  # the run's own scratch directory is new each run: no change of the launch
             env = {k: v.replace(path, "{{ scratch }}") for k, v in env.items()}
-        out["env_vars"] = dict(env, **out.get("env_vars", {}))
+        out["env_vars"] = dict(envrecord.record(env, data=True), **out.get("env_vars", {}))
     return out
 
 
@@ -385,6 +396,8 @@ def evaluate(
             + (f"; {tail}" if tail else ""),
             run_dir,
         )
+    if rec.get("libraries"):
+        result["launch"]["loaded"] = rec["libraries"]
     q = dict(rec.get("quality") or {})
     if nodes > 1 and q:
         # the runner watches the node its job script runs on; the others are not measured

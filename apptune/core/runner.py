@@ -259,6 +259,10 @@ def _timed(spec, cwd, env, sig, rec, limits, who, state, kn=None) -> None:
         Path(cwd, spec.stop_file).touch()
     rec["quality"] = mon.stop(limits)
     rec["binding"] = mon.binding()
+    try:  # after the timed region: hashing the libraries costs the run nothing
+        rec["libraries"] = mon.libraries()
+    except (OSError, ValueError):  # worth recording, never worth a failed run
+        rec["libraries"] = []
     if kn is not None:
         rec["knobs"] = knobs.after_run(*kn, mon.freq_cpu, mon.probed, rec["binding"], _affinity())
     if sig.received is not None:

@@ -83,6 +83,8 @@ def cluster_system(name: str, c: Cluster, base_envs: dict[str, dict], file: Path
             extras["quiet_wait_s"] = p.quiet_wait_s
         if p.scratch_dir:
             extras["scratch_dir"] = p.scratch_dir
+        if p.record_env:
+            extras["record_env"] = list(p.record_env)
         part = {
             "name": pname,
             "descr": p.descr or f"{name}: {' '.join(p.sbatch) or 'default partition'}",

@@ -26,6 +26,15 @@ ALPHA = 0.01
 PERMUTATIONS = 499
 #: Fewest points on each side of a change point.
 MIN_SIZE = 3
+#: A step at the end of a series (:func:`tail_step`): the largest chance, over every
+#: length of the tail tried, that runs without a change lie as far from the runs before
+#: them, by Cantelli's inequality ...
+STEP_ALPHA = 1e-3
+#: ... the smallest relative step it names ...
+STEP_MIN = 0.25
+#: ... and the confidence of the upper bound of the noise before it (95 %: one-sided
+#: normal quantile).
+STEP_Z = 1.6449
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,9 @@ def detect(
             found.append((a + tau, p))
             todo += [(a, a + tau), (a + tau, b)]
     found.sort()
+    step = tail_step(x[found[-1][0] if found else 0 :], min_size, alpha)
+    if step is not None:
+        found.append(((found[-1][0] if found else 0) + step[0], step[1]))
     bounds = [0] + [i for i, _ in found] + [len(x)]
     out = []
     for j, (i, p) in enumerate(found):
@@ -137,6 +149,43 @@ def detect(
             )
         )
     return out
+
+
+def tail_step(x: np.ndarray, min_size: int = MIN_SIZE, alpha: float = ALPHA):
+    """A large step at the end of ``x`` that the permutation test cannot show for want of
+    runs after it: ``(index of its first run, bound of its p-value)``, or None.
+
+    The permutation test cannot give p < ``alpha`` with few runs after a step, however
+    large (with 4 of 12 it cannot go below 2 / C(12, 4) = 0.004, and its estimate
+    scatters around that), so the runs after a step must be many. Here the number needed
+    scales with the step's size: for each tail of ``k`` >= ``min_size`` runs, on logs, each
+    of which lies beyond every run before it on the same side, the least distance ``g`` of
+    them from the mean of the runs before, in units of their standard deviation (its upper
+    95 % bound, at least 1 %), bounds the chance that ``k`` runs without a change all lie
+    that far: ``(1 / (1 + g^2)) ** k`` (Cantelli's inequality, whatever the distribution of
+    the noise). Over the tails tried (Bonferroni) it must stay below ``alpha`` x
+    ``STEP_ALPHA`` / ``ALPHA``, and the step be at least ``STEP_MIN``: in a series of 12
+    runs, 3 runs after it suffice when each lies beyond 4.3 such standard deviations, 4
+    beyond 2.9, 5 beyond 2.2; a smaller step needs as many runs as the permutation test."""
+    n = len(x)
+    if n < 2 * min_size or np.any(x <= 0):
+        return None
+    y = np.log(x)
+    tries = list(range(min_size, n - min_size + 1))
+    best = None
+    for k in tries:
+        before, after = y[: n - k], y[n - k :]
+        if not (after.min() > before.max() or after.max() < before.min()):
+            continue
+        m = len(before)
+        chi2 = (m - 1) * (1 - 2 / (9 * (m - 1)) - STEP_Z * np.sqrt(2 / (9 * (m - 1)))) ** 3
+        sd = max(float(np.std(before, ddof=1)) * np.sqrt((m - 1) / max(chi2, 1e-9)), 0.01)
+        g = float(np.abs(after - before.mean()).min()) / sd
+        p = (1 / (1 + g**2)) ** k * len(tries)
+        big = abs(np.expm1(np.median(after) - np.median(before))) >= STEP_MIN
+        if big and p < alpha * STEP_ALPHA / ALPHA and (best is None or p < best[1]):
+            best = (n - k, p)
+    return best
 
 
 def robust_sigma(values) -> float:

@@ -19,7 +19,7 @@ from pathlib import Path
 from uuid import NAMESPACE_URL, uuid5
 
 from ..constants import RESULT_FILE
-from ..core import recipes
+from ..core import envrecord, recipes
 from ..errors import ApptuneError
 from ..models import EnergyRecord, RunQuality, RunRecord, as_data
 from . import records
@@ -243,6 +243,8 @@ def _record_result(
             )
         )
     launch = as_data(r.launch)
+    if launch and launch.get("env_vars"):  # a record made before values were hidden
+        launch["env_vars"] = envrecord.record(launch["env_vars"])
     return ResultRec(
         test=test,
         repeat=repeat,

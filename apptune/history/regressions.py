@@ -26,7 +26,7 @@ import json
 import statistics
 from dataclasses import dataclass, field
 
-from ..core import baselines, changes
+from ..core import baselines, causes, changes
 from ..errors import ApptuneError
 from ..models import BaselineFigure, Figure
 from . import changepoint
@@ -42,6 +42,8 @@ class Point:
     spread: float | None  # (max - min) / median of the repeats
     repeats: int
     provenance: dict | None
+    #: The node's state during the run, the median of its repeats' (apptune/core/causes.py).
+    quality: dict | None = None
 
     def label(self) -> str:
         return f"{self.started or '?'} ({self.run[:8]}, {self.run_dir or '?'})"
@@ -164,9 +166,12 @@ def series(samples) -> dict[tuple, dict]:
                 "run_dir": s["run_dir"],
                 "values": [],
                 "provenance": s["provenance"],
+                "quality": {},
             },
         )
         run["values"].append(s["value"])
+        if "quality" in s.keys() and s["quality"]:  # one per repeat (its result)
+            run["quality"][(s["test"], s["repeat"])] = json.loads(s["quality"])
     _join_unknown_inputs(out)
     for ser in out.values():
         pts = []
@@ -186,6 +191,7 @@ def series(samples) -> dict[tuple, dict]:
                     spread,
                     len(r["values"]),
                     json.loads(r["provenance"]) if r["provenance"] else None,
+                    causes.typical([causes.condition(q) for q in r["quality"].values()]),
                 )
             )
         ser["points"] = pts
@@ -265,17 +271,18 @@ def analyse(
             "direction": (
                 "regression" if c.change is not None and _bad(c.change, v.better) else "improvement"
             ),
-            # what the provenance says changed there (empty: the same build)
-            "cause": _nearby_diff(v.points, c.index),
+            # what changed there (empty: the same build on a node in the same state), each
+            # change weighed against the step (apptune/core/causes.py)
+            "cause": _weighed_cause(v, c, bounds[j], bounds[j + 2]),
         }
-        for c in cps
+        for j, c in enumerate(cps)
     ]
     if cps:
         last = cps[-1]
         v.change = last.change
         v.first_bad = v.points[last.index]
         v.last_good = v.points[last.index - 1]
-        v.provenance_diff = _nearby_diff(v.points, last.index)
+        v.provenance_diff = v.change_points[-1]["cause"]
         direction = v.change_points[-1]["direction"]
         accepted = baseline_value is not None and abs(baseline_value - last.after) < abs(
             baseline_value - last.before
@@ -309,6 +316,16 @@ def analyse(
     return v
 
 
+def _weighed_cause(v: Verdict, c: changepoint.ChangePoint, lo: int, hi: int) -> list[str]:
+    """What changed at a change point (the provenance, and the node's state of the segments
+    on either side), each change weighed against the step (:func:`apptune.core.causes.weigh`)."""
+    pts = v.points
+    move = causes.factor(c.after, c.before, v.better)
+    before = causes.typical([p.quality for p in pts[lo : c.index]])
+    after = causes.typical([p.quality for p in pts[c.index : hi]])
+    return causes.said(causes.weigh(_nearby_diff(pts, c.index), [move], before, after))
+
+
 def against_baseline(v: Verdict, base: BaselineFigure, spec: Figure | None) -> dict:
     """The latest runs of a series against its baseline, by :func:`apptune.core.baselines.judge`
     (each run: the median of its repeats). The latest run's verdict stands when its
@@ -333,11 +350,19 @@ def against_baseline(v: Verdict, base: BaselineFigure, spec: Figure | None) -> d
         "held": sum(x["verdict"] == j["verdict"] for x in js),
         "cause": [],
     }
-    if j["verdict"] in ("regression", "improvement"):
-        if len(v.points) > 1:
-            out["cause"] = provenance_diff(v.points[-2].provenance, v.points[-1].provenance)
-        if not out["cause"] and out["held"] < baselines.CONFIRM:
+    if j["verdict"] in ("regression", "improvement") and len(v.points) > 1:
+        a, b = v.points[-2:]
+        weighed = causes.weigh(
+            provenance_diff(a.provenance, b.provenance),
+            [causes.factor(b.value, base.value, v.better)],
+            a.quality,
+            b.quality,
+        )
+        out["cause"] = causes.said(weighed)
+        if not causes.build_explains(weighed) and out["held"] < baselines.CONFIRM:
             out["direction"], out["verdict"] = j["verdict"], "unexplained"
+    elif j["verdict"] in ("regression", "improvement") and out["held"] < baselines.CONFIRM:
+        out["direction"], out["verdict"] = j["verdict"], "unexplained"
     return out
 
 
@@ -349,12 +374,12 @@ def _baseline_words(v: Verdict) -> tuple[str, float | None, str]:
         f"{b['value']:.4g} (threshold {b['threshold']:.1%}, the rule of apptune run)"
     )
     if b["verdict"] == "unexplained":
-        return (
-            "unexplained",
-            b["change"],
-            f"{said}, with nothing changed since the run before it: a {b['direction']} "
-            f"once {baselines.CONFIRM} runs in a row hold it",
+        what = (
+            "nothing that changed since the run before it explains it: " + changes.short(b["cause"])
+            if b["cause"]
+            else "with nothing changed since the run before it"
         )
+        return "unexplained", b["change"], f"{said}, {what}; {causes.confirmed(b['direction'])}"
     if b["cause"]:
         v.provenance_diff = b["cause"]
         v.first_bad, v.last_good = v.points[-1], v.points[-2]
@@ -506,11 +531,11 @@ def format_verdict(v: Verdict) -> str:
         )
         lines.append(f"  last run before it: {v.last_good.label()}")
         if v.provenance_diff:
-            lines.append("  what changed in provenance:")
+            lines.append("  what changed (provenance and the node's state):")
             lines += [f"    {d}" for d in v.provenance_diff]
         else:
             lines.append(
-                "  provenance: no change recorded between the two runs "
-                "(same build: look at the machine, the input or the load)"
+                "  nothing recorded changed between the two runs (the same build, launched "
+                "alike, on a node in the same state: look at the machine or the input)"
             )
     return "\n".join(lines)

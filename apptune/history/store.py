@@ -27,6 +27,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from .. import paths
 from ..core import locks
 from ..errors import ApptuneError
 from .ingest import BUSY_TIMEOUT_S, RunRec, TrialSession, read_run, read_trials
@@ -138,12 +139,22 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
-def history_dir() -> Path:
-    env = os.environ.get("APPTUNE_HISTORY")
-    if env:
-        return Path(env)
-    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return base / "apptune" / "history"
+#: The history directory (:func:`apptune.paths.history_dir`).
+history_dir = paths.history_dir
+
+
+def private(db: Path) -> None:
+    """The database readable by its owner alone (made 0600; an existing one loses the
+    permissions of others, its group's stay as its owner set them): it holds the run
+    directories, host names and the names of the site's variables. SQLite gives its WAL
+    and shared-memory files the database's permissions."""
+    if not db.exists():
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT, 0o600))
+    for f in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        with contextlib.suppress(OSError):  # gone, or another user's: theirs to change
+            mode = f.stat().st_mode
+            if mode & 0o007:
+                os.chmod(f, mode & 0o7770)
 
 
 class History:
@@ -162,7 +173,8 @@ class History:
                 "$APPTUNE_HISTORY choose the directory)",
             )
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private(self.path)
             # Opening is serialised between processes: switching a new database to WAL
             # needs an exclusive lock and SQLite does not wait for it (no busy handler),
             # so two first openers racing each other got "database is locked".
@@ -410,7 +422,7 @@ class History:
             "SELECT runs.session_uuid, runs.started, runs.started_unix, runs.run_dir, runs.mode, "
             "res.system, res.app, res.tier, res.environment, res.variant, res.test, res.repeat, "
             "f.figure, f.value, f.unit, f.better, f.baseline, p.json AS provenance, "
-            "res.machine_id, res.quality_grade, "
+            "res.machine_id, res.quality_grade, res.quality, "
             "json_extract(res.energy, '$.trust') AS energy_trust FROM figures f "
             "JOIN results res ON f.result_id = res.id JOIN runs ON res.run_id = runs.id LEFT JOIN "
             f"provenance p ON res.provenance_id = p.id WHERE {' AND '.join(where)}{k} ORDER BY "

@@ -5,8 +5,10 @@ one-line message naming the field rather than a silently ignored setting.
 
 One module per kind of file: :mod:`~apptune.models.recipe`, :mod:`~apptune.models.data`
 (inputs, references, baselines, the site's ladders and libraries),
-:mod:`~apptune.models.tuning` (and the plan's values) and :mod:`~apptune.models.record`;
-the shared pieces are in :mod:`~apptune.models.base`. Every model is importable from here.
+:mod:`~apptune.models.tuning` (and the plan's values) and :mod:`~apptune.models.record`
+(with :mod:`~apptune.models.provenance`, how a run's program was made and launched); the
+shared pieces are in :mod:`~apptune.models.base` and :mod:`~apptune.models.part`. Every
+model is importable from here.
 """
 
 from __future__ import annotations
@@ -34,6 +36,18 @@ from .data import (
     Library,
     Machine,
     ReferenceFile,
+)
+from .part import as_data
+from .provenance import (
+    BuildCacheUse,
+    BuildCompileLines,
+    BuildCompiler,
+    BuildFile,
+    BuildFlags,
+    BuildSource,
+    LoadedLibrary,
+    Provenance,
+    RunLaunch,
 )
 from .recipe import (
     AxisOption,
@@ -65,12 +79,6 @@ from .recipe import (
 from .record import (
     READER_FIELDS,
     BaselineVerdicts,
-    BuildCacheUse,
-    BuildCompileLines,
-    BuildCompiler,
-    BuildFile,
-    BuildFlags,
-    BuildSource,
     EnergyRecord,
     FieldComparison,
     FigureVerdict,
@@ -83,21 +91,18 @@ from .record import (
     NodeSmt,
     OwnCheckResult,
     PlacementLayout,
-    Provenance,
     RankBinding,
     RunBinding,
     RunCurve,
     RunCurvePlot,
     RunJob,
     RunKnobs,
-    RunLaunch,
     RunMachine,
     RunQuality,
     RunRecord,
     RunScratch,
     RunSummary,
     RunVerification,
-    as_data,
 )
 from .runreport import RunReport
 from .source import DebianSource, SourceComponent, SourceSpec, SystemRequirements
@@ -172,6 +177,7 @@ __all__ = [
     "PlacementTarget",
     "PlanValues",
     "PreRun",
+    "LoadedLibrary",
     "Provenance",
     "Product",
     "RankBinding",

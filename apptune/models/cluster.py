@@ -125,6 +125,10 @@ class ClusterPartition(Strict):
     #: Where I/O benchmarks write (a parallel file system's directory; ``$VAR`` and ``~``
     #: are expanded): each run makes a directory of its own in it and removes it.
     scratch_dir: str | None = None
+    #: Variables whose values a run record keeps besides apptune's own list (fnmatch
+    #: patterns, e.g. ``[MY_FABRIC_*]``; apptune/core/envrecord.py): any other value of
+    #: ``env_vars`` is kept as a keyed hash, and a secret's never.
+    record_env: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_*?]+$")]] = []
 
     #: Not a field: what ReFrame keeps in a partition's ``extras`` is written directly here.
     extras: None = Field(default=None, exclude=True)

@@ -160,6 +160,10 @@ class BaselineEntry(Strict):
     #: environment (apptune/core/changes.py ``facts``), so that a verdict says what changed
     #: since. Absent in a baseline recorded before baselines kept it.
     provenance: dict[str, str] | None = None
+    #: The state of the node during the runs, their medians (apptune/core/causes.py
+    #: ``condition``): ``outside`` and ``steal``, shares of its CPU time, ``load`` per CPU;
+    #: a change of it is one more candidate cause of a verdict. Absent before it was kept.
+    quality: dict[str, float] | None = None
 
 
 class BaselineFile(Strict):

@@ -12,31 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-
-class _Part(BaseModel):
-    """A run record or a part of one: typed fields, and the keys of other versions kept;
-    a part set on a record (its baseline verdict) is checked as it is set."""
-
-    model_config = ConfigDict(extra="allow", validate_assignment=True)
-
-    def data(self) -> dict:
-        """As the JSON object it was read or made from (the defaults not added)."""
-        return self.model_dump(exclude_unset=True)
-
-
-def as_data(part):
-    """A part of a run record as its JSON object (:meth:`_Part.data`); None stays None, and
-    a dict or list that holds parts (a report's summary) is the same with each part as its
-    JSON object."""
-    if isinstance(part, _Part):
-        return part.data()
-    if isinstance(part, dict):
-        return {k: as_data(v) for k, v in part.items()}
-    if isinstance(part, (list, tuple)):
-        return [as_data(v) for v in part]
-    return part
+from .part import _Part
+from .provenance import Provenance, RunLaunch
 
 
 # ------------------------------------------------------------------------- run records
@@ -363,103 +340,6 @@ class RunKnobs(_Part):
     restore_errors: list[str] = []
     #: One line per knob asked for that was not in effect; the run then verifies nothing.
     problems: list[str] = []
-
-
-class RunLaunch(_Part):
-    """How the program was launched (:func:`apptune.core.run.launch_facts`)."""
-
-    #: The timed step's arguments before the program (``mpirun -np 4``), or None.
-    launcher: list[str] | None = None
-    env_vars: dict[str, Any] = {}
-    modules: list[str] = []
-
-
-class BuildCompiler(_Part):
-    """One compiler of a build as it answered (apptune/core/buildid.py ``compiler_identity``)."""
-
-    #: The command the build ran (``mpicc``, ``gfortran``).
-    command: str | None = None
-    #: The first line of its ``--version``.
-    version: str | None = None
-    #: The MPI behind an MPI wrapper (``mpicc: Open MPI 4.1.4 ...``); None: not a wrapper.
-    mpi: str | None = None
-    #: The compiler a wrapper runs and, per mode, the flags it adds and those removed from
-    #: them, with ``said``: one sentence (buildid ``wrapper_flags``).
-    wrapper: dict | None = None
-
-
-class BuildFile(_Part):
-    """A file a build was made from (its source tarball, a patch) and its sha256."""
-
-    file: str | None = None
-    sha256: str | None = None
-
-
-class BuildSource(BuildFile):
-    """The source tarball of a build and the components unpacked into it (GROMACS's
-    regression tests)."""
-
-    components: list[BuildFile] = []
-
-
-class BuildFlags(_Part):
-    """The flag sets a build compiled with (None: the provenance does not say), and the
-    per-file overrides (apptune/core/ccwrap.py)."""
-
-    cflags: list | None = None
-    fflags: list | None = None
-    cppflags: list | None = None
-    ldflags: list | None = None
-    #: ``{files, cflags, ..., reason}`` each.
-    per_file: list = []
-
-
-class BuildCompileLines(_Part):
-    """The check of a build's compile lines (apptune/core/compilelines.py)."""
-
-    compiles: int | None = None
-
-
-class BuildCacheUse(_Part):
-    """Whether the build came from the build cache (apptune/core/buildcache.py), its key."""
-
-    hit: bool = False
-    key: str | None = None
-    used: bool | None = None
-
-
-class Provenance(_Part):
-    """How a run's programs were made (``provenance.json``): a compiled build's source,
-    patches, flags, axes, compilers, libraries and compile lines (apptune/core/build.py),
-    or an install's packages and modules (apptune/core/installed.py); the history adds the
-    run's ``launch``."""
-
-    app: str | None = None
-    version: str | int | float | None = None
-    variant: str | None = None
-    environment: str | None = None
-    family: str | None = None
-    source: BuildSource | None = None
-    patches: list[BuildFile] = []
-    flags: BuildFlags | None = None
-    axes: dict = {}
-    #: Each language's compiler (``cc``, ``ftn``, ``cxx``).
-    compilers: dict[str, BuildCompiler] = {}
-    libraries: dict = {}
-    #: An install's distribution packages and their versions.
-    packages: dict = {}
-    modules: list = []
-    install: dict | None = None
-    compile_lines: BuildCompileLines | None = None
-    products: list = []
-    tree: Any = None
-    build_seconds: int | float | None = None
-    host: str | None = None
-    plan_sha256: str | None = None
-    cache: BuildCacheUse | None = None
-    launch: RunLaunch | None = None
-    #: The run's input parameters (the history adds them with its ``launch``).
-    input: dict = {}
 
 
 class RunScratch(_Part):

@@ -334,7 +334,7 @@ def outcome(
 def baseline_advice(rows: list[dict]) -> list[str]:
     """How to record the baselines this run lacked: one line per tier and system, naming
     its applications and the one command (said once per run, not per figure)."""
-    from ..core.baselines import record_command
+    from ..core.baselines import record_advice
 
     groups: dict[tuple[str, str], set[str]] = {}
     for r in rows:
@@ -345,7 +345,7 @@ def baseline_advice(rows: list[dict]) -> list[str]:
         name, _, part = system.partition(":")
         out.append(
             f"no baseline of this machine for {', '.join(sorted(apps))} ({tier} tier on "
-            f"{system}): record one with `{record_command(apps, tier, name, part or None)}`"
+            f"{system}): {record_advice(apps, tier, name, part or None)}"
         )
     return out
 

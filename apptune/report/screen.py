@@ -189,8 +189,9 @@ def _baseline_verdict(rows: list[dict]) -> dict:
         )
         if shifted:
             out["verdict_text"] += (
-                f"; {len(shifted)} beyond noise with nothing changed since the baseline "
-                f"(unexplained, a regression if {baselines.CONFIRM} runs in a row hold it): "
+                f"; {len(shifted)} beyond noise that no change since the baseline explains "
+                f"(unexplained: a regression, or an improvement, once {baselines.CONFIRM} "
+                "runs in a row hold it): "
                 + ", ".join(shifted[:3])
                 + (f" and {len(shifted) - 3} more" if len(shifted) > 3 else "")
             )

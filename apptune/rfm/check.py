@@ -23,7 +23,19 @@ from ..constants import (
     SKIP_FILE,
     SLURM_STATE_FILE,
 )
-from ..core import baselines, inputs, installed, knobs, outputs, recipes, run, runner, site, slurm
+from ..core import (
+    baselines,
+    inputs,
+    installed,
+    knobs,
+    outputs,
+    quality,
+    recipes,
+    run,
+    runner,
+    site,
+    slurm,
+)
 from ..errors import ApptuneError
 from ..models import BaselineVerdicts, RunRecord
 from ..yamlio import atomic_write_json
@@ -193,7 +205,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         part = self.current_partition
         wait = self.quiet_wait
         if wait is None:
-            wait = float(os.environ.get("APPTUNE_QUIET_WAIT") or part.extras.get("quiet_wait_s", 0))
+            wait = quality.quiet_wait_s(part.extras)
         if wait > 0:  # the wait happens inside the job: it must not eat the run's time limit
             limit = (
                 recipes.time_limit_seconds(str(self.time_limit))

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import yaml
 
 from ... import paths
-from ...core import buildid, changes, localrun, recipes
+from ...core import buildid, changes, envrecord, localrun, recipes
+from ...core import run as runcore
 from ...core.site import Site, load_reframe_config, load_site
 from ...errors import ApptuneError
 
@@ -101,6 +102,7 @@ class Here:
         comp = buildid.compiler_identity(plan, self.recipe.build.languages, site.environ())
         decl = site.declared or {}
         launch = {"modules": decl.get("modules") or [], "env_vars": decl.get("env_vars") or {}}
+        launch = runcore.recorded_launch(launch, site.extras.get("record_env") or ())
         return changes.provenance_facts({"compilers": comp, "launch": launch})
 
     def other_sites(self) -> dict[str, Site]:
@@ -142,9 +144,13 @@ def dimensions(base: dict[str, str], now: dict[str, str], here: Here | None = No
         old, new = base.get(k), now.get(k)
         if old == new or old == changes.VARIED:
             continue
+        if k.startswith("env ") and envrecord.compare(old, new) == "unknown":
+            continue
         c = Change(k, old, new)
         if k.startswith("flags ") and k.split(" ", 1)[1] in changes.FLAG_SETS:
             c.where = "build"
+        elif k.startswith("env ") and envrecord.is_hidden(old):
+            c.why_not = "its old value was recorded as a keyed hash only (not a value to put back)"
         elif k.startswith("env ") or k.startswith("input "):
             c.where = "run"
         else:
