@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from apptune import machine
+from apptune import machine, placement
 from apptune.core import procfs, quality, runner
 
 PAYLOADS = [
@@ -515,6 +515,96 @@ def test_a_rank_bound_for_a_moment_by_hwlocs_topology_discovery_is_not_its_bindi
     assert [(r["pid"], r["cpus"]) for r in b["ranks"]] == [(72, "0")]
     mon._sample()  # 71 read again later: its mask of the whole run
     assert [(r["pid"], r["cpus"]) for r in mon.binding()["ranks"]] == [(71, "0-1"), (72, "0")]
+
+
+def _two_launches(tmp_path, monkeypatch, first_reads: dict):
+    """An unbound NetPIPE job on a 2-CPU node: its integrity pass (ranks 71, 72), then its
+    timed run (73, 74), every rank on CPUs 0-1 for its life; ``first_reads``: what reading a
+    rank's mask gave at first (MPI_Init's moment on CPU 0, caught by a sample and still held
+    at the read 50 ms later). Returns the monitor after the job."""
+    fake = FakeProc(tmp_path)
+    program = str(tmp_path / "NPmpi")
+    Path(program).write_text("")
+    _slurm_node(fake, program)
+    mon = _monitor(fake, program)
+    mon.start(watch=False)
+    ranks = ["APPTUNE_RUN_TAG=t1", "SLURM_JOB_ID=7"]
+    reads = {pid: list(r) for pid, r in first_reads.items()}
+    real = quality.allowed_cpus
+
+    def mask(proc, pid):
+        if reads.get(pid):
+            return procfs.parse_cpulist(reads[pid].pop(0))
+        return real(proc, pid)
+
+    monkeypatch.setattr(quality, "allowed_cpus", mask)
+    monkeypatch.setattr(quality, "AFFINITY_SETTLE_S", 0)
+    for label, pids in (("run.prerun[0]", (71, 72)), ("run", (73, 74))):
+        mon.begin_launch(label)
+        for pid in pids:
+            fake.process(pid, "NPmpi", 70, own=0.5, env=ranks, exe=program, cpus="0-1")
+        mon._sample()
+        mon._recheck_young()  # a tenth of a second later, while the ranks still run
+        for pid in pids:
+            fake.gone(pid)
+    return mon
+
+
+def test_each_launch_of_a_job_is_judged_on_its_own_ranks(tmp_path, monkeypatch):
+    """NetPIPE's integrity pass and its timed run are two launches of one job. A newcomer's
+    run on the slower machine failed "2 of the 4 rank(s) ... could run on CPUs 0": the record
+    held the ranks of both launches, two of them read while MPI_Init held them on CPU 0 (which
+    the next read, a second later, was too late to see: they had ended). Each rank now says its
+    launch, a young rank's mask is read again until it settles, and each launch is judged on
+    its own ranks."""
+    mon = _two_launches(tmp_path, monkeypatch, {71: ["0", "0"], 72: ["0", "0"]})
+    b = mon.binding()
+    assert [(r["pid"], r["launch"], r["cpus"]) for r in b["ranks"]] == [
+        (71, "run.prerun[0]", "0-1"),
+        (72, "run.prerun[0]", "0-1"),
+        (73, "run", "0-1"),
+        (74, "run", "0-1"),
+    ]
+    assert placement.binding_problem(b, "none") is None
+    # the record of that run, as it would have been with its launches said: the launch whose
+    # ranks were not where asked is named, with its own rank count
+    b["ranks"][0]["cpus"] = b["ranks"][1]["cpus"] = "0"
+    assert placement.binding_problem(b, "none") == (
+        "the placement asked for ranks unbound (each on all CPUs the job has there, 0-1), but "
+        "2 of the 2 rank(s) of run.prerun[0] seen on the job's first node could run on CPUs 0: "
+        "the launcher did not place them as asked"
+    )
+
+
+def test_a_rank_that_stays_bound_to_one_cpu_is_still_seen_so(tmp_path, monkeypatch):
+    """The second read does not wash out a real binding: a rank the launcher left on CPU 0
+    reads CPU 0 every time, and its launch alone is named."""
+    mon = _two_launches(tmp_path, monkeypatch, {73: ["0"] * 5, 74: ["0"] * 5})
+    b = mon.binding()
+    assert [r["cpus"] for r in b["ranks"]] == ["0-1", "0-1", "0", "0"]
+    found = placement.binding_problem(b, "none")
+    assert "but 2 of the 2 rank(s) of run seen on the job's first node could run on CPUs 0" in (
+        found or ""
+    ), found
+    assert "prerun" not in found
+
+
+def test_every_launch_of_a_run_gets_the_placements_launcher_options(tmp_path):
+    """A pre-run step with ``launch: true`` (NetPIPE's integrity pass) is started as the
+    measured program is: the same launcher, with the placement's options."""
+    from apptune.core import recipes, run
+
+    r = recipes.load_recipe("netpipe")
+    p = placement.plan(
+        2, launcher="mpirun", mpi="openmpi", placements=r.run.placements, name="unbound"
+    )
+    launch = ["mpirun", "-np", "2", *p.options]
+    params = {"upper": 8, "perturbation": 0, "integrity_upper": 8, "repeats": 1}
+    steps = run.steps(r, params, tmp_path, launch)
+    launched = [s for s in steps if s.argv[0] == "mpirun"]
+    assert p.options == ["--bind-to", "none"]
+    assert [s.label for s in launched] == ["run.prerun[0]", "run"]
+    assert all(s.argv[: len(launch)] == launch for s in launched)
 
 
 def test_a_quiet_node_is_clean_whatever_the_harness_used(tmp_path):

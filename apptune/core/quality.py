@@ -16,9 +16,10 @@ timed run (:mod:`apptune.core.runner`) the node the job script runs on is watche
 * **load**: runnable processes (``procs_running``) and the 1-minute load average,
   recorded, not graded (the job's own processes are part of them).
 
-The CPUs each rank of the measured program may run on are recorded too
-(:func:`apptune.core.procfs.observe_binding`); :func:`apptune.placement.binding_problem`
-judges them.
+The CPUs each rank of the measured program may run on are recorded too, with the launch
+(the runner's step) that started it (:func:`apptune.core.procfs.observe_binding`): the mask
+a rank holds last, read again while it is young, since MPI_Init binds a rank to one CPU for
+a moment; :func:`apptune.placement.binding_problem` judges each launch's ranks.
 
 The grade is ``clean`` when every limit holds, ``disturbed`` (with each reason)
 when one does not, ``unmeasured`` when the node could not be read. Disturbed and
@@ -57,6 +58,7 @@ from .procfs import (
     load1,
     observe_binding,
     processes,
+    read_stat,
 )
 
 if TYPE_CHECKING:
@@ -64,6 +66,11 @@ if TYPE_CHECKING:
 
 #: How long a rank's CPU mask must hold before it counts as its binding (seconds).
 AFFINITY_SETTLE_S = 0.05
+#: A rank's mask is read again this often while the rank is young (:data:`YOUNG_S`): the
+#: binding of a rank is the last mask it held, and MPI_Init's moment on one CPU must not be
+#: the last one read of a rank that lives less than the second between two samples.
+RECHECK_S = 0.1
+YOUNG_S = 5.0
 
 GRADES = ("clean", "disturbed", "unmeasured")
 #: How many of the heaviest other processes a disturbed record names.
@@ -177,10 +184,21 @@ class Monitor:
         self.probe, self.probed = probe, None
         self.running: list[int] = []
         self.affinity: dict[int, set[int]] = {}
+        #: The launch (the runner's step, :meth:`begin_launch`) running now, and each rank's.
+        self.launch: str | None = None
+        self.launches: dict[int, str] = {}
+        #: Each rank (pid -> its process: pid and start time) and when it was first seen.
+        self._ranks: dict[int, tuple[tuple[int, int], float]] = {}
         self.error: str | None = None
+
+    def begin_launch(self, label: str) -> None:
+        """The runner starts its step ``label``: the ranks seen from now on are its (set
+        without the sampler's lock, which a sample holds while it reads new ranks' masks)."""
+        self.launch = label
 
     # ------------------------------------------------------------------ sampling
     def _sample(self) -> None:
+        launch = self.launch  # before the listing: a rank listed is of this launch or later
         procs = processes(self.proc)
         with self._lock:
             idx = self.samples
@@ -222,7 +240,7 @@ class Monitor:
             for key in new:
                 self.seen[key].kind = self._kind(key, kinds, pending)
             if self.program:
-                self._watch_ranks()
+                self._watch_ranks(launch)
 
     def _harness_pids(self, procs: dict[int, Stat]) -> set[int]:
         """The processes that started this run: the runner's parents, and the harness's
@@ -278,8 +296,9 @@ class Monitor:
         kinds[key] = kind
         return kind
 
-    def _watch_ranks(self) -> None:
-        """The CPUs each rank of the program may run on (the job's processes running it)."""
+    def _watch_ranks(self, launch: str | None) -> None:
+        """The CPUs each rank of the program may run on (the job's processes running it), and
+        the launch that started it."""
         name = os.path.basename(self.program)[:15]
         for key in self.current.values():
             s = self.seen[key]
@@ -291,17 +310,36 @@ class Monitor:
                 continue
             if os.path.realpath(exe) != os.path.realpath(self.program):
                 continue
-            cpus = allowed_cpus(self.proc, s.pid)
-            if cpus and cpus != self.affinity.get(s.pid):
-                # hwloc's topology discovery in MPI_Init binds the process to one CPU for a
-                # moment (sched_setaffinity([0]), then back): a mask only counts once it
-                # holds for AFFINITY_SETTLE_S
-                time.sleep(AFFINITY_SETTLE_S)
-                again = allowed_cpus(self.proc, s.pid)
-                if again != cpus:
+            if self._ranks.get(s.pid, (None,))[0] != key:  # a new rank (or its pid reused)
+                self._ranks[s.pid] = (key, time.monotonic())
+                self.affinity.pop(s.pid, None)
+                if launch is not None:
+                    self.launches[s.pid] = launch
+            self._read_mask(s.pid)
+
+    def _read_mask(self, pid: int) -> None:
+        """Read a rank's CPU mask; a new one counts once it holds for AFFINITY_SETTLE_S:
+        hwloc's topology discovery in MPI_Init binds the process to one CPU for a moment
+        (sched_setaffinity([0]), then back)."""
+        cpus = allowed_cpus(self.proc, pid)
+        if cpus and cpus != self.affinity.get(pid):
+            time.sleep(AFFINITY_SETTLE_S)
+            if allowed_cpus(self.proc, pid) != cpus:
+                return
+        if cpus:
+            self.affinity[pid] = cpus
+
+    def _recheck_young(self) -> None:
+        """Read again the masks of the ranks seen less than YOUNG_S ago that still run (the
+        same process: its start time unchanged)."""
+        now = time.monotonic()
+        with self._lock:
+            for pid, (key, seen) in list(self._ranks.items()):
+                if now - seen > YOUNG_S:
                     continue
-            if cpus:
-                self.affinity[s.pid] = cpus
+                st = read_stat(self.proc, pid)
+                if st is not None and (pid, st.start) == key:
+                    self._read_mask(pid)
 
     def start(self, watch: bool = True) -> None:
         try:
@@ -320,11 +358,19 @@ class Monitor:
             self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.period):
+        # a sample every period; between two, the young ranks' masks every RECHECK_S
+        tick = min(RECHECK_S, self.period) if self.program else self.period
+        due = time.monotonic() + self.period
+        while not self._stop.wait(tick):
             try:
+                if self.program:
+                    self._recheck_young()
+                if time.monotonic() < due:
+                    continue
                 self._frequency()
                 self.running.append(cpu_times(self.proc).get("procs_running", 0))
                 self._sample()
+                due = time.monotonic() + self.period
             except (OSError, ValueError, IndexError, KeyError):
                 pass
 
@@ -456,7 +502,11 @@ class Monitor:
         except OSError:
             node = set()
         return observe_binding(
-            self.affinity, node, cpu_topology(self.sysfs), os.path.basename(self.program)
+            self.affinity,
+            node,
+            cpu_topology(self.sysfs),
+            os.path.basename(self.program),
+            self.launches,
         )
 
 
