@@ -206,3 +206,29 @@ def test_the_files_counted_are_the_products_as_the_provenance_counts_them(tmp_pa
         out.write(json.dumps(real)[20:] + "\n")
     assert f.active_build()["compiled"] == 16
     assert "building flashio: 16/64 files" in f.status()
+
+
+def test_a_build_that_waits_for_the_same_build_in_another_run_says_so_on_the_runs_output(
+    tmp_path,
+):
+    """The wait, its end and then the build's cost are three notices of one build (its one
+    notice file, rewritten): each is said, once."""
+    from apptune.core import buildcost, locks
+
+    stage = tmp_path / "stage/local/default/gnu/QEBuild_a1b2"
+    stage.mkdir(parents=True)
+    f = progress.Follower(tmp_path)
+    wait = buildcost.Waiting(stage, "qe gnu/tuned")
+    wait.ended(stored=True)  # no wait: nothing said
+    assert f.notices() == []
+    wait(locks.Holder(pid=4242, host=None, since=None))
+    assert f.notices() == [
+        "the build of qe gnu/tuned is in progress in pid 4242: waiting for it, to use what it "
+        "stores"
+    ]
+    assert f.notices() == []
+    wait.ended(stored=False)
+    assert f.notices() == [
+        "the build of qe gnu/tuned in pid 4242 ended: it stored nothing (it died or failed): "
+        "building here"
+    ]

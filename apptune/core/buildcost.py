@@ -91,8 +91,45 @@ def announce(recipe, plan: dict, stage) -> str:
     times = buildcache.recorded_times()
     seconds, _ = estimate(recipe, plan, times)
     line = notice(recipe, plan, times)
+    say(stage, line, COST, seconds=seconds, app=recipe.name)
+    return line
+
+
+#: What a build's notice is about: what building it costs (:func:`announce`), or the same
+#: build in progress in another run, waited for (:data:`WAIT`).
+COST, WAIT = "cost", "wait"
+
+
+def say(stage, line: str, kind: str, **data) -> None:
+    """Say ``line`` on the build's output and leave it in the stage (:data:`NOTICE_FILE`,
+    replacing the one before) for the run's progress to say on its own output."""
     print(f"apptune: {line}", flush=True)
     atomic_write_json(
-        stage / NOTICE_FILE, {"notice": line, "seconds": seconds, "started": time.time()}
+        stage / NOTICE_FILE, {"notice": line, "kind": kind, "started": time.time(), **data}
     )
-    return line
+
+
+class Waiting:
+    """The same build in progress in another run (:func:`apptune.core.buildcache.locked`'s
+    ``waiting``): said in the build's stage when the wait starts and when it ends, for the
+    run's progress to say."""
+
+    def __init__(self, stage, what: str):
+        self.stage, self.what = stage, what
+        self.holder = None
+
+    def __call__(self, holder) -> None:
+        self.holder = holder
+        say(
+            self.stage,
+            f"the build of {self.what} is in progress in {holder.describe()}: waiting for "
+            "it, to use what it stores",
+            WAIT,
+        )
+
+    def ended(self, stored: bool) -> None:
+        """After the wait (if there was one): ``stored``, the build is in the cache now."""
+        if self.holder is None:
+            return
+        done = "used here" if stored else "it stored nothing (it died or failed): building here"
+        say(self.stage, f"the build of {self.what} in {self.holder.describe()} ended: {done}", WAIT)

@@ -87,7 +87,7 @@ class Follower:
         self.running: str | None = None
         self._expected: dict[str, tuple] = {}
         self._build_seen: dict[Path, float] = {}
-        self._noticed: set[Path] = set()
+        self._noticed: set[tuple[Path, str]] = set()
         self._samples: dict[Path, list[tuple[float, int]]] = {}
         self._counted: dict[Path, tuple[int, int]] = {}
 
@@ -165,20 +165,21 @@ class Follower:
         return count
 
     def notices(self) -> list[str]:
-        """What builds of this run said before they started (their ``build-notice.json``)
-        since the last call: each once."""
+        """What builds of this run said (their ``build-notice.json``: what a build the cache
+        lacks will take, that the same build is in progress in another run) since the last
+        call: each once."""
         stage = self.run_dir / "stage"
         if not stage.is_dir():
             return []
         out = []
         for _, f in sorted(_in_test_dirs(stage, NOTICE_FILE), key=lambda tp: tp[1]):
-            if f in self._noticed:
-                continue
             try:
                 line = json.loads(f.read_text())["notice"]
             except (OSError, json.JSONDecodeError, KeyError, TypeError):
                 continue  # being written: the next tick reads it
-            self._noticed.add(f)
+            if (f, line) in self._noticed:  # a build says more than one thing: a wait, its cost
+                continue
+            self._noticed.add((f, line))
             out.append(line)
         return out
 
