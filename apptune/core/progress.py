@@ -3,9 +3,12 @@
 ReFrame's own output passes through unchanged; beside it, apptune follows the run:
 
 * which test case of how many has finished (ReFrame's ``(k/N)`` on each result line);
-* a build that finds no copy in the build cache says first how long it will take
-  (:mod:`apptune.core.buildcost`: the ``build-notice.json`` it leaves in its stage), once, on
-  apptune's own output;
+* what a build says before it starts (:mod:`apptune.core.buildcost`: the
+  ``build-notice.json`` it leaves in its stage), once, on apptune's own output, where it
+  says something new: that the same build is in progress in another run and is waited for;
+  how long a build the cache lacks will take, when that is a minute or more, or unknown
+  (once per application). A run on an empty build cache said what all of its builds
+  cost in one line before it started (``apptune run``), and its builds say nothing more;
 * while a build runs, the files compiled so far (the compile lines of its
   ``compile-lines.jsonl``, which apptune's compiler wrappers append to, the build system's
   probes aside) against the
@@ -30,7 +33,7 @@ import pydantic
 from ..constants import SLURM_STATE_FILE
 from ..models import Provenance
 from . import buildcache
-from .buildcost import NOTICE_FILE
+from .buildcost import NOTICE_FILE, WAIT
 from .compilelines import is_probe
 
 _DONE = re.compile(r"\[\s*(?:OK|FAIL|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\(\s*(\d+)/(\d+)\)\s+(.*)")
@@ -78,13 +81,17 @@ def expected_build(
 class Follower:
     """Follows one run: feed it ReFrame's output lines; ``status()`` says what is going on."""
 
-    def __init__(self, run_dir: Path, clock=time.monotonic):
+    def __init__(self, run_dir: Path, clock=time.monotonic, first_run: bool = False):
         self.run_dir = Path(run_dir)
         self.clock = clock
         self.t0 = clock()
         self.done = 0
         self.total: int | None = None
         self.running: str | None = None
+        #: Say each build's cost (:mod:`apptune.core.buildcost`)? Not on a first run, which said
+        #: it once for all; later, only where it says something new (:meth:`notices`).
+        self.first_run = first_run
+        self._costs_said: set[str] = set()
         self._expected: dict[str, tuple] = {}
         self._build_seen: dict[Path, float] = {}
         self._noticed: set[tuple[Path, str]] = set()
@@ -165,23 +172,40 @@ class Follower:
         return count
 
     def notices(self) -> list[str]:
-        """What builds of this run said (their ``build-notice.json``: what a build the cache
-        lacks will take, that the same build is in progress in another run) since the last
-        call: each once."""
+        """What builds of this run said (their ``build-notice.json``) since the last call,
+        each once, where it says something new (:meth:`_news`)."""
         stage = self.run_dir / "stage"
         if not stage.is_dir():
             return []
         out = []
         for _, f in sorted(_in_test_dirs(stage, NOTICE_FILE), key=lambda tp: tp[1]):
             try:
-                line = json.loads(f.read_text())["notice"]
+                said = json.loads(f.read_text())
+                line = said["notice"]
             except (OSError, json.JSONDecodeError, KeyError, TypeError):
                 continue  # being written: the next tick reads it
-            if (f, line) in self._noticed:  # a build says more than one thing: a wait, its cost
+            if (f, line) in self._noticed:
                 continue
             self._noticed.add((f, line))
-            out.append(line)
+            if self._news(said):
+                out.append(line)
         return out
+
+    def _news(self, said: dict) -> bool:
+        """Whether a build's notice tells something the run has not said: a wait for the same
+        build in another run always does. What a build will cost does not on a first run
+        (said once for all its builds before they started); later, a build of a minute or
+        more does, and of one whose time is unknown, the first of its application."""
+        if said.get("kind") == WAIT:
+            return True
+        if self.first_run:
+            return False
+        if said.get("seconds") is not None:
+            return said["seconds"] >= LOG_EVERY_S
+        app = said.get("app") or said["notice"]
+        new = app not in self._costs_said
+        self._costs_said.add(app)
+        return new
 
     def slurm_says(self) -> str | None:
         """What Slurm said last of a job not yet ended (the newest ``slurm-state.txt`` of the
@@ -247,11 +271,12 @@ def interactive() -> bool:
     return sys.stdout.isatty() and os.environ.get("CI", "").lower() not in ("1", "true", "yes")
 
 
-def relay(proc, run_dir: Path, out=sys.stdout) -> None:
-    """Pass a ReFrame process's output through, with progress (see the module docstring)."""
+def relay(proc, run_dir: Path, out=sys.stdout, first_run: bool = False) -> None:
+    """Pass a ReFrame process's output through, with progress (see the module docstring);
+    ``first_run``: the run said what its builds cost before it started (an empty cache)."""
     import threading
 
-    f = Follower(run_dir)
+    f = Follower(run_dir, first_run=first_run)
     tty = interactive()
     bar = None
     if tty:
