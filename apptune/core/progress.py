@@ -2,7 +2,9 @@
 
 ReFrame's own output passes through unchanged; beside it, apptune follows the run:
 
-* which test case of how many has finished (ReFrame's ``(k/N)`` on each result line);
+* which test case of how many has finished (ReFrame's ``(k/N)`` on each result line), and
+  which run now: those started (RUN) and not done whose job or build has begun (under
+  ReFrame's async policy several have started at once, most of them waiting);
 * what a build says before it starts (:mod:`apptune.core.buildcost`: the
   ``build-notice.json`` it leaves in its stage), once, on apptune's own output, where it
   says something new: that the same build is in progress in another run and is waited for;
@@ -36,8 +38,13 @@ from . import buildcache
 from .buildcost import NOTICE_FILE, WAIT
 from .compilelines import is_probe
 
-_DONE = re.compile(r"\[\s*(?:OK|FAIL|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\(\s*(\d+)/(\d+)\)\s+(.*)")
-_RUN = re.compile(r"\[\s*RUN\s*\]\s+(\S+(?: %\S+)*)")
+_DONE = re.compile(
+    r"\[\s*(?:OK|FAIL|ERROR|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\(\s*(\d+)/(\d+)\)\s+(.*)"
+)
+_RUN = re.compile(r"\[\s*RUN\s*\]\s+(.*)")
+#: A test case as ReFrame names it on its RUN and result lines (``task.info()``): its display
+#: name, hash and ``@system:partition+environment``.
+_CASE = re.compile(r"(?P<name>\S+(?: [%~]\S+)*) /(?P<hash>[0-9a-f]+) @(?P<where>\S+)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: A non-interactive log gets a progress line at most this often.
 LOG_EVERY_S = 60.0
@@ -87,7 +94,9 @@ class Follower:
         self.t0 = clock()
         self.done = 0
         self.total: int | None = None
-        self.running: str | None = None
+        #: The test cases started (ReFrame's RUN line) and not yet done, in the order they
+        #: started: several at once under ReFrame's async execution policy.
+        self.started: dict[str, dict] = {}
         #: Say each build's cost (:mod:`apptune.core.buildcost`)? Not on a first run, which said
         #: it once for all; later, only where it says something new (:meth:`notices`).
         self.first_run = first_run
@@ -103,11 +112,39 @@ class Follower:
         m = _DONE.search(text)
         if m:
             self.done, self.total = int(m.group(1)), int(m.group(2))
-            self.running = None
+            case = _CASE.match(m.group(3))
+            self.started.pop(case.group(0) if case else m.group(3).strip(), None)
             return
         m = _RUN.search(text)
         if m:
-            self.running = m.group(1)
+            case = _CASE.match(m.group(1))
+            key = case.group(0) if case else m.group(1).strip()
+            self.started[key] = case.groupdict() if case else {"name": key}
+
+    def running(self) -> tuple[list[str], int]:
+        """(the test cases whose job or build runs now, the oldest first; how many others
+        have started and wait: for a job slot, a node, their dependencies). ReFrame says RUN
+        when a test case starts, which under its async policy is long before its job runs: a
+        job runs once its output file exists in the stage (``rfm_job.out``, ``rfm_build.out``
+        of a build). Without a stage to look at, the oldest started is taken to run."""
+        now, waiting = [], 0
+        for c in self.started.values():
+            if self._has_job(c):
+                now.append(_label(c))
+            else:
+                waiting += 1
+        if not now and self.started:
+            return [_label(next(iter(self.started.values())))], waiting - 1
+        return now, waiting
+
+    def _has_job(self, c: dict) -> bool:
+        if not c.get("hash") or "+" not in c.get("where", ""):
+            return False
+        part, env = c["where"].rsplit("+", 1)
+        system, _, partition = part.partition(":")
+        d = self.run_dir / "stage" / system / (partition or "default") / env
+        d = d / f"{c['name'].split()[0]}_{c['hash']}"
+        return any((d / f).exists() for f in ("rfm_job.out", "rfm_build.out"))
 
     def active_build(self) -> dict | None:
         """The build compiling now.
@@ -239,13 +276,25 @@ class Follower:
             else:
                 s += " files (no earlier build to compare)"
             parts.append(s + f", {_dur(b['elapsed'])} so far")
-        elif self.running:
-            parts.append(f"running {self.running}")
+        else:
+            now, waiting = self.running()
+            if now:
+                more = f" and {len(now) - 1} more" if len(now) > 1 else ""
+                parts.append(f"running {now[0]}{more}")
+            if waiting > 0:
+                parts.append(f"{waiting} waiting to run")
         said = self.slurm_says()
         if said:
             parts.append(said)
         parts.append(f"{_dur(self.clock() - self.t0)} elapsed")
         return "; ".join(parts)
+
+
+def _label(case: dict) -> str:
+    """A test case for the status line: its display name and where it runs (which a
+    fixture's name already says, ``~local:default+gnu``)."""
+    where = case.get("where")
+    return case["name"] if not where or where in case["name"] else f"{case['name']} @{where}"
 
 
 def _in_test_dirs(stage: Path, name: str) -> list[tuple[float, Path]]:
