@@ -485,6 +485,27 @@ def test_the_harness_and_its_job_never_count_and_short_lived_processes_are_named
     assert b["program"] == "mpi-micro"
 
 
+def _npmpi_node(tmp_path, monkeypatch, reads: dict):
+    """A Slurm node whose job runs NPmpi, watched from the start: (the fake /proc, the
+    program, the monitor, the ranks' environment). ``reads``: per rank, what reading its
+    mask gives first, read after read, before its real mask."""
+    fake = FakeProc(tmp_path)
+    program = str(tmp_path / "NPmpi")
+    Path(program).write_text("")
+    _slurm_node(fake, program)
+    mon = _monitor(fake, program)
+    mon.start(watch=False)
+    real = quality.allowed_cpus
+
+    def mask(proc, pid):
+        if reads.get(pid):
+            return procfs.parse_cpulist(reads[pid].pop(0))
+        return real(proc, pid)
+
+    monkeypatch.setattr(quality, "allowed_cpus", mask)
+    return fake, program, mon, ["APPTUNE_RUN_TAG=t1", "SLURM_JOB_ID=7"]
+
+
 def test_a_rank_bound_for_a_moment_by_hwlocs_topology_discovery_is_not_its_binding(
     tmp_path, monkeypatch
 ):
@@ -492,24 +513,10 @@ def test_a_rank_bound_for_a_moment_by_hwlocs_topology_discovery_is_not_its_bindi
     (strace: sched_setaffinity([0]), then [0 1]); a sample that read the mask in between
     failed an unbound NetPIPE run in about 1 of 24. A mask counts once it holds; one that
     holds (a launcher's binding, or Intel MPI's pinning inside MPI_Init) still counts."""
-    fake = FakeProc(tmp_path)
-    program = str(tmp_path / "NPmpi")
-    Path(program).write_text("")
-    _slurm_node(fake, program)
-    mon = _monitor(fake, program)
-    mon.start(watch=False)
-    ranks = ["APPTUNE_RUN_TAG=t1", "SLURM_JOB_ID=7"]
+    reads = {71: ["0"]}  # 71: read once in the middle of the discovery
+    fake, program, mon, ranks = _npmpi_node(tmp_path, monkeypatch, reads)
     for pid, cpus in ((71, "0-1"), (72, "0")):  # 72: bound to CPU 0 for good
         fake.process(pid, "NPmpi", 70, own=1.0, env=ranks, exe=program, cpus=cpus)
-    reads = {71: ["0"]}  # 71: read once in the middle of the discovery
-    real = quality.allowed_cpus
-
-    def mask(proc, pid):
-        if pid in reads and reads[pid]:
-            return procfs.parse_cpulist(reads[pid].pop(0))
-        return real(proc, pid)
-
-    monkeypatch.setattr(quality, "allowed_cpus", mask)
     mon._sample()
     b = mon.binding()
     assert [(r["pid"], r["cpus"]) for r in b["ranks"]] == [(72, "0")]
@@ -522,22 +529,7 @@ def _two_launches(tmp_path, monkeypatch, first_reads: dict):
     timed run (73, 74), every rank on CPUs 0-1 for its life; ``first_reads``: what reading a
     rank's mask gave at first (MPI_Init's moment on CPU 0, caught by a sample and still held
     at the read 50 ms later). Returns the monitor after the job."""
-    fake = FakeProc(tmp_path)
-    program = str(tmp_path / "NPmpi")
-    Path(program).write_text("")
-    _slurm_node(fake, program)
-    mon = _monitor(fake, program)
-    mon.start(watch=False)
-    ranks = ["APPTUNE_RUN_TAG=t1", "SLURM_JOB_ID=7"]
-    reads = {pid: list(r) for pid, r in first_reads.items()}
-    real = quality.allowed_cpus
-
-    def mask(proc, pid):
-        if reads.get(pid):
-            return procfs.parse_cpulist(reads[pid].pop(0))
-        return real(proc, pid)
-
-    monkeypatch.setattr(quality, "allowed_cpus", mask)
+    fake, program, mon, ranks = _npmpi_node(tmp_path, monkeypatch, dict(first_reads))
     monkeypatch.setattr(quality, "AFFINITY_SETTLE_S", 0)
     for label, pids in (("run.prerun[0]", (71, 72)), ("run", (73, 74))):
         mon.begin_launch(label)
@@ -587,6 +579,38 @@ def test_a_rank_that_stays_bound_to_one_cpu_is_still_seen_so(tmp_path, monkeypat
         found or ""
     ), found
     assert "prerun" not in found
+
+
+def test_the_ranks_of_a_launch_shorter_than_a_sample_are_seen(tmp_path, monkeypatch):
+    """MPICH's NetPIPE job: an integrity pass of 0.09 s and a timed run of 0.6 s, both
+    between two of the once-a-second samples; its binding record held no rank, so its binding
+    check could not fail. While a launch is young its ranks are looked for ten times a second."""
+    fake, program, mon, ranks = _npmpi_node(tmp_path, monkeypatch, {})
+    monkeypatch.setattr(quality, "AFFINITY_SETTLE_S", 0)
+    for label, pids, cpus in (("run.prerun[0]", (71, 72), "0"), ("run", (73, 74), "1")):
+        mon.begin_launch(label)
+        fake.process(pids[0], "mpirun", 70)  # forked by the launcher, not yet the rank
+        mon._recheck_young()
+        for pid in pids:
+            fake.process(pid, "NPmpi", 70, own=0.1, env=ranks, exe=program, cpus=cpus)
+        fake.process(75, "NPmpi", 70, cpus="0")  # another program of that name: not a rank
+        mon._recheck_young()
+        for pid in pids:
+            fake.gone(pid)
+    assert [(r["pid"], r["launch"], r["cpus"]) for r in mon.binding()["ranks"]] == [
+        (71, "run.prerun[0]", "0"),
+        (72, "run.prerun[0]", "0"),
+        (73, "run", "1"),
+        (74, "run", "1"),
+    ]
+    found = placement.binding_problem(mon.binding(), "none")  # asked unbound: both wrong
+    assert found.endswith(
+        "2 of the 2 rank(s) of run.prerun[0] seen on the job's first node could run on CPUs 0; "
+        "the placement asked for ranks unbound (each on all CPUs the job has there, 0-1), but "
+        "2 of the 2 rank(s) of run seen on the job's first node could run on CPUs 1: the "
+        "launcher did not place them as asked"
+    ), found
+    assert placement.binding_problem(mon.binding(), "core") is None
 
 
 def test_every_launch_of_a_run_gets_the_placements_launcher_options(tmp_path):

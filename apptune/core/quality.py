@@ -66,11 +66,15 @@ if TYPE_CHECKING:
 
 #: How long a rank's CPU mask must hold before it counts as its binding (seconds).
 AFFINITY_SETTLE_S = 0.05
-#: A rank's mask is read again this often while the rank is young (:data:`YOUNG_S`): the
-#: binding of a rank is the last mask it held, and MPI_Init's moment on one CPU must not be
-#: the last one read of a rank that lives less than the second between two samples.
+#: While a launch is young (:data:`YOUNG_S`), its new ranks are looked for, and the masks of
+#: young ranks read again, this often: a launch shorter than the second between two samples
+#: (MPICH's NetPIPE run, 0.6 s) has ranks too, and the binding of a rank is the last mask it
+#: held, of which MPI_Init's 200 ms on one CPU must not be the last one read.
 RECHECK_S = 0.1
 YOUNG_S = 5.0
+#: A new process is looked at again for this long: forked by the launcher, it runs the
+#: launcher's program until it execs the rank's.
+EXEC_S = 0.5
 
 GRADES = ("clean", "disturbed", "unmeasured")
 #: How many of the heaviest other processes a disturbed record names.
@@ -189,12 +193,18 @@ class Monitor:
         self.launches: dict[int, str] = {}
         #: Each rank (pid -> its process: pid and start time) and when it was first seen.
         self._ranks: dict[int, tuple[tuple[int, int], float]] = {}
+        #: When the launch began (None: none yet), and the processes looked at since (pid ->
+        #: the program it ran, when first seen): a process the launcher forks execs the rank
+        #: a moment later, so a new one is looked at again for EXEC_S.
+        self._launched: float | None = None
+        self._looked: dict[int, tuple[str, float]] = {}
         self.error: str | None = None
 
     def begin_launch(self, label: str) -> None:
         """The runner starts its step ``label``: the ranks seen from now on are its (set
         without the sampler's lock, which a sample holds while it reads new ranks' masks)."""
         self.launch = label
+        self._launched = time.monotonic()
 
     # ------------------------------------------------------------------ sampling
     def _sample(self) -> None:
@@ -310,12 +320,16 @@ class Monitor:
                 continue
             if os.path.realpath(exe) != os.path.realpath(self.program):
                 continue
-            if self._ranks.get(s.pid, (None,))[0] != key:  # a new rank (or its pid reused)
-                self._ranks[s.pid] = (key, time.monotonic())
-                self.affinity.pop(s.pid, None)
-                if launch is not None:
-                    self.launches[s.pid] = launch
-            self._read_mask(s.pid)
+            self._rank(s.pid, key, launch)
+
+    def _rank(self, pid: int, key: tuple[int, int], launch: str | None) -> None:
+        """A rank seen (``key``: its pid and start time) while ``launch`` ran: its mask."""
+        if self._ranks.get(pid, (None,))[0] != key:  # a new rank (or its pid reused)
+            self._ranks[pid] = (key, time.monotonic())
+            self.affinity.pop(pid, None)
+            if launch is not None:
+                self.launches[pid] = launch
+        self._read_mask(pid)
 
     def _read_mask(self, pid: int) -> None:
         """Read a rank's CPU mask; a new one counts once it holds for AFFINITY_SETTLE_S:
@@ -330,16 +344,46 @@ class Monitor:
             self.affinity[pid] = cpus
 
     def _recheck_young(self) -> None:
-        """Read again the masks of the ranks seen less than YOUNG_S ago that still run (the
-        same process: its start time unchanged)."""
+        """While the launch is young, its new ranks (a process running the program: its
+        executable is the program's, in the run's own build), and read again the masks of
+        the ranks seen less than YOUNG_S ago that still run (the same process: its start
+        time unchanged)."""
         now = time.monotonic()
+        launch = self.launch
         with self._lock:
+            if self._launched is not None and now - self._launched <= YOUNG_S:
+                self._new_ranks(launch)
             for pid, (key, seen) in list(self._ranks.items()):
                 if now - seen > YOUNG_S:
                     continue
                 st = read_stat(self.proc, pid)
                 if st is not None and (pid, st.start) == key:
                     self._read_mask(pid)
+
+    def _new_ranks(self, launch: str | None) -> None:
+        """The processes not looked at before that run the program: ranks of ``launch``."""
+        name = os.path.basename(self.program)[:15]
+        try:
+            pids = [int(d) for d in os.listdir(self.proc) if d.isdigit()]
+        except OSError:
+            return
+        now = time.monotonic()
+        for pid in pids:
+            comm, first = self._looked.get(pid, (None, now))
+            if comm is not None and comm != name and now - first > EXEC_S:
+                continue  # another program for good
+            st = read_stat(self.proc, pid)
+            if st is None:
+                continue
+            self._looked[pid] = (st.comm, first)
+            if st.comm != name or self._ranks.get(pid, (None,))[0] == (pid, st.start):
+                continue  # not the program, or a rank known (its mask is read below)
+            try:
+                exe = os.path.realpath(os.readlink(self.proc / str(pid) / "exe"))
+            except OSError:
+                continue
+            if exe == os.path.realpath(self.program):
+                self._rank(pid, (pid, st.start), launch)
 
     def start(self, watch: bool = True) -> None:
         try:
