@@ -18,8 +18,9 @@ timed run (:mod:`apptune.core.runner`) the node the job script runs on is watche
 
 The CPUs each rank of the measured program may run on are recorded too, with the launch
 (the runner's step) that started it (:func:`apptune.core.procfs.observe_binding`): the mask
-a rank holds last, read again while it is young, since MPI_Init binds a rank to one CPU for
-a moment; :func:`apptune.placement.binding_problem` judges each launch's ranks.
+a rank holds last, read often while it is young, since MPI_Init moves a rank to one CPU for
+a while (:mod:`apptune.core.ranks`); :func:`apptune.placement.binding_problem` judges each
+launch's ranks.
 
 The grade is ``clean`` when every limit holds, ``disturbed`` (with each reason)
 when one does not, ``unmeasured`` when the node could not be read. Disturbed and
@@ -49,32 +50,17 @@ from .procfs import (
     _cmdline,
     _environ,
     _rusage_cpu,
-    allowed_cpus,
     ancestors,
     boot_id,
     cpu_times,
-    cpu_topology,
     frequency_by_cpu,
     load1,
-    observe_binding,
     processes,
-    read_stat,
 )
+from .ranks import NEW_RANKS_S, RECHECK_S, Ranks
 
 if TYPE_CHECKING:
     from ..models import RunQuality
-
-#: How long a rank's CPU mask must hold before it counts as its binding (seconds).
-AFFINITY_SETTLE_S = 0.05
-#: While a launch is young (:data:`YOUNG_S`), its new ranks are looked for, and the masks of
-#: young ranks read again, this often: a launch shorter than the second between two samples
-#: (MPICH's NetPIPE run, 0.6 s) has ranks too, and the binding of a rank is the last mask it
-#: held, of which MPI_Init's 200 ms on one CPU must not be the last one read.
-RECHECK_S = 0.1
-YOUNG_S = 5.0
-#: A new process is looked at again for this long: forked by the launcher, it runs the
-#: launcher's program until it execs the rank's.
-EXEC_S = 0.5
 
 GRADES = ("clean", "disturbed", "unmeasured")
 #: How many of the heaviest other processes a disturbed record names.
@@ -187,28 +173,20 @@ class Monitor:
         #: ``probe()`` (the machine knobs' state) at each sample, the last one kept.
         self.probe, self.probed = probe, None
         self.running: list[int] = []
-        self.affinity: dict[int, set[int]] = {}
-        #: The launch (the runner's step, :meth:`begin_launch`) running now, and each rank's.
-        self.launch: str | None = None
-        self.launches: dict[int, str] = {}
-        #: Each rank (pid -> its process: pid and start time) and when it was first seen.
-        self._ranks: dict[int, tuple[tuple[int, int], float]] = {}
-        #: When the launch began (None: none yet), and the processes looked at since (pid ->
-        #: the program it ran, when first seen): a process the launcher forks execs the rank
-        #: a moment later, so a new one is looked at again for EXEC_S.
-        self._launched: float | None = None
-        self._looked: dict[int, tuple[str, float]] = {}
+        #: The program's ranks and their CPUs (None without a program to watch).
+        self.ranks = Ranks(program, self.proc, self.sysfs) if program else None
         self.error: str | None = None
 
     def begin_launch(self, label: str) -> None:
         """The runner starts its step ``label``: the ranks seen from now on are its (set
-        without the sampler's lock, which a sample holds while it reads new ranks' masks)."""
-        self.launch = label
-        self._launched = time.monotonic()
+        without the sampler's lock, which a sample holds while it reads every process)."""
+        if self.ranks is not None:
+            self.ranks.begin_launch(label)
 
     # ------------------------------------------------------------------ sampling
     def _sample(self) -> None:
-        launch = self.launch  # before the listing: a rank listed is of this launch or later
+        # before the listing: a rank listed is of this launch or a later one
+        launch = self.ranks.launch if self.ranks is not None else None
         procs = processes(self.proc)
         with self._lock:
             idx = self.samples
@@ -238,6 +216,8 @@ class Monitor:
             self.current = {pid: (pid, st.start) for pid, st in procs.items()}
             if idx == 0:
                 self.harness = self._harness_pids(procs)
+                if self.ranks is not None:
+                    self.ranks.before(procs)
             # a slurmstepd names its job only once it has set its title ("slurmstepd:
             # [JOB.STEP]"): every one is looked at again at each sample
             new += [
@@ -249,7 +229,7 @@ class Monitor:
             pending = set(new)
             for key in new:
                 self.seen[key].kind = self._kind(key, kinds, pending)
-            if self.program:
+            if self.ranks is not None:
                 self._watch_ranks(launch)
 
     def _harness_pids(self, procs: dict[int, Stat]) -> set[int]:
@@ -307,83 +287,20 @@ class Monitor:
         return kind
 
     def _watch_ranks(self, launch: str | None) -> None:
-        """The CPUs each rank of the program may run on (the job's processes running it), and
-        the launch that started it."""
-        name = os.path.basename(self.program)[:15]
+        """The ranks of the program among the job's processes (:class:`Ranks`)."""
+        name = self.ranks.name
         for key in self.current.values():
             s = self.seen[key]
             if s.last != self.samples - 1 or s.kind not in (JOB, CHILD, OWN_JOB) or s.comm != name:
                 continue
-            try:
-                exe = os.readlink(self.proc / str(s.pid) / "exe")
-            except OSError:
-                continue
-            if os.path.realpath(exe) != os.path.realpath(self.program):
-                continue
-            self._rank(s.pid, key, launch)
+            if self.ranks.is_rank(s.pid):
+                self.ranks.seen(s.pid, key, launch)
 
-    def _rank(self, pid: int, key: tuple[int, int], launch: str | None) -> None:
-        """A rank seen (``key``: its pid and start time) while ``launch`` ran: its mask."""
-        if self._ranks.get(pid, (None,))[0] != key:  # a new rank (or its pid reused)
-            self._ranks[pid] = (key, time.monotonic())
-            self.affinity.pop(pid, None)
-            if launch is not None:
-                self.launches[pid] = launch
-        self._read_mask(pid)
-
-    def _read_mask(self, pid: int) -> None:
-        """Read a rank's CPU mask; a new one counts once it holds for AFFINITY_SETTLE_S:
-        hwloc's topology discovery in MPI_Init binds the process to one CPU for a moment
-        (sched_setaffinity([0]), then back)."""
-        cpus = allowed_cpus(self.proc, pid)
-        if cpus and cpus != self.affinity.get(pid):
-            time.sleep(AFFINITY_SETTLE_S)
-            if allowed_cpus(self.proc, pid) != cpus:
-                return
-        if cpus:
-            self.affinity[pid] = cpus
-
-    def _recheck_young(self) -> None:
-        """While the launch is young, its new ranks (a process running the program: its
-        executable is the program's, in the run's own build), and read again the masks of
-        the ranks seen less than YOUNG_S ago that still run (the same process: its start
-        time unchanged)."""
-        now = time.monotonic()
-        launch = self.launch
-        with self._lock:
-            if self._launched is not None and now - self._launched <= YOUNG_S:
-                self._new_ranks(launch)
-            for pid, (key, seen) in list(self._ranks.items()):
-                if now - seen > YOUNG_S:
-                    continue
-                st = read_stat(self.proc, pid)
-                if st is not None and (pid, st.start) == key:
-                    self._read_mask(pid)
-
-    def _new_ranks(self, launch: str | None) -> None:
-        """The processes not looked at before that run the program: ranks of ``launch``."""
-        name = os.path.basename(self.program)[:15]
-        try:
-            pids = [int(d) for d in os.listdir(self.proc) if d.isdigit()]
-        except OSError:
-            return
-        now = time.monotonic()
-        for pid in pids:
-            comm, first = self._looked.get(pid, (None, now))
-            if comm is not None and comm != name and now - first > EXEC_S:
-                continue  # another program for good
-            st = read_stat(self.proc, pid)
-            if st is None:
-                continue
-            self._looked[pid] = (st.comm, first)
-            if st.comm != name or self._ranks.get(pid, (None,))[0] == (pid, st.start):
-                continue  # not the program, or a rank known (its mask is read below)
-            try:
-                exe = os.path.realpath(os.readlink(self.proc / str(pid) / "exe"))
-            except OSError:
-                continue
-            if exe == os.path.realpath(self.program):
-                self._rank(pid, (pid, st.start), launch)
+    def _recheck_young(self, look: bool = True) -> None:
+        """Between two samples: the young ranks' masks and the young launch's new ranks."""
+        if self.ranks is not None:
+            with self._lock:
+                self.ranks.recheck(look)
 
     def start(self, watch: bool = True) -> None:
         try:
@@ -402,13 +319,17 @@ class Monitor:
             self._thread.start()
 
     def _run(self) -> None:
-        # a sample every period; between two, the young ranks' masks every RECHECK_S
+        # a sample every period; between two, the young ranks' masks every RECHECK_S and the
+        # young launch's new ranks every NEW_RANKS_S
         tick = min(RECHECK_S, self.period) if self.program else self.period
         due = time.monotonic() + self.period
+        look = 0.0
         while not self._stop.wait(tick):
             try:
                 if self.program:
-                    self._recheck_young()
+                    now = time.monotonic()
+                    self._recheck_young(look=now >= look)
+                    look = look if now < look else now + NEW_RANKS_S
                 if time.monotonic() < due:
                     continue
                 self._frequency()
@@ -539,19 +460,7 @@ class Monitor:
     def binding(self) -> dict | None:
         """The CPUs the program's ranks on this node could run on
         (:func:`apptune.core.procfs.observe_binding`); None without a program to watch."""
-        if not self.program:
-            return None
-        try:
-            node = os.sched_getaffinity(0)
-        except OSError:
-            node = set()
-        return observe_binding(
-            self.affinity,
-            node,
-            cpu_topology(self.sysfs),
-            os.path.basename(self.program),
-            self.launches,
-        )
+        return self.ranks.record() if self.ranks is not None else None
 
 
 def judge(m: dict, limits: Limits) -> tuple[str, list[str]]:
