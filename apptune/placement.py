@@ -355,12 +355,32 @@ def plan(
 def binding_problem(observed: dict | None, binding: str | None, threads_per_rank: int = 1):
     """Why the CPUs the program's ranks could run on (the runner's record,
     :func:`apptune.core.procfs.observe_binding`) are not the binding asked for; None when they
-    are, when no binding was asked for or when no rank was seen."""
+    are, when no binding was asked for or when no rank was seen.
+
+    Each launch of the program in the job (an integrity pass before the timed run, say) is
+    judged on its own ranks: a rank count or a CPU of one launch never counts for another."""
     ranks = (observed or {}).get("ranks") or []
     if not binding or not ranks:
         return None
-    node = observed.get("node_cpus")
-    where = f"of the {len(ranks)} rank(s) seen on the job's first node"
+    launches: dict[str | None, list[dict]] = {}
+    for r in ranks:
+        launches.setdefault(r.get("launch"), []).append(r)
+    said = [
+        why
+        for launch, rs in launches.items()
+        if (
+            why := _launch_problem(rs, launch, observed.get("node_cpus"), binding, threads_per_rank)
+        )
+    ]
+    if not said:
+        return None
+    return "; ".join(said) + ": the launcher did not place them as asked"
+
+
+def _launch_problem(ranks, launch, node, binding, threads_per_rank) -> str | None:
+    """:func:`binding_problem` of the ranks of one launch (``launch``: its step, or None)."""
+    of = f" of {launch}" if launch else ""
+    where = f"of the {len(ranks)} rank(s){of} seen on the job's first node"
     if binding == "core":
         bad = [r for r in ranks if r["cores"] > threads_per_rank]
         asked = f"bound to {threads_per_rank} core(s) each"
@@ -373,10 +393,7 @@ def binding_problem(observed: dict | None, binding: str | None, threads_per_rank
     if not bad:
         return None
     got = ", ".join(sorted({r["cpus"] for r in bad}))
-    return (
-        f"the placement asked for ranks {asked}, but {len(bad)} {where} "
-        f"could run on CPUs {got}: the launcher did not place them as asked"
-    )
+    return f"the placement asked for ranks {asked}, but {len(bad)} {where} could run on CPUs {got}"
 
 
 @dataclass

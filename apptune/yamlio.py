@@ -213,15 +213,9 @@ def yaml_word(w: str) -> str:
     return json.dumps(w)
 
 
-def flow_list(words, indent: int = 0, width: int = 96) -> str:
-    """A YAML flow list of words (the templates' ``flow`` filter), continued on lines
-    indented by ``indent`` + 1 (where its ``[`` is) when longer than ``width``."""
-    lines, line = [], ""
-    for w in map(yaml_word, words):
-        if line and indent + 1 + len(line) + len(w) + 2 > width:
-            lines.append(line + ",")
-            line = w
-        else:
-            line = f"{line}, {w}" if line else w
-    lines.append(line)
-    return "[" + ("\n" + " " * (indent + 1)).join(lines) + "]"
+def flow_list(words) -> str:
+    """A YAML flow list of words on one line (the templates' ``flow`` filter), however long:
+    a round-trip edit of the file (:func:`edit_yaml_text`: ``apptune tune``, ``bless``)
+    joins a flow list continued over several lines into one, and its reviewed diff would
+    then show lines nobody changed."""
+    return "[" + ", ".join(map(yaml_word, words)) + "]"

@@ -213,3 +213,155 @@ def test_an_llvm_only_change_restores_the_gnu_build_from_the_cache(toy, toy_root
     p2, s2 = toy("tuned", "b")
     assert p2["cache"]["hit"] is True and p2["cache"]["key"] == p1["cache"]["key"]
     assert (s2 / "toy").is_file()
+
+
+# ------------------------------------------------------------- a build in progress, shared
+def _build_held(args):
+    """Another run's build of the toy (a process of its own) that holds the build's lock:
+    it says so in ``started`` once its build begins, and goes on only once ``release``
+    exists (``die``: it is killed meanwhile, as a run stopped by the user)."""
+    root, cache, mirror, stage, started, release = args
+    os.environ.update(APPTUNE_ROOT=root, APPTUNE_CACHE=cache, APPTUNE_SOURCE_MIRROR=mirror)
+    import time as _time
+
+    from apptune.core.recipes import Toolchain
+
+    real = build._build
+
+    def slow(*a, **kw):
+        Path(started).touch()
+        while not Path(release).exists():
+            _time.sleep(0.05)
+        return real(*a, **kw)
+
+    build._build = slow
+    tc = Toolchain("gnu", "gnu", "gcc", "g++", "gfortran", "none", "3.1", "openblas", ["gcc"])
+    r = recipes.load_recipe("toy")
+    os.makedirs(stage, exist_ok=True)
+    build.build(recipes.resolve(r, "tuned", tc).to_dict(), sources.fetch(r), Path(stage))
+
+
+def _second_run(toy_root, tmp_path, monkeypatch, kill: bool):
+    """A build of the toy while another process builds the same: (that process's id, what
+    the second build said, its provenance)."""
+    import threading
+    import time as _time
+
+    from apptune.core.recipes import Toolchain
+
+    r = recipes.load_recipe("toy")
+    sources.fetch(r)
+    started, release = tmp_path / "started", tmp_path / "release"
+    env = (os.environ["APPTUNE_CACHE"], os.environ["APPTUNE_SOURCE_MIRROR"])
+    args = (str(toy_root), *env, str(tmp_path / "first"), str(started), str(release))
+    first = multiprocessing.get_context("spawn").Process(target=_build_held, args=(args,))
+    first.start()
+    notices: list[tuple[str, str]] = []
+    say = build.buildcost.say
+
+    def heard(stage, line, kind, **data):
+        notices.append((kind, line))
+        say(stage, line, kind, **data)
+
+    monkeypatch.setattr(build.buildcost, "say", heard)
+    try:
+        deadline = _time.monotonic() + 60
+        while not started.exists() and _time.monotonic() < deadline:
+            _time.sleep(0.05)
+        assert started.exists(), "the first build did not start"
+        stage = tmp_path / "second"
+        stage.mkdir()
+        tc = Toolchain("gnu", "gnu", "gcc", "g++", "gfortran", "none", "3.1", "openblas", ["gcc"])
+        plan = recipes.resolve(r, "tuned", tc).to_dict()
+        got = {}
+        t = threading.Thread(
+            target=lambda: got.update(prov=build.build(plan, sources.fetch(r), stage))
+        )
+        t.start()
+        while not notices and t.is_alive():
+            _time.sleep(0.05)
+        assert notices and notices[0][0] == build.buildcost.WAIT, notices
+        if kill:
+            first.kill()  # the first run dies with its build half done: its lock goes with it
+        else:
+            release.touch()
+        t.join(timeout=120)
+        assert not t.is_alive(), "the second build never got the lock"
+        return first.pid, [line for _, line in notices], got["prov"]
+    finally:
+        if first.is_alive():
+            first.kill()
+        first.join()
+
+
+def test_a_second_run_waits_for_the_same_build_in_progress_and_uses_it(
+    toy_root, tmp_path, monkeypatch
+):
+    """Two runs at once that need the same build: the second says it waits for the first's
+    build in progress, then uses what it stored (it built the same variant twice before)."""
+    pid, said, prov = _second_run(toy_root, tmp_path, monkeypatch, kill=False)
+    assert said[0].startswith(f"the build of toy gnu/tuned is in progress in pid {pid}, since ")
+    assert said[0].endswith(": waiting for it, to use what it stores")
+    assert said[1].startswith(f"the build of toy gnu/tuned in pid {pid}, since ")
+    assert said[1].endswith(" ended: used here") and len(said) == 2
+    assert prov["cache"]["hit"] is True and len(buildcache.entries()) == 1
+
+
+def test_a_second_run_builds_itself_when_the_build_it_waited_for_dies(
+    toy_root, tmp_path, monkeypatch
+):
+    """The run whose build the second waits for is killed: its lock goes with it, and the
+    second builds (a lock file left by a dead process never blocks)."""
+    pid, said, prov = _second_run(toy_root, tmp_path, monkeypatch, kill=True)
+    assert said[1].startswith(f"the build of toy gnu/tuned in pid {pid}, since ")
+    assert said[1].endswith(" ended: it stored nothing (it died or failed): building here")
+    assert said[2].startswith("no cached build of toy gnu/tuned")
+    assert prov["cache"]["hit"] is False and (tmp_path / "second" / "toy").is_file()
+    assert len(buildcache.entries()) == 1
+
+
+@pytest.mark.unit
+def test_a_lock_held_by_a_process_that_dies_is_free_and_its_holder_was_named(tmp_path):
+    """Who holds a lock is said to the process that waits for it; a holder killed with the
+    lock held (no chance to clean up) leaves its lock file behind, and it blocks nobody."""
+    import subprocess
+    import sys
+    import threading
+    import time as _time
+
+    from apptune.core import locks
+
+    path = tmp_path / "locks" / "k.lock"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from apptune.core import locks\n"
+            f"with locks.locked({str(path)!r}, 'the build of toy gnu/tuned'):\n"
+            "    print('held', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        told, got = [], threading.Event()
+
+        def second():
+            with locks.locked(path, "the same build", told.append):
+                got.set()
+
+        t = threading.Thread(target=second, daemon=True)
+        t.start()
+        _time.sleep(0.3)
+        assert not got.is_set()  # it waits while the holder lives
+        [h] = told
+        assert (h.pid, h.what) == (holder.pid, "the build of toy gnu/tuned")
+        assert h.describe().startswith(f"pid {holder.pid}, since ")
+        holder.kill()
+        assert got.wait(10), "the lock of a dead process still blocks"
+        t.join(5)
+        assert path.exists()  # the file stays; only the lock went
+    finally:
+        holder.kill()
+        holder.wait()

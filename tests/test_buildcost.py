@@ -178,3 +178,112 @@ def test_a_resumed_build_is_as_dear_to_evict_as_its_cold_build(cache):
     assert buildcache.rebuild_seconds(e, cold) == 9300.0
     # no cold build recorded: what it took, a lower bound
     assert buildcache.rebuild_seconds(e, []) == 600.0
+
+
+# ---------------------------------------------------------------- a first run: one line
+def _notice(run_dir, name, **said):
+    stage = run_dir / "stage/local/default/gnu" / name
+    stage.mkdir(parents=True, exist_ok=True)
+    (stage / buildcost.NOTICE_FILE).write_text(json.dumps(said))
+
+
+def test_a_first_run_says_the_empty_cache_once_and_no_build_says_it_again(cache, tmp_path):
+    """On a fresh machine every build is uncached: 31 lines "no cached build of X: no
+    earlier build recorded ..." before the builds said nothing a first run does not imply.
+    One line says it and what the builds cost; the builds then say nothing of their cost.
+    What the run must hear still comes through: a build it waits for in another run."""
+    est = BuildEstimate(compiles=100, seconds_per_compile=6)
+    foam = SimpleNamespace(name="openfoam", build=SimpleNamespace(estimate=est))
+    hpcc = SimpleNamespace(name="hpcc", build=SimpleNamespace(estimate=None))
+    builds = [(foam, "gnu", "tuned"), (hpcc, "gnu", "baseline"), (hpcc, "gnu", "tuned")]
+    line = buildcost.empty_cache_line(builds, [])
+    assert line == (
+        f"the build cache ({cache}) is empty: this run builds its 3 variant(s) of 2 "
+        "application(s) from source: about ~10 min for 1 of them (this machine's recorded "
+        "builds and the recipes' build.estimate), unknown for the other 2 (no build recorded "
+        "on this machine, no build.estimate in the recipe: hpcc)"
+    )
+    times = [{"app": "hpcc", "environment": "gnu", "variant": v, "seconds": 30.0} for v in
+             ("baseline", "tuned")]  # fmt: skip
+    assert buildcost.empty_cache_line(builds, times).endswith(
+        "from source, about ~11 min in all (this machine's recorded builds and the recipes' "
+        "build.estimate)"
+    )
+    assert buildcost.empty_cache_line(builds[1:], []).endswith(
+        "; how long is unknown (no build recorded on this machine, no build.estimate in the "
+        "recipe: hpcc)"
+    )
+    run_dir = tmp_path / "run"
+    for i, (r, env, v) in enumerate(builds):
+        _notice(run_dir, f"B{i}", notice=f"no cached build of {r.name} {env}/{v}: ...",
+                kind=buildcost.COST, seconds=600.0 if i == 0 else None, app=r.name)  # fmt: skip
+    f = progress.Follower(run_dir, first_run=True)
+    assert f.notices() == []
+    _notice(run_dir, "B3", notice="the build of qe gnu/tuned is in progress in pid 7", kind="wait")
+    assert f.notices() == ["the build of qe gnu/tuned is in progress in pid 7"]
+    # a cache that holds a build: no such line, each build says its own cost
+    stage = tmp_path / "s"
+    stage.mkdir()
+    (stage / "prog").write_text("x")
+    buildcache.store("ee" + "5" * 62, {"plan": PLAN}, stage, ["prog"], build_seconds=1.0)
+    assert buildcost.empty_cache_line(builds, []) is None
+
+
+def test_a_later_run_says_a_builds_cost_only_where_it_is_news(tmp_path):
+    """A build of a minute or more says what it will take; one of seconds does not (the
+    progress line shows it as it goes); of an application whose builds' time is unknown,
+    the first says so, not each of its variants."""
+    run_dir = tmp_path / "run"
+    said = [
+        ("A", "no cached build of openfoam gnu/tuned: building takes ~1 h", 3600.0, "openfoam"),
+        ("B", "no cached build of netpipe gnu/tuned: building takes ~5 s", 5.0, "netpipe"),
+        ("C", "no cached build of fring gnu/baseline: no earlier build recorded", None, "fring"),
+        ("D", "no cached build of fring gnu/tuned: no earlier build recorded", None, "fring"),
+        ("E", "no cached build of fring llvm/tuned: no earlier build recorded", None, "fring"),
+    ]
+    for name, line, seconds, app in said:
+        _notice(run_dir, name, notice=line, kind=buildcost.COST, seconds=seconds, app=app)
+    assert progress.Follower(run_dir).notices() == [said[0][1], said[2][1]]
+
+
+def test_the_builds_of_a_run_are_those_its_mode_and_selection_name(toy_root):
+    """What the first run's line counts: the variants of the tiers the mode's tags select
+    (a tier tagged long_build is not in `make run`), in the environments whose tools are
+    found, compiled ones only (not a distribution's build), narrowed by --env and --variant."""
+    from apptune.models import Recipe
+
+    d = recipes.load_recipe("toy").model_dump(exclude_unset=True)
+    d["installs"] = {"debian": {"debian": ["toy"], "programs": ["toy"]}}
+    d["tiers"]["ci"]["variants"] = {"gnu": ["baseline", "tuned", "debian"], "llvm": ["tuned"]}
+    d["tiers"]["nightly"] = {"ranks": 1, "variants": {"gnu": ["tuned"]}, "tags": ["long_build"]}
+    r = Recipe.model_validate(d)
+    anywhere = lambda *_: True  # noqa: E731
+    ci = buildcost.mode_tiers(["--tag=^ci$", "--exclude-tag=^long_build$", "--exec-policy=serial"])
+    assert [(e, v) for _, e, v in buildcost.run_builds([r], ci, anywhere)] == [
+        ("gnu", "baseline"),
+        ("gnu", "tuned"),
+        ("llvm", "tuned"),
+    ]
+    every = buildcost.mode_tiers(["-t", "."])
+    assert every(r) == ["ci", "nightly"] and buildcost.mode_tiers(["-T", "long"])(r) == ["ci"]
+    assert len(buildcost.run_builds([r], every, anywhere)) == 3  # gnu/tuned once
+    gnu = lambda rec, env: env == "gnu"  # noqa: E731  llvm's tools not found
+    assert [v for _, _, v in buildcost.run_builds([r], ci, gnu, (), ["tuned"])] == ["tuned"]
+    assert buildcost.run_builds([r], ci, anywhere, ["nosuch"]) == []
+
+
+def test_apptune_run_counts_the_builds_of_its_mode_and_selection(cache):
+    """`apptune run --app netpipe --env gnu` on an empty cache: the line counts the gnu
+    variants of NetPIPE's ci tier (from the site config's ci mode), no other."""
+    from apptune.commands.run import empty_cache_line
+    from apptune.core import selection
+
+    a = SimpleNamespace(config="site-config/settings.py", mode="ci", reframe_args=[])
+    sel = selection.Selection(apps=["netpipe"], envs=["gnu"])
+    n = len(recipes.load_recipe("netpipe").tiers["ci"].variants["gnu"])
+    line = empty_cache_line(a, sel, recipes.list_recipes(), [])
+    assert line.startswith(
+        f"the build cache ({cache}) is empty: this run builds its {n} variant(s) of 1 "
+        "application(s) from source"
+    ), line
+    assert empty_cache_line(a, selection.Selection(envs=["nosuch"]), ["netpipe"], []) is None

@@ -106,12 +106,15 @@ def test_the_run_record_keeps_them_in_its_launch(toy_root, tmp_path, fake_trials
     )
 
 
-def test_the_first_samples_read_the_ranks_libraries_not_their_cpus(tmp_path):
-    """The samples taken early (to see a short program's libraries) do not read the ranks'
-    CPU masks: MPI_Init binds a rank to one CPU for a moment, longer on a busy node."""
+def test_a_rank_s_libraries_are_its_last_read_and_its_binding_its_last_mask(
+    tmp_path, monkeypatch
+):
+    """A rank's libraries are read when it is first seen and at the next samples: the last
+    read keeps what it still maps (what MPI_Init opened and closed again is left out), and
+    its binding is the last mask read (MPI_Init binds a rank to one CPU for a moment)."""
     from test_runner import FakeProc
 
-    from apptune.core import quality
+    from apptune.core import quality, ranks
 
     fake = FakeProc(tmp_path)
     program = str(tmp_path / "NPmpi")
@@ -121,14 +124,23 @@ def test_the_first_samples_read_the_ranks_libraries_not_their_cpus(tmp_path):
     mon = quality.Monitor(fake.proc, fake.sysfs, program=program)
     mon.me = 60
     mon.start(watch=False)
+    lib = "/usr/lib/x86_64-linux-gnu/"
     for pid in (71, 72):
         fake.process(pid, "NPmpi", 60, exe=program, cpus="0")
         (fake.proc / str(pid) / "maps").write_text(
-            "7f00-7f01 r-xp 00000000 08:01 2 /usr/lib/x86_64-linux-gnu/libmpi.so.40.30.4\n"
+            f"7f00-7f01 r-xp 00000000 08:01 2 {lib}libmpi.so.40.30.4\n"
+            f"7f01-7f02 r-xp 00000000 08:01 3 {lib}libucp.so.0.0.0\n"
         )
-    mon.early = True
     mon._sample()
-    assert mon.affinity == {} and mon.libraries()[0]["role"] == "mpi"
-    mon.early = False
+    assert mon.ranks.affinity == {71: {0}, 72: {0}}
+    assert {x["role"] for x in mon.libraries()} >= {"mpi"}
+    for pid in (71, 72):  # MPI_Init is over: the rank's own CPUs, UCX unloaded
+        fake.process(pid, "NPmpi", 60, exe=program, cpus="0-1")
+        (fake.proc / str(pid) / "maps").write_text(
+            f"7f00-7f01 r-xp 00000000 08:01 2 {lib}libmpi.so.40.30.4\n"
+        )
+    monkeypatch.setattr(ranks, "MAPS_AGES", (0.0,))  # the young ranks' next read is due
+    mon.ranks.recheck(look=False)
     mon._sample()
-    assert mon.affinity == {71: {0}, 72: {0}}
+    assert mon.ranks.affinity == {71: {0, 1}, 72: {0, 1}}
+    assert mon.ranks.libraries() == {f"{lib}libmpi.so.40.30.4"}

@@ -103,6 +103,21 @@ def test_new_guesses_the_build_system_from_the_top_of_the_source(
         assert b["products"] == [{"src": "_build/demo", "name": "demo"}]
 
 
+@pytest.mark.parametrize(
+    "top", [{"CMakeLists.txt": ""}, {"configure": ""}, {"configure.ac": ""}, {"Makefile": ""}]
+)
+def test_a_scaffolded_recipe_survives_a_round_trip_edit_unchanged(tree, tmp_path, top):
+    """A Fortran and C code's build words are long: written as a flow list over two lines,
+    the first round-trip edit (tune, bless) joined them, and the committed recipes' test of
+    that failed as soon as a scaffolded recipe was added."""
+    from apptune.yamlio import edit_yaml_text
+
+    assert new(tmp_path, {**C_APP, "k.f90": "", **top}) == 0
+    text = (tree / "build-recipes/demo.yaml").read_text()
+    assert recipe_data(tree)["build"]["languages"] == ["c", "fortran"]
+    assert edit_yaml_text(text, lambda d: None) == text
+
+
 def test_new_guesses_the_languages_and_the_tarballs_top_directory(tree, tmp_path, capsys):
     assert new(tmp_path, {**C_APP, "Makefile": "", "src/k.f90": "", "src/w.cpp": ""}) == 0
     d = recipe_data(tree)

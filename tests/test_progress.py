@@ -206,3 +206,94 @@ def test_the_files_counted_are_the_products_as_the_provenance_counts_them(tmp_pa
         out.write(json.dumps(real)[20:] + "\n")
     assert f.active_build()["compiled"] == 16
     assert "building flashio: 16/64 files" in f.status()
+
+
+def test_a_build_that_waits_for_the_same_build_in_another_run_says_so_on_the_runs_output(
+    tmp_path,
+):
+    """The wait, its end and then the build's cost are three notices of one build (its one
+    notice file, rewritten): each is said, once."""
+    from apptune.core import buildcost, locks
+
+    stage = tmp_path / "stage/local/default/gnu/QEBuild_a1b2"
+    stage.mkdir(parents=True)
+    f = progress.Follower(tmp_path)
+    wait = buildcost.Waiting(stage, "qe gnu/tuned")
+    wait.ended(stored=True)  # no wait: nothing said
+    assert f.notices() == []
+    wait(locks.Holder(pid=4242, host=None, since=None))
+    assert f.notices() == [
+        "the build of qe gnu/tuned is in progress in pid 4242: waiting for it, to use what it "
+        "stores"
+    ]
+    assert f.notices() == []
+    wait.ended(stored=False)
+    assert f.notices() == [
+        "the build of qe gnu/tuned in pid 4242 ended: it stored nothing (it died or failed): "
+        "building here"
+    ]
+
+
+def _replay(tmp_path, entries, until: int):
+    """Feed ReFrame's recorded lines up to ``until`` (index), with the stage as it was at
+    each (the job output files that existed when the line came)."""
+    import shutil
+
+    f = progress.Follower(tmp_path)
+    stage = tmp_path / "stage"
+    for e in entries[: until + 1]:
+        shutil.rmtree(stage, ignore_errors=True)
+        for j in e["jobs"]:
+            (stage / j).parent.mkdir(parents=True, exist_ok=True)
+            (stage / j).touch()
+        f.feed(e["line"])
+    return f
+
+
+def test_the_running_test_cases_under_reframes_async_policy(tmp_path):
+    """Recorded ReFrame 4.10 output of an async run (2 job slots; checks on two environments
+    each, after their build fixtures): RUN is said when a test case starts, long before its job
+    runs, and several at once. The progress line named the last RUN line's test (one waiting
+    for a slot) and, after any result line, none at all. It names those whose job has begun,
+    and counts the others."""
+    from conftest import REPO
+
+    entries = json.loads((REPO / "tests/data/reframe-async-progress.json").read_text())
+    lines = [progress._ANSI.sub("", e["line"]).strip() for e in entries]
+    # the four checks of the baseline builds have started, the tuned builds still run
+    at = lines.index(
+        "[ RUN      ] SleepCheck %secs=3 %build.variant=baseline /1cef7c22 @local:default+llvm"
+    )
+    s = _replay(tmp_path, entries, at).status()
+    assert "running SleepBuild %variant=tuned ~local:default+gnu and 1 more; 4 waiting to run" in s
+    # a result line: the two checks of 52ef420a run (2 slots), two more have started
+    at = lines.index(
+        "[       OK ] ( 4/12) SleepBuild %variant=tuned ~local:default+llvm /a08ebb3a "
+        "@local:default+llvm"
+    )
+    s = _replay(tmp_path, entries, at).status()
+    assert s.startswith(
+        "4/12 test cases done; running SleepCheck %secs=1 %build.variant=baseline "
+        "@local:default+gnu and 1 more; 2 waiting to run;"
+    ), s
+    f = _replay(tmp_path, entries, len(entries) - 1)
+    assert f.started == {} and "running" not in f.status()
+
+
+def test_the_running_test_case_under_the_serial_policy(tmp_path):
+    """`apptune run`'s own modes run one test case at a time (recorded, ReFrame 4.10): the one
+    started last runs, whether or not its job has begun."""
+    f = progress.Follower(tmp_path)
+    for line in (
+        "[ \x1b[32mRUN     \x1b[0m ] SleepBuild %variant=baseline ~local:default+gnu /3996aeb5 "
+        "@local:default+gnu",
+        "[ \x1b[32m      OK\x1b[0m ] ( 1/12) SleepBuild %variant=baseline ~local:default+gnu "
+        "/3996aeb5 @local:default+gnu",
+        "[ \x1b[32mRUN     \x1b[0m ] SleepCheck %secs=1 %build.variant=baseline /52ef420a "
+        "@local:default+gnu",
+    ):
+        f.feed(line + "\n")
+    assert f.status().startswith(
+        "1/12 test cases done; running SleepCheck %secs=1 %build.variant=baseline "
+        "@local:default+gnu; 0 s elapsed"
+    ), f.status()

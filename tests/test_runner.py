@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from apptune import machine
-from apptune.core import procfs, quality, runner
+from apptune import machine, placement
+from apptune.core import procfs, quality, ranks, runner
 
 PAYLOADS = [
     "; touch PWNED1",
@@ -485,36 +485,148 @@ def test_the_harness_and_its_job_never_count_and_short_lived_processes_are_named
     assert b["program"] == "mpi-micro"
 
 
-def test_a_rank_bound_for_a_moment_by_hwlocs_topology_discovery_is_not_its_binding(
-    tmp_path, monkeypatch
-):
-    """Open MPI's MPI_Init (hwloc) binds a rank to CPU 0 and back in microseconds
-    (strace: sched_setaffinity([0]), then [0 1]); a sample that read the mask in between
-    failed an unbound NetPIPE run in about 1 of 24. A mask counts once it holds; one that
-    holds (a launcher's binding, or Intel MPI's pinning inside MPI_Init) still counts."""
+def _npmpi_node(tmp_path, monkeypatch, reads: dict):
+    """A Slurm node whose job runs NPmpi, watched from the start: (the fake /proc, the
+    program, the monitor, the ranks' environment). ``reads``: per rank, what reading its
+    mask gives first, read after read, before its real mask."""
     fake = FakeProc(tmp_path)
     program = str(tmp_path / "NPmpi")
     Path(program).write_text("")
     _slurm_node(fake, program)
     mon = _monitor(fake, program)
     mon.start(watch=False)
-    ranks = ["APPTUNE_RUN_TAG=t1", "SLURM_JOB_ID=7"]
-    for pid, cpus in ((71, "0-1"), (72, "0")):  # 72: bound to CPU 0 for good
-        fake.process(pid, "NPmpi", 70, own=1.0, env=ranks, exe=program, cpus=cpus)
-    reads = {71: ["0"]}  # 71: read once in the middle of the discovery
-    real = quality.allowed_cpus
+    real = ranks.allowed_cpus
 
     def mask(proc, pid):
-        if pid in reads and reads[pid]:
+        if reads.get(pid):
             return procfs.parse_cpulist(reads[pid].pop(0))
         return real(proc, pid)
 
-    monkeypatch.setattr(quality, "allowed_cpus", mask)
+    monkeypatch.setattr(ranks, "allowed_cpus", mask)
+    return fake, program, mon, ["APPTUNE_RUN_TAG=t1", "SLURM_JOB_ID=7"]
+
+
+def test_a_rank_moved_for_a_while_by_mpi_init_is_not_bound_there(tmp_path, monkeypatch):
+    """Open MPI's MPI_Init binds a rank to CPU 0 and back (hwloc: microseconds; UCX timing
+    its clock: 2 x 100 ms, strace); a sample that read the mask meanwhile failed an unbound
+    NetPIPE run in about 1 of 24. A rank's binding is the last mask read of it, and a young
+    rank is read again soon; one that stays (a launcher's binding, or Intel MPI's pinning
+    inside MPI_Init) is its binding."""
+    reads = {71: ["0", "0"]}  # 71: read twice while MPI_Init had it on CPU 0
+    fake, program, mon, ranks = _npmpi_node(tmp_path, monkeypatch, reads)
+    for pid, cpus in ((71, "0-1"), (72, "0")):  # 72: bound to CPU 0 for good
+        fake.process(pid, "NPmpi", 70, own=1.0, env=ranks, exe=program, cpus=cpus)
     mon._sample()
-    b = mon.binding()
-    assert [(r["pid"], r["cpus"]) for r in b["ranks"]] == [(72, "0")]
-    mon._sample()  # 71 read again later: its mask of the whole run
+    mon._recheck_young()
+    assert [(r["pid"], r["cpus"]) for r in mon.binding()["ranks"]] == [(71, "0"), (72, "0")]
+    mon._recheck_young()  # MPI_Init is over: the mask its launcher gave it, for the rest
     assert [(r["pid"], r["cpus"]) for r in mon.binding()["ranks"]] == [(71, "0-1"), (72, "0")]
+
+
+def _two_launches(tmp_path, monkeypatch, first_reads: dict):
+    """An unbound NetPIPE job on a 2-CPU node: its integrity pass (ranks 71, 72), then its
+    timed run (73, 74), every rank on CPUs 0-1 for its life; ``first_reads``: what reading a
+    rank's mask gave at first (MPI_Init's time on CPU 0, caught by a sample and by the read
+    after). Returns the monitor after the job."""
+    fake, program, mon, ranks = _npmpi_node(tmp_path, monkeypatch, dict(first_reads))
+    for label, pids in (("run.prerun[0]", (71, 72)), ("run", (73, 74))):
+        mon.begin_launch(label)
+        for pid in pids:
+            fake.process(pid, "NPmpi", 70, own=0.5, env=ranks, exe=program, cpus="0-1")
+        mon._sample()
+        for _ in range(3):  # read again while the ranks still run
+            mon._recheck_young()
+        for pid in pids:
+            fake.gone(pid)
+    return mon
+
+
+def test_each_launch_of_a_job_is_judged_on_its_own_ranks(tmp_path, monkeypatch):
+    """NetPIPE's integrity pass and its timed run are two launches of one job. A newcomer's
+    run on the slower machine failed "2 of the 4 rank(s) ... could run on CPUs 0": the record
+    held the ranks of both launches, two of them read while MPI_Init held them on CPU 0 (which
+    the next read, a second later, was too late to see: they had ended). Each rank now says its
+    launch, a young rank's mask is read again until it settles, and each launch is judged on
+    its own ranks."""
+    mon = _two_launches(tmp_path, monkeypatch, {71: ["0", "0"], 72: ["0", "0"]})
+    b = mon.binding()
+    assert [(r["pid"], r["launch"], r["cpus"]) for r in b["ranks"]] == [
+        (71, "run.prerun[0]", "0-1"),
+        (72, "run.prerun[0]", "0-1"),
+        (73, "run", "0-1"),
+        (74, "run", "0-1"),
+    ]
+    assert placement.binding_problem(b, "none") is None
+    # the record of that run, as it would have been with its launches said: the launch whose
+    # ranks were not where asked is named, with its own rank count
+    b["ranks"][0]["cpus"] = b["ranks"][1]["cpus"] = "0"
+    assert placement.binding_problem(b, "none") == (
+        "the placement asked for ranks unbound (each on all CPUs the job has there, 0-1), but "
+        "2 of the 2 rank(s) of run.prerun[0] seen on the job's first node could run on CPUs 0: "
+        "the launcher did not place them as asked"
+    )
+
+
+def test_a_rank_that_stays_bound_to_one_cpu_is_still_seen_so(tmp_path, monkeypatch):
+    """The second read does not wash out a real binding: a rank the launcher left on CPU 0
+    reads CPU 0 every time, and its launch alone is named."""
+    mon = _two_launches(tmp_path, monkeypatch, {73: ["0"] * 5, 74: ["0"] * 5})
+    b = mon.binding()
+    assert [r["cpus"] for r in b["ranks"]] == ["0-1", "0-1", "0", "0"]
+    found = placement.binding_problem(b, "none")
+    assert "but 2 of the 2 rank(s) of run seen on the job's first node could run on CPUs 0" in (
+        found or ""
+    ), found
+    assert "prerun" not in found
+
+
+def test_the_ranks_of_a_launch_shorter_than_a_sample_are_seen(tmp_path, monkeypatch):
+    """MPICH's NetPIPE job: an integrity pass of 0.09 s and a timed run of 0.6 s, both
+    between two of the once-a-second samples; its binding record held no rank, so its binding
+    check could not fail. While a launch is young its ranks are looked for ten times a second."""
+    fake, program, mon, ranks = _npmpi_node(tmp_path, monkeypatch, {})
+    for label, pids, cpus in (("run.prerun[0]", (71, 72), "0"), ("run", (73, 74), "1")):
+        mon.begin_launch(label)
+        fake.process(pids[0], "mpirun", 70)  # forked by the launcher, not yet the rank
+        mon._recheck_young()
+        for pid in pids:
+            fake.process(pid, "NPmpi", 70, own=0.1, env=ranks, exe=program, cpus=cpus)
+        fake.process(75, "NPmpi", 70, cpus="0")  # another program of that name: not a rank
+        mon._recheck_young()
+        for pid in pids:
+            fake.gone(pid)
+    assert [(r["pid"], r["launch"], r["cpus"]) for r in mon.binding()["ranks"]] == [
+        (71, "run.prerun[0]", "0"),
+        (72, "run.prerun[0]", "0"),
+        (73, "run", "1"),
+        (74, "run", "1"),
+    ]
+    found = placement.binding_problem(mon.binding(), "none")  # asked unbound: both wrong
+    assert found.endswith(
+        "2 of the 2 rank(s) of run.prerun[0] seen on the job's first node could run on CPUs 0; "
+        "the placement asked for ranks unbound (each on all CPUs the job has there, 0-1), but "
+        "2 of the 2 rank(s) of run seen on the job's first node could run on CPUs 1: the "
+        "launcher did not place them as asked"
+    ), found
+    assert placement.binding_problem(mon.binding(), "core") is None
+
+
+def test_every_launch_of_a_run_gets_the_placements_launcher_options(tmp_path):
+    """A pre-run step with ``launch: true`` (NetPIPE's integrity pass) is started as the
+    measured program is: the same launcher, with the placement's options."""
+    from apptune.core import recipes, run
+
+    r = recipes.load_recipe("netpipe")
+    p = placement.plan(
+        2, launcher="mpirun", mpi="openmpi", placements=r.run.placements, name="unbound"
+    )
+    launch = ["mpirun", "-np", "2", *p.options]
+    params = {"upper": 8, "perturbation": 0, "integrity_upper": 8, "repeats": 1}
+    steps = run.steps(r, params, tmp_path, launch)
+    launched = [s for s in steps if s.argv[0] == "mpirun"]
+    assert p.options == ["--bind-to", "none"]
+    assert [s.label for s in launched] == ["run.prerun[0]", "run"]
+    assert all(s.argv[: len(launch)] == launch for s in launched)
 
 
 def test_a_quiet_node_is_clean_whatever_the_harness_used(tmp_path):

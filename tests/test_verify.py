@@ -182,3 +182,40 @@ def test_a_known_wrong_entry_without_what_must_fail_is_refused(toy_root, entry, 
     with pytest.raises(ApptuneError) as e:
         verify.load_reference("toy", "ci")
     assert "reference/toy/ci.yaml" in str(e.value) and error in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize(
+    "values, said",
+    [
+        (
+            {"sum": 1.7, "n": 1000000},
+            "known-wrong result listed in reference/toy/ci.yaml xfail: sum drifts with -O3",
+        ),
+        (
+            {"sum": 1.6449330668, "n": 1000000},
+            "listed as a known-wrong result in reference/toy/ci.yaml xfail (sum drifts with "
+            "-O3), but it verified: the entry is stale",
+        ),
+    ],
+)
+def test_reframes_expected_failure_line_names_the_tiers_own_reference_file(toy_root, values, said):
+    """ReFrame's XFAIL (and XPASS) line of a known-wrong result names the file that lists it
+    and the entry's reason, never the pattern ``reference/APP/TIER.yaml``."""
+    from types import SimpleNamespace
+
+    from reframe.core.exceptions import ExpectedFailureError
+
+    from apptune.models import RunVerification
+    from apptune.rfm import AppRun
+
+    _known_wrong(toy_root, "[sum]")
+    v = verify.verify("toy", "ci", values, environment="gnu", variant="tuned")
+    verify.judge_known_wrong(v)
+    test = SimpleNamespace(
+        apptune_result=SimpleNamespace(verification=RunVerification.model_validate(v.to_dict()))
+    )
+    # what ReFrame's sanity stage does with the check's @rfm.xfail: ask, then say
+    expected, message = AppRun.__rfm_xfail_sanity__(test)
+    assert expected and str(ExpectedFailureError(message)) == said
+    other = SimpleNamespace(apptune_result=None)  # a check that is not an expected failure
+    assert AppRun.__rfm_xfail_sanity__(other)[0] is False

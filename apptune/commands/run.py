@@ -89,12 +89,16 @@ def cmd_run(a) -> int:
     storage = reframe_storage_env(env) if not a.no_history else {}
     env.update(storage)
     print("apptune: " + shlex.join([f"{k}={v}" for k, v in storage.items()] + cmd), flush=True)
+    first = empty_cache_line(a, sel, [x for x in found.apps if x not in found.bad_apps], checks)
+    if first:  # said once here: the builds' own lines would all say the same
+        print(f"apptune: {first}", flush=True)
     from ..core import progress, supervise
 
     # SIGTERM/SIGINT/SIGHUP go to ReFrame, which aborts and writes its report; what
     # completed is then stored and reported, and the exit status is 128 + the signal
     with supervise.Supervisor() as sup:
-        rc = sup.run(cmd, cwd=run_dir, env=env, follow=lambda p: progress.relay(p, run_dir))
+        follow = lambda p: progress.relay(p, run_dir, first_run=bool(first))  # noqa: E731
+        rc = sup.run(cmd, cwd=run_dir, env=env, follow=follow)
         if sup.leftovers:
             print(
                 f"apptune: note: stopped what the run left running: {', '.join(sup.leftovers)}",
@@ -102,6 +106,54 @@ def cmd_run(a) -> int:
             )
         rc = store_run(a, run_dir, rc, stopped_by=sup.signum)
     return 128 + sup.signum if sup.signum else (rc or refused)
+
+
+def empty_cache_line(a, sel, apps: list[str], checks: list[str]) -> str | None:
+    """What a run on an empty build cache will build and what that costs, in one line
+    (:func:`apptune.core.buildcost.empty_cache_line`); None when the cache holds a build.
+    The builds are those of the run's mode (its tags in the site config) and selection, in
+    the environments whose tools are found."""
+    from types import SimpleNamespace
+
+    from ..core import buildcache, buildcost, recipes, site
+
+    if buildcache.entries():
+        return None
+    try:
+        cfg = site.load_reframe_config(paths.root() / a.config)
+    except ApptuneError:  # validate said why; the run says it again
+        return None
+    # -c reframe-checks/hpcc (or --app hpcc): that application; -c reframe-checks/: all
+    named = {part for c in checks for part in Path(c).with_suffix("").parts[-2:]} & set(apps)
+    apps = [x for x in apps if (not named or x in named) and (not sel.apps or x in sel.apps)]
+    system = next((x.split("=", 1)[1] for x in a.reframe_args if x.startswith("--system=")), None)
+    options = [
+        o
+        for m in cfg["modes"]
+        if m["name"] == a.mode
+        and (system in (m.get("target_systems") or []) if system else not m.get("target_systems"))
+        for o in m.get("options", [])
+    ]
+    tcs = {}
+    for e in cfg["environments"]:
+        if e["name"] in tcs or e.get("target_systems"):
+            continue
+        try:
+            tcs[e["name"]] = recipes.Toolchain.from_environ(
+                SimpleNamespace(**{k: e.get(k) for k in ("name", "cc", "cxx", "ftn", "extras")})
+            )
+        except ApptuneError:
+            continue
+
+    def usable(r, env: str) -> bool:
+        tc = tcs.get(env)
+        return tc is not None and not tc.missing_tools(languages=list(r.build.languages))
+
+    loaded = [recipes.load_recipe(x) for x in apps]
+    builds = buildcost.run_builds(
+        loaded, buildcost.mode_tiers(options + a.reframe_args), usable, sel.envs, sel.variants
+    )
+    return buildcost.empty_cache_line(builds)
 
 
 def register(subparsers) -> None:

@@ -293,10 +293,14 @@ def build(plan: dict, tarball: Path, stage: Path, use_cache: bool = True) -> dic
         prov["cache"] = {"hit": False, "key": key, "used": False}
         atomic_write_json(stage / "provenance.json", prov)
         return prov
-    with buildcache.locked(key):
+    what = f"{recipe.name} {plan.get('environment')}/{plan.get('variant')}"
+    # a second run that needs this build while another builds it waits, saying so, and uses it
+    wait = buildcost.Waiting(stage, what)
+    with buildcache.locked(key, f"the build of {what} into {stage.resolve()}", wait):
         entry, note = buildcache.lookup(key)
         if note:
             print(f"apptune: {note}", flush=True)
+        wait.ended(stored=entry is not None)
         if entry is not None and _is_expected_failure(entry):
             replay = _replay_expected_failure(entry, recipe, plan)
             if replay is not None:

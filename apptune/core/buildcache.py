@@ -17,7 +17,8 @@ Layout under ``$APPTUNE_BUILD_CACHE`` (default ``<download cache>/builds``)::
     <key[:2]>/<key>/last-used          touched on every use (pruning weighs it)
     <key[:2]>/<key>/files/...          products, provenance.json, compile-lines.jsonl,
                                        tree/... (an install tree, symbolic links kept)
-    locks/<key>.lock                   one builder per key at a time (fcntl)
+    locks/<key>.lock                   one builder per key at a time (fcntl), and who
+                                       builds it (pid, host, since) for those who wait
     build-times.jsonl                  every stored build's time, kept after its entry
 
 Beyond its size limit (``APPTUNE_BUILD_CACHE_MAX_GB``, 5 by default) the cache removes
@@ -157,9 +158,12 @@ def entry_dir(key: str) -> Path:
     return root() / key[:2] / key
 
 
-def locked(key: str):
-    """One builder per key at a time."""
-    return locks.locked(root() / "locks" / f"{key}.lock")
+def locked(key: str, what: str | None = None, waiting=None):
+    """One builder per key at a time: a second run that needs the same build waits for the
+    one in progress and then finds it stored (``what``: the build, for whoever waits;
+    ``waiting(holder)``: told who builds it before the wait, :func:`apptune.core.locks.locked`).
+    A builder that dies gives up the lock with its life; the one waiting then builds."""
+    return locks.locked(root() / "locks" / f"{key}.lock", what, waiting)
 
 
 @dataclass

@@ -180,22 +180,28 @@ def cpu_topology(sysfs: Path) -> dict[int, tuple[int, int]]:
 
 
 def observe_binding(
-    affinities: dict[int, set[int]], node_cpus: set[int], topology: dict, program: str
+    affinities: dict[int, set[int]],
+    node_cpus: set[int],
+    topology: dict,
+    program: str,
+    launches: dict[int, str] | None = None,
 ) -> dict:
     """The binding record of a run: per rank of ``program`` seen on this node (pid ->
-    allowed CPUs), its CPUs and how many cores and sockets they span; ``node_cpus``: the
-    CPUs the job may use here (the runner's own affinity)."""
+    allowed CPUs), its CPUs, how many cores and sockets they span and the launch that started
+    it (``launches``: pid -> the runner's step); ``node_cpus``: the CPUs the job may use here
+    (the runner's own affinity)."""
     ranks = []
     for pid, cpus in sorted(affinities.items()):
         where = [topology.get(c, (0, c)) for c in cpus]
-        ranks.append(
-            {
-                "pid": pid,
-                "cpus": format_cpulist(cpus),
-                "cores": len(set(where)),
-                "sockets": len({w[0] for w in where}),
-            }
-        )
+        rank = {
+            "pid": pid,
+            "cpus": format_cpulist(cpus),
+            "cores": len(set(where)),
+            "sockets": len({w[0] for w in where}),
+        }
+        if launches and pid in launches:
+            rank["launch"] = launches[pid]
+        ranks.append(rank)
     return {"program": program, "node_cpus": format_cpulist(node_cpus), "ranks": ranks}
 
 

@@ -2,10 +2,15 @@
 
 ReFrame's own output passes through unchanged; beside it, apptune follows the run:
 
-* which test case of how many has finished (ReFrame's ``(k/N)`` on each result line);
-* a build that finds no copy in the build cache says first how long it will take
-  (:mod:`apptune.core.buildcost`: the ``build-notice.json`` it leaves in its stage), once, on
-  apptune's own output;
+* which test case of how many has finished (ReFrame's ``(k/N)`` on each result line), and
+  which run now: those started (RUN) and not done whose job or build has begun (under
+  ReFrame's async policy several have started at once, most of them waiting);
+* what a build says before it starts (:mod:`apptune.core.buildcost`: the
+  ``build-notice.json`` it leaves in its stage), once, on apptune's own output, where it
+  says something new: that the same build is in progress in another run and is waited for;
+  how long a build the cache lacks will take, when that is a minute or more, or unknown
+  (once per application). A run on an empty build cache said what all of its builds
+  cost in one line before it started (``apptune run``), and its builds say nothing more;
 * while a build runs, the files compiled so far (the compile lines of its
   ``compile-lines.jsonl``, which apptune's compiler wrappers append to, the build system's
   probes aside) against the
@@ -30,11 +35,16 @@ import pydantic
 from ..constants import SLURM_STATE_FILE
 from ..models import Provenance
 from . import buildcache
-from .buildcost import NOTICE_FILE
+from .buildcost import NOTICE_FILE, WAIT
 from .compilelines import is_probe
 
-_DONE = re.compile(r"\[\s*(?:OK|FAIL|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\(\s*(\d+)/(\d+)\)\s+(.*)")
-_RUN = re.compile(r"\[\s*RUN\s*\]\s+(\S+(?: %\S+)*)")
+_DONE = re.compile(
+    r"\[\s*(?:OK|FAIL|ERROR|SKIP|XFAIL|XPASS|ABORT\w*)\s*\]\s*\(\s*(\d+)/(\d+)\)\s+(.*)"
+)
+_RUN = re.compile(r"\[\s*RUN\s*\]\s+(.*)")
+#: A test case as ReFrame names it on its RUN and result lines (``task.info()``): its display
+#: name, hash and ``@system:partition+environment``.
+_CASE = re.compile(r"(?P<name>\S+(?: [%~]\S+)*) /(?P<hash>[0-9a-f]+) @(?P<where>\S+)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: A non-interactive log gets a progress line at most this often.
 LOG_EVERY_S = 60.0
@@ -78,16 +88,22 @@ def expected_build(
 class Follower:
     """Follows one run: feed it ReFrame's output lines; ``status()`` says what is going on."""
 
-    def __init__(self, run_dir: Path, clock=time.monotonic):
+    def __init__(self, run_dir: Path, clock=time.monotonic, first_run: bool = False):
         self.run_dir = Path(run_dir)
         self.clock = clock
         self.t0 = clock()
         self.done = 0
         self.total: int | None = None
-        self.running: str | None = None
+        #: The test cases started (ReFrame's RUN line) and not yet done, in the order they
+        #: started: several at once under ReFrame's async execution policy.
+        self.started: dict[str, dict] = {}
+        #: Say each build's cost (:mod:`apptune.core.buildcost`)? Not on a first run, which said
+        #: it once for all; later, only where it says something new (:meth:`notices`).
+        self.first_run = first_run
+        self._costs_said: set[str] = set()
         self._expected: dict[str, tuple] = {}
         self._build_seen: dict[Path, float] = {}
-        self._noticed: set[Path] = set()
+        self._noticed: set[tuple[Path, str]] = set()
         self._samples: dict[Path, list[tuple[float, int]]] = {}
         self._counted: dict[Path, tuple[int, int]] = {}
 
@@ -96,11 +112,39 @@ class Follower:
         m = _DONE.search(text)
         if m:
             self.done, self.total = int(m.group(1)), int(m.group(2))
-            self.running = None
+            case = _CASE.match(m.group(3))
+            self.started.pop(case.group(0) if case else m.group(3).strip(), None)
             return
         m = _RUN.search(text)
         if m:
-            self.running = m.group(1)
+            case = _CASE.match(m.group(1))
+            key = case.group(0) if case else m.group(1).strip()
+            self.started[key] = case.groupdict() if case else {"name": key}
+
+    def running(self) -> tuple[list[str], int]:
+        """(the test cases whose job or build runs now, the oldest first; how many others
+        have started and wait: for a job slot, a node, their dependencies). ReFrame says RUN
+        when a test case starts, which under its async policy is long before its job runs: a
+        job runs once its output file exists in the stage (``rfm_job.out``, ``rfm_build.out``
+        of a build). Without a stage to look at, the oldest started is taken to run."""
+        now, waiting = [], 0
+        for c in self.started.values():
+            if self._has_job(c):
+                now.append(_label(c))
+            else:
+                waiting += 1
+        if not now and self.started:
+            return [_label(next(iter(self.started.values())))], waiting - 1
+        return now, waiting
+
+    def _has_job(self, c: dict) -> bool:
+        if not c.get("hash") or "+" not in c.get("where", ""):
+            return False
+        part, env = c["where"].rsplit("+", 1)
+        system, _, partition = part.partition(":")
+        d = self.run_dir / "stage" / system / (partition or "default") / env
+        d = d / f"{c['name'].split()[0]}_{c['hash']}"
+        return any((d / f).exists() for f in ("rfm_job.out", "rfm_build.out"))
 
     def active_build(self) -> dict | None:
         """The build compiling now.
@@ -165,22 +209,40 @@ class Follower:
         return count
 
     def notices(self) -> list[str]:
-        """What builds of this run said before they started (their ``build-notice.json``)
-        since the last call: each once."""
+        """What builds of this run said (their ``build-notice.json``) since the last call,
+        each once, where it says something new (:meth:`_news`)."""
         stage = self.run_dir / "stage"
         if not stage.is_dir():
             return []
         out = []
         for _, f in sorted(_in_test_dirs(stage, NOTICE_FILE), key=lambda tp: tp[1]):
-            if f in self._noticed:
-                continue
             try:
-                line = json.loads(f.read_text())["notice"]
+                said = json.loads(f.read_text())
+                line = said["notice"]
             except (OSError, json.JSONDecodeError, KeyError, TypeError):
                 continue  # being written: the next tick reads it
-            self._noticed.add(f)
-            out.append(line)
+            if (f, line) in self._noticed:
+                continue
+            self._noticed.add((f, line))
+            if self._news(said):
+                out.append(line)
         return out
+
+    def _news(self, said: dict) -> bool:
+        """Whether a build's notice tells something the run has not said: a wait for the same
+        build in another run always does. What a build will cost does not on a first run
+        (said once for all its builds before they started); later, a build of a minute or
+        more does, and of one whose time is unknown, the first of its application."""
+        if said.get("kind") == WAIT:
+            return True
+        if self.first_run:
+            return False
+        if said.get("seconds") is not None:
+            return said["seconds"] >= LOG_EVERY_S
+        app = said.get("app") or said["notice"]
+        new = app not in self._costs_said
+        self._costs_said.add(app)
+        return new
 
     def slurm_says(self) -> str | None:
         """What Slurm said last of a job not yet ended (the newest ``slurm-state.txt`` of the
@@ -214,13 +276,25 @@ class Follower:
             else:
                 s += " files (no earlier build to compare)"
             parts.append(s + f", {_dur(b['elapsed'])} so far")
-        elif self.running:
-            parts.append(f"running {self.running}")
+        else:
+            now, waiting = self.running()
+            if now:
+                more = f" and {len(now) - 1} more" if len(now) > 1 else ""
+                parts.append(f"running {now[0]}{more}")
+            if waiting > 0:
+                parts.append(f"{waiting} waiting to run")
         said = self.slurm_says()
         if said:
             parts.append(said)
         parts.append(f"{_dur(self.clock() - self.t0)} elapsed")
         return "; ".join(parts)
+
+
+def _label(case: dict) -> str:
+    """A test case for the status line: its display name and where it runs (which a
+    fixture's name already says, ``~local:default+gnu``)."""
+    where = case.get("where")
+    return case["name"] if not where or where in case["name"] else f"{case['name']} @{where}"
 
 
 def _in_test_dirs(stage: Path, name: str) -> list[tuple[float, Path]]:
@@ -246,11 +320,12 @@ def interactive() -> bool:
     return sys.stdout.isatty() and os.environ.get("CI", "").lower() not in ("1", "true", "yes")
 
 
-def relay(proc, run_dir: Path, out=sys.stdout) -> None:
-    """Pass a ReFrame process's output through, with progress (see the module docstring)."""
+def relay(proc, run_dir: Path, out=sys.stdout, first_run: bool = False) -> None:
+    """Pass a ReFrame process's output through, with progress (see the module docstring);
+    ``first_run``: the run said what its builds cost before it started (an empty cache)."""
     import threading
 
-    f = Follower(run_dir)
+    f = Follower(run_dir, first_run=first_run)
     tty = interactive()
     bar = None
     if tty:

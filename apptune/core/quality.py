@@ -16,9 +16,11 @@ timed run (:mod:`apptune.core.runner`) the node the job script runs on is watche
 * **load**: runnable processes (``procs_running``) and the 1-minute load average,
   recorded, not graded (the job's own processes are part of them).
 
-The CPUs each rank of the measured program may run on are recorded too
-(:func:`apptune.core.procfs.observe_binding`); :func:`apptune.placement.binding_problem`
-judges them.
+The CPUs each rank of the measured program may run on are recorded too, with the launch
+(the runner's step) that started it (:func:`apptune.core.procfs.observe_binding`): the mask
+a rank holds last, read often while it is young, since MPI_Init moves a rank to one CPU for
+a while (:mod:`apptune.core.ranks`); :func:`apptune.placement.binding_problem` judges each
+launch's ranks.
 
 The grade is ``clean`` when every limit holds, ``disturbed`` (with each reason)
 when one does not, ``unmeasured`` when the node could not be read. Disturbed and
@@ -49,31 +51,19 @@ from .procfs import (
     _cmdline,
     _environ,
     _rusage_cpu,
-    allowed_cpus,
     ancestors,
     boot_id,
     cpu_times,
-    cpu_topology,
     frequency_by_cpu,
     load1,
-    mapped_libraries,
-    observe_binding,
     processes,
 )
+from .ranks import NEW_RANKS_S, RECHECK_S, Ranks
 
 if TYPE_CHECKING:
     from ..models import RunQuality
 
-#: How long a rank's CPU mask must hold before it counts as its binding (seconds).
-AFFINITY_SETTLE_S = 0.05
-
 GRADES = ("clean", "disturbed", "unmeasured")
-#: A rank's maps are read at the first samples that see it, then every so many samples.
-MAPS_FIRST = 4
-MAPS_EVERY = 10
-#: The waits before the first samples after the start, shorter than the period: a short
-#: program's ranks and the libraries they load are seen before they end (not their CPUs).
-EARLY = (0.05, 0.15, 0.3)
 #: How many of the heaviest other processes a disturbed record names.
 TOP_OTHERS = 3
 
@@ -187,18 +177,20 @@ class Monitor:
         #: ``probe()`` (the machine knobs' state) at each sample, the last one kept.
         self.probe, self.probed = probe, None
         self.running: list[int] = []
-        self.affinity: dict[int, set[int]] = {}
-        #: The shared objects each rank of the program had mapped at the last sample that
-        #: saw it (:mod:`apptune.core.loaded`): what MPI_Init opens and closes again (the
-        #: transports it did not choose) is left out.
-        self.maps: dict[int, set[str]] = {}
-        self.maps_reads: dict[int, int] = {}
-        #: Whether the sample being taken is one of the :data:`EARLY` ones.
-        self.early = False
+        #: The program's ranks and their CPUs (None without a program to watch).
+        self.ranks = Ranks(program, self.proc, self.sysfs) if program else None
         self.error: str | None = None
+
+    def begin_launch(self, label: str) -> None:
+        """The runner starts its step ``label``: the ranks seen from now on are its (set
+        without the sampler's lock, which a sample holds while it reads every process)."""
+        if self.ranks is not None:
+            self.ranks.begin_launch(label)
 
     # ------------------------------------------------------------------ sampling
     def _sample(self) -> None:
+        # before the listing: a rank listed is of this launch or a later one
+        launch = self.ranks.launch if self.ranks is not None else None
         procs = processes(self.proc)
         with self._lock:
             idx = self.samples
@@ -228,6 +220,8 @@ class Monitor:
             self.current = {pid: (pid, st.start) for pid, st in procs.items()}
             if idx == 0:
                 self.harness = self._harness_pids(procs)
+                if self.ranks is not None:
+                    self.ranks.before(procs)
             # a slurmstepd names its job only once it has set its title ("slurmstepd:
             # [JOB.STEP]"): every one is looked at again at each sample
             new += [
@@ -239,8 +233,8 @@ class Monitor:
             pending = set(new)
             for key in new:
                 self.seen[key].kind = self._kind(key, kinds, pending)
-            if self.program:
-                self._watch_ranks()
+            if self.ranks is not None:
+                self._watch_ranks(launch)
 
     def _harness_pids(self, procs: dict[int, Stat]) -> set[int]:
         """The processes that started this run: the runner's parents, and the harness's
@@ -296,44 +290,21 @@ class Monitor:
         kinds[key] = kind
         return kind
 
-    def _watch_ranks(self) -> None:
-        """The CPUs each rank of the program may run on (the job's processes running it)."""
-        name = os.path.basename(self.program)[:15]
+    def _watch_ranks(self, launch: str | None) -> None:
+        """The ranks of the program among the job's processes (:class:`Ranks`)."""
+        name = self.ranks.name
         for key in self.current.values():
             s = self.seen[key]
             if s.last != self.samples - 1 or s.kind not in (JOB, CHILD, OWN_JOB) or s.comm != name:
                 continue
-            try:
-                exe = os.readlink(self.proc / str(s.pid) / "exe")
-            except OSError:
-                continue
-            if os.path.realpath(exe) != os.path.realpath(self.program):
-                continue
-            self._read_maps(s.pid)
-            if self.early:
-                # a rank's mask is not read this early: MPI_Init binds it to one CPU for a
-                # moment (longer on a busy node), and the CPUs it runs on are those after
-                continue
-            cpus = allowed_cpus(self.proc, s.pid)
-            if cpus and cpus != self.affinity.get(s.pid):
-                # hwloc's topology discovery in MPI_Init binds the process to one CPU for a
-                # moment (sched_setaffinity([0]), then back): a mask only counts once it
-                # holds for AFFINITY_SETTLE_S
-                time.sleep(AFFINITY_SETTLE_S)
-                again = allowed_cpus(self.proc, s.pid)
-                if again != cpus:
-                    continue
-            if cpus:
-                self.affinity[s.pid] = cpus
+            if self.ranks.is_rank(s.pid):
+                self.ranks.seen(s.pid, key, launch, sample=self.samples)
 
-    def _read_maps(self, pid: int) -> None:
-        """A rank's mapped libraries, read at the first :data:`MAPS_FIRST` samples that see
-        it and then every :data:`MAPS_EVERY`-th (a read of a rank's maps takes about 1
-        ms: its libraries are loaded by then, and what MPI_Init opens and closes is gone)."""
-        reads = self.maps_reads.get(pid, 0)
-        if reads < MAPS_FIRST or self.samples % MAPS_EVERY == 0:
-            self.maps_reads[pid] = reads + 1
-            self.maps[pid] = mapped_libraries(self.proc, pid) or self.maps.get(pid, set())
+    def _recheck_young(self, look: bool = True) -> None:
+        """Between two samples: the young ranks' masks and the young launch's new ranks."""
+        if self.ranks is not None:
+            with self._lock:
+                self.ranks.recheck(look)
 
     def start(self, watch: bool = True) -> None:
         try:
@@ -352,17 +323,23 @@ class Monitor:
             self._thread.start()
 
     def _run(self) -> None:
-        # the first samples come sooner: a short program's ranks (and the libraries they
-        # load) are seen before they end
-        # ... and then once a period from the start, as without them
-        waits = iter((*EARLY, max(self.period - sum(EARLY), 0.0)))
-        early = len(EARLY)
-        while not self._stop.wait(min(next(waits, self.period), self.period)):
-            self.early, early = early > 0, early - 1
+        # a sample every period; between two, the young ranks' masks every RECHECK_S and the
+        # young launch's new ranks every NEW_RANKS_S
+        tick = min(RECHECK_S, self.period) if self.program else self.period
+        due = time.monotonic() + self.period
+        look = 0.0
+        while not self._stop.wait(tick):
             try:
+                if self.program:
+                    now = time.monotonic()
+                    self._recheck_young(look=now >= look)
+                    look = look if now < look else now + NEW_RANKS_S
+                if time.monotonic() < due:
+                    continue
                 self._frequency()
                 self.running.append(cpu_times(self.proc).get("procs_running", 0))
                 self._sample()
+                due = time.monotonic() + self.period
             except (OSError, ValueError, IndexError, KeyError):
                 pass
 
@@ -442,7 +419,6 @@ class Monitor:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
-        self.early = False
         try:
             cpu1 = cpu_times(self.proc)
             self._sample()
@@ -488,20 +464,12 @@ class Monitor:
     def libraries(self) -> list[dict]:
         """The libraries of interest the program's ranks on this node loaded, with the
         sha256 of each (:func:`apptune.core.loaded.record`); empty when no rank was seen."""
-        return loaded.record(set().union(*self.maps.values()))
+        return loaded.record(self.ranks.libraries() if self.ranks is not None else set())
 
     def binding(self) -> dict | None:
         """The CPUs the program's ranks on this node could run on
         (:func:`apptune.core.procfs.observe_binding`); None without a program to watch."""
-        if not self.program:
-            return None
-        try:
-            node = os.sched_getaffinity(0)
-        except OSError:
-            node = set()
-        return observe_binding(
-            self.affinity, node, cpu_topology(self.sysfs), os.path.basename(self.program)
-        )
+        return self.ranks.record() if self.ranks is not None else None
 
 
 def exceeds(value: float, limit: float) -> bool:

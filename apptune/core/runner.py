@@ -20,7 +20,8 @@ The runner
   into a file, both opened here and passed as file descriptors), stopping at the first
   step that fails; the timed region spans all of them;
 * measures the run's quality meanwhile (:class:`apptune.core.quality.Monitor`), and the CPUs
-  each rank of the measured program may run on (its binding);
+  each rank of the measured program may run on (its binding), with the step that launched it
+  (an integrity pass before the timed run is a launch of its own);
 * writes the run record (``SPEC['record']``, atomically) and exits with the failed
   step's exit status (``128 + N`` for a step killed by signal N), so the scheduler
   and ReFrame see the application's status, not that of a later command.
@@ -212,6 +213,7 @@ def _timed(spec, cwd, env, sig, rec, limits, who, state, kn=None) -> None:
         if sig.received is not None:
             break
         s0 = time.monotonic()
+        mon.begin_launch(step.label)  # the ranks seen from now on are this step's
         out = open(cwd / step.stdout, "w") if step.stdout else None
         err = open(cwd / step.stderr, "w") if step.stderr else None
         inp = None

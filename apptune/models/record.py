@@ -225,6 +225,8 @@ class RankBinding(_Part):
     cpus: str | None = None
     cores: int | None = None
     sockets: int | None = None
+    #: The launch (the runner's step, e.g. ``run.prerun[0]``, ``run``) that started it.
+    launch: str | None = None
 
 
 class RunBinding(_Part):

@@ -39,15 +39,16 @@ from ..core import (
 from ..errors import ApptuneError
 from ..models import BaselineVerdicts, RunRecord
 from ..yamlio import atomic_write_json
-from .fixtures import _site_environments, expected_wrong_result, selected_environment_patterns
+from .fixtures import (
+    KNOWN_WRONG,
+    _site_environments,
+    expected_wrong_result,
+    selected_environment_patterns,
+)
 from .reference import reframe_reference
 
 
-@rfm.xfail(
-    "known-wrong result listed in the tier's reference (reference/APP/TIER.yaml xfail; "
-    "the reason: the run record's verification.xfail, apptune report)",
-    expected_wrong_result,
-)
+@rfm.xfail(KNOWN_WRONG, expected_wrong_result)
 class AppRun(rfm.RunOnlyRegressionTest):
     """Run one input tier of an application against a build, verify it, time it."""
 

@@ -202,7 +202,40 @@ def expected_wrong_result(test) -> bool:
     stale). ReFrame asks at its sanity stage, after the run was judged; a run that failed
     otherwise is a plain failure saying what differs."""
     result = getattr(test, "apptune_result", None)
-    return result is not None and result.verification.xfail is not None
+    known = result is not None and result.verification.xfail is not None
+    KNOWN_WRONG.said = known_wrong_message(result.verification) if known else KNOWN_WRONG.text
+    return known
+
+
+def known_wrong_message(v) -> str:
+    """What ReFrame says of a known-wrong result (``v``: the run record's verification):
+    the reference file that lists it and the entry's reason; on numbers that verified
+    (XPASS), that the entry is stale."""
+    if v.ok:
+        return (
+            f"listed as a known-wrong result in {v.reference} xfail ({v.xfail}), but it "
+            "verified: the entry is stale"
+        )
+    return f"known-wrong result listed in {v.reference} xfail: {v.xfail}"
+
+
+class _KnownWrong:
+    """The message of ``@rfm.xfail`` on an application check: ReFrame takes one message for
+    every test of the class, and turns it into text (``str``) right after it asked the
+    predicate (:func:`expected_wrong_result`), which leaves here the words of the test it
+    judged, so the line names that test's own reference file (``reference/hpcc/ci.yaml``)."""
+
+    text = "known-wrong result listed in the tier's reference file's xfail (apptune report)"
+
+    def __init__(self):
+        self.said = self.text
+
+    def __str__(self) -> str:
+        return self.said
+
+
+#: The message of the expected failure of a known-wrong result (:class:`_KnownWrong`).
+KNOWN_WRONG = _KnownWrong()
 
 
 @rfm.xfail(
