@@ -21,6 +21,7 @@ from . import (
     plan,
     report,
     run,
+    sensitivity,
     tune,
     validate,
 )
@@ -42,6 +43,7 @@ MODULES = (
     bisect,
     tune,
     plan,
+    sensitivity,
 )
 
 
