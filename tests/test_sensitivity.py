@@ -147,6 +147,24 @@ def test_bad_faults_are_one_line_naming_the_file_and_field(toy_faults, edit, wor
     assert line.startswith("tree/reference/toy/faults.yaml: ") and words in line, line
 
 
+def test_an_install_has_no_source_to_patch(toy_faults):
+    """The distribution's build (an install) takes faults in its input only."""
+    r = toy_faults / "build-recipes/toy.yaml"
+    text = r.read_text().replace(
+        "build:\n",
+        "installs:\n  distro: {programs: [toy], description: x, env: {A: b}}\nbuild:\n",
+        1,
+    )
+    r.write_text(text.replace("gnu: [baseline, tuned]", "gnu: [baseline, tuned, distro]"))
+    f = toy_faults / "reference/toy/faults.yaml"
+    f.write_text(f.read_text().replace("variant: baseline", "variant: distro"))
+    line = _only([p for p in validate.problems() if "faults" in str(p)])
+    assert line == (
+        "tree/reference/toy/faults.yaml: faults.loop-short.patch: distro is an install "
+        "(installs.distro): it has no source to patch; plant its faults in the input"
+    )
+
+
 def test_a_fault_patch_that_is_no_diff_is_named(toy_faults):
     (toy_faults / "patches/toy/faults/loop-short.patch").write_text("not a diff\n")
     found = [p for p in validate.problems() if "patches" in str(p)]
@@ -249,3 +267,20 @@ def test_the_docs_table_of_the_command(toy_faults, capsys):
         "nothing planted went unseen | the number of terms: +10 % (`n`) | 2026-11-28, `m-0` |"
     ) in out
     assert yaml.safe_load(seen)["faults"]["loop-short"]["by"] == ["sum"]
+
+
+@pytest.mark.integration
+@pytest.mark.long_build
+@pytest.mark.parametrize("app", APPS)
+def test_the_battery_run_again_sees_what_it_recorded(app, tmp_path):
+    """Every fault built and run again (make test-long, the nightly): caught by the same
+    fields, or not seen, as recorded; each sweep's smallest change seen the same."""
+    seen = faults.load_seen(app)
+    again = sensitivity.Battery(
+        app, work=tmp_path / "work", out=tmp_path / "sensitivity.yaml", log=print
+    ).go()
+    for name, s in seen.faults.items():
+        now = again.faults[name]
+        assert (now.caught, now.by) == (s.caught, s.by), f"{app}: {name}: {now.summary}"
+    for name, sw in seen.sweeps.items():
+        assert again.sweeps[name].smallest == sw.smallest, f"{app}: sweep {name}"

@@ -15,7 +15,7 @@ from .. import paths
 from ..errors import ApptuneError
 from ..models import FaultsFile, Recipe, SensitivityFile
 from ..yamlio import load_model
-from . import inputs
+from . import inputs, recipes
 from .recipes import Variant, sha256_file
 
 #: The folder of a fault's patch, under ``patches/APP/``.
@@ -127,7 +127,17 @@ def problems(app: str, recipe: Recipe) -> list[ApptuneError]:
     except ApptuneError as e:
         return [*found, e]
     params = spec.parameters
+    install = variant is not None and recipes.install_of(recipe, variant) is not None
     for name, fault in data.faults.items():
+        if fault.patch and install:
+            found.append(
+                ApptuneError(
+                    f,
+                    f"faults.{name}.patch",
+                    f"{data.variant} is an install (installs.{data.variant}): it has no source "
+                    "to patch; plant its faults in the input",
+                )
+            )
         if fault.patch and not patch_path(app, fault.patch).is_file():
             found.append(
                 ApptuneError(

@@ -40,6 +40,8 @@ class Battery:
     #: The site the faults are built and run on (None: the faults' environment, read from
     #: the ReFrame site config ``config_file``).
     site: object = None
+    #: Where what was seen is written (None: ``reference/APP/sensitivity.yaml``).
+    out: Path | None = None
 
     def __post_init__(self):
         self.data: FaultsFile = faults.load(self.app)
@@ -68,11 +70,18 @@ class Battery:
 
     # ------------------------------------------------------------------ builds and runs
     def build(self, name: str, patch: str | None = None) -> Path:
+        stage = self.work / "builds" / name
+        if recipes.install_of(self.recipe, self.data.variant) is not None:
+            if patch:  # validated: an install has no source (faults.problems)
+                raise ApptuneError(faults.faults_path(self.app), name, "an install has no source")
+            self.log(f"apptune: sensitivity: the install {self.data.variant}")
+            with self.held():
+                localrun.install_variant(self.recipe, self.data.variant, self.site, stage)
+            return stage
         plan = localrun.plan_for(self.recipe, self.data.variant, self.site)
         if patch:
             plan["patches"] = [*plan["patches"], faults.plan_patch(self.app, name, patch)]
             plan["variant"] = self.label(name)
-        stage = self.work / "builds" / name
         self.log(f"apptune: sensitivity: building {plan['variant']} ({self.data.environment})")
         with self.held():
             localrun.build_variant(self.recipe, plan, self.site, stage, use_cache=True)
@@ -136,7 +145,7 @@ class Battery:
                 continue
             out["sweeps"][name] = self.sweep(name, sw, clean)
         result = SensitivityFile.model_validate(out)
-        write(self.app, result)
+        write(self.app, result, self.out)
         if errors:
             raise errors[0]
         return result
@@ -229,9 +238,9 @@ def _said(caught: bool, by: list[str], used, closest) -> str:
     return f"not seen{near}"
 
 
-def write(app: str, result: SensitivityFile) -> Path:
-    """Write what was seen, atomically, beside the faults."""
-    f = faults.seen_path(app)
+def write(app: str, result: SensitivityFile, path: Path | None = None) -> Path:
+    """Write what was seen, atomically, beside the faults (or to ``path``)."""
+    f = path or faults.seen_path(app)
     head = (
         f"# What {app}'s verification saw of each planted fault (reference/{app}/faults.yaml),\n"
         "# written by `apptune sensitivity`: do not edit. Each caught fault's values are judged\n"
