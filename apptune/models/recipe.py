@@ -432,6 +432,21 @@ class Placement(Strict):
         return self
 
 
+class ZoneFillSpec(Strict):
+    """The program fills its blocks of zones by a formula (apptune/core/netcdf.py ZoneFill):
+    zone (i, j, k) of block g holds an integer shared by the variable's zones plus
+    ``mod(wi*i + wj*j + wk*k + wg*g, modulus) / modulus``, i, j, k counted from 1 at the
+    first guard cell; every value of the file is checked against it (``VAR.fill_errors``)."""
+
+    #: wi, wj, wk, wg.
+    weights: tuple[int, int, int, int]
+    modulus: int = Field(ge=1)
+    #: Guard cells on each side of a block, not in the file (its zones start after them).
+    guards: int = Field(ge=0)
+    #: The file holds the zones' corners, each the mean of the eight zones around it.
+    corners: bool = False
+
+
 class ScratchFileSpec(Strict):
     #: A file the program writes into its scratch directory (a template with the input
     #: parameters), read before the directory is removed.
@@ -441,6 +456,9 @@ class ScratchFileSpec(Strict):
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
     #: ``netcdf``: a classic, 64-bit offset or CDF-5 netCDF file (apptune/core/netcdf.py).
     format: Literal["netcdf"] = "netcdf"
+    #: The formula the program filled its zones by: ``VAR.fill_errors`` for each variable of
+    #: four dimensions (block, z, y, x).
+    fill: ZoneFillSpec | None = None
 
 
 class RunScratchSpec(Strict):
