@@ -23,7 +23,7 @@ from ...core.locks import locked
 from ...errors import ApptuneError
 from ...models import FaultsFile, SensitivityFile, Sweep
 from ...yamlio import atomic_write_text, dump_yaml_roundtrip
-from . import judge
+from .judge import seen as judged
 
 
 @dataclass
@@ -160,7 +160,7 @@ class Battery:
             r = self.run(stage, name)
         else:
             r = self.run(clean, name, overrides=dict(fault.set))
-        s = judge.seen(self.recipe, r, digest, self.machine, self.today)
+        s = judged(self.recipe, r, digest, self.machine, self.today)
         self.log(f"apptune: sensitivity: {name}: {_said(s.caught, s.by, s.used, s.closest)}")
         return s
 
@@ -174,7 +174,7 @@ class Battery:
                 return None
             key = f"{name}-{change:+.4g}"
             r = self.run(clean, key, overrides={name: value})
-            s = judge.seen(self.recipe, r, "", self.machine, self.today)
+            s = judged(self.recipe, r, "", self.machine, self.today)
             tried[change] = (value, s)
             self.log(
                 f"apptune: sensitivity: {name} {change:+.4g} ({value!r}): "
