@@ -1,8 +1,9 @@
 """What each application's verification sees of the faults planted in it
-(reference/APP/faults.yaml, run by ``apptune sensitivity APP``; apptune/tools/sensitivity/).
+(reference/APP/sensitivity/faults.yaml, run by ``apptune sensitivity APP``;
+apptune/tools/sensitivity/).
 
 The faulted runs are not run here: each caught fault's values, as its run gave them
-(reference/APP/sensitivity.yaml), are judged again against the current reference and
+(reference/APP/sensitivity/seen.yaml), are judged again against the current reference and
 tolerances, and must still fail with the fields they failed with. So a tolerance loosened
 until a planted fault passes, or a field dropped that alone caught one, fails this test;
 re-running the battery is the nightly's and ``make test-long``'s business."""
@@ -20,7 +21,7 @@ from apptune.tools import sensitivity
 from apptune.tools.sensitivity import judge
 
 REPO = Path(__file__).resolve().parent.parent
-APPS = sorted(p.parent.name for p in (REPO / "reference").glob("*/sensitivity.yaml"))
+APPS = sorted(p.parent.parent.name for p in (REPO / "reference").glob("*/sensitivity/seen.yaml"))
 
 
 def _caught(app):
@@ -74,7 +75,7 @@ def test_every_application_on_the_ci_tier_has_its_faults():
     from apptune.core import recipes
 
     on_ci = [a for a in recipes.list_recipes() if "ci" in recipes.load_recipe(a).tiers]
-    missing = [a for a in on_ci if not (REPO / f"reference/{a}/faults.yaml").is_file()]
+    missing = [a for a in on_ci if not (REPO / f"reference/{a}/sensitivity/faults.yaml").is_file()]
     # npb-official: NASA's own NPB, for a site that keeps its tarball: no check ships with it
     assert missing == ["npb-official"], missing
 
@@ -118,7 +119,8 @@ LOOP_SHORT = "\n".join(
 
 @pytest.fixture
 def toy_faults(toy_root):
-    (toy_root / "reference/toy/faults.yaml").write_text(TOY_FAULTS)
+    (toy_root / "reference/toy/sensitivity").mkdir()
+    (toy_root / "reference/toy/sensitivity/faults.yaml").write_text(TOY_FAULTS)
     (toy_root / "patches/toy/faults").mkdir()
     (toy_root / "patches/toy/faults/loop-short.patch").write_text(LOOP_SHORT)
     return toy_root
@@ -141,10 +143,10 @@ def _only(found):
     ],
 )
 def test_bad_faults_are_one_line_naming_the_file_and_field(toy_faults, edit, words):
-    f = toy_faults / "reference/toy/faults.yaml"
+    f = toy_faults / "reference/toy/sensitivity/faults.yaml"
     f.write_text(f.read_text().replace(*edit))
     line = _only([p for p in validate.problems() if "faults" in str(p)])
-    assert line.startswith("tree/reference/toy/faults.yaml: ") and words in line, line
+    assert line.startswith("tree/reference/toy/sensitivity/faults.yaml: ") and words in line, line
 
 
 def test_an_install_has_no_source_to_patch(toy_faults):
@@ -156,11 +158,11 @@ def test_an_install_has_no_source_to_patch(toy_faults):
         1,
     )
     r.write_text(text.replace("gnu: [baseline, tuned]", "gnu: [baseline, tuned, distro]"))
-    f = toy_faults / "reference/toy/faults.yaml"
+    f = toy_faults / "reference/toy/sensitivity/faults.yaml"
     f.write_text(f.read_text().replace("variant: baseline", "variant: distro"))
     line = _only([p for p in validate.problems() if "faults" in str(p)])
     assert line == (
-        "tree/reference/toy/faults.yaml: faults.loop-short.patch: distro is an install "
+        "tree/reference/toy/sensitivity/faults.yaml: faults.loop-short.patch: distro is an install "
         "(installs.distro): it has no source to patch; plant its faults in the input"
     )
 
@@ -233,7 +235,7 @@ def test_the_command_refuses_an_unknown_fault_in_one_line(toy_faults, capsys):
     assert main(["sensitivity", "toy", "--only", "nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (
-        "apptune: error: tree/reference/toy/faults.yaml: no fault or sweep 'nope' "
+        "apptune: error: tree/reference/toy/sensitivity/faults.yaml: no fault or sweep 'nope' "
         "(there are: loop-short, n-other, n)"
     )
 
@@ -258,7 +260,7 @@ def test_the_docs_table_of_the_command(toy_faults, capsys):
             smallest: 0.1
             smallest_run: {digest: y, caught: true, by: [n], summary: s, date: 2026-11-28}
         """)
-    (toy_faults / "reference/toy/sensitivity.yaml").write_text(seen)
+    (toy_faults / "reference/toy/sensitivity/seen.yaml").write_text(seen)
     assert main(["sensitivity", "--docs", "toy"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == sensitivity.table.HEADER.splitlines()[0]
@@ -277,7 +279,7 @@ def test_the_battery_run_again_sees_what_it_recorded(app, tmp_path):
     fields, or not seen, as recorded; each sweep's smallest change seen the same."""
     seen = faults.load_seen(app)
     again = sensitivity.Battery(
-        app, work=tmp_path / "work", out=tmp_path / "sensitivity.yaml", log=print
+        app, work=tmp_path / "work", out=tmp_path / "seen.yaml", log=print
     ).go()
     for name, s in seen.faults.items():
         now = again.faults[name]

@@ -40,7 +40,7 @@ def register(subparsers) -> None:
     """Add ``apptune sensitivity``."""
     s = subparsers.add_parser(
         "sensitivity",
-        help="plant faults of our own (reference/APP/faults.yaml) and measure what the "
+        help="plant faults of our own (reference/APP/sensitivity/faults.yaml) and measure what the "
         "verification sees (docs/applications.md)",
     )
     s.add_argument("app", nargs="*", help="the application (with --docs: any number, or all)")

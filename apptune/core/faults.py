@@ -1,6 +1,6 @@
-"""An application's planted faults (``reference/APP/faults.yaml``) and what its verification
-saw of them (``reference/APP/sensitivity.yaml``): loaded, checked against the recipe, the
-tier's input and the patch files, and turned into what a build's plan takes.
+"""An application's planted faults (``reference/APP/sensitivity/faults.yaml``) and what its
+verification saw of them (``reference/APP/sensitivity/seen.yaml``): loaded, checked against
+the recipe, the tier's input and the patch files, and turned into what a build's plan takes.
 
 ``apptune sensitivity APP`` (:mod:`apptune.tools.sensitivity`) runs them; ``apptune validate``
 checks them with every other data file (:func:`problems`)."""
@@ -22,12 +22,16 @@ from .recipes import Variant, sha256_file
 PATCH_DIR = "faults"
 
 
+#: The folder of an application's faults and what was seen of them, under ``reference/APP/``.
+FOLDER = "sensitivity"
+
+
 def faults_path(app: str) -> Path:
-    return paths.root() / "reference" / app / "faults.yaml"
+    return paths.root() / "reference" / app / FOLDER / "faults.yaml"
 
 
 def seen_path(app: str) -> Path:
-    return paths.root() / "reference" / app / "sensitivity.yaml"
+    return paths.root() / "reference" / app / FOLDER / "seen.yaml"
 
 
 def patch_path(app: str, patch: str) -> Path:
@@ -61,7 +65,9 @@ def patch_files(app: str) -> list[Path]:
 
 
 def apps_with_faults() -> list[str]:
-    return sorted(p.parent.name for p in (paths.root() / "reference").glob("*/faults.yaml"))
+    return sorted(
+        p.parent.parent.name for p in (paths.root() / "reference").glob(f"*/{FOLDER}/faults.yaml")
+    )
 
 
 def digest(app: str, name: str, data: FaultsFile) -> str:
@@ -89,7 +95,7 @@ def plan_patch(app: str, name: str, patch: str) -> dict:
         "file": f"{PATCH_DIR}/{patch}",
         "sha256": sha256_file(patch_path(app, patch)),
         "strip": 1,
-        "reason": f"planted fault {name} (reference/{app}/faults.yaml)",
+        "reason": f"planted fault {name} (reference/{app}/{FOLDER}/faults.yaml)",
     }
 
 

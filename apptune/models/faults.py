@@ -1,5 +1,5 @@
-"""Planted faults (``reference/APP/faults.yaml``) and what the verification saw of each
-(``reference/APP/sensitivity.yaml``, written by ``apptune sensitivity APP``).
+"""Planted faults (``reference/APP/sensitivity/faults.yaml``) and what the verification saw of
+each (``reference/APP/sensitivity/seen.yaml``, written by ``apptune sensitivity APP``).
 
 A fault is a mutation of the application's source (a patch under ``patches/APP/faults/``,
 applied after the recipe's own) or of its input (parameters of the tier's input set to other

@@ -40,7 +40,7 @@ class Battery:
     #: The site the faults are built and run on (None: the faults' environment, read from
     #: the ReFrame site config ``config_file``).
     site: object = None
-    #: Where what was seen is written (None: ``reference/APP/sensitivity.yaml``).
+    #: Where what was seen is written (None: ``reference/APP/sensitivity/seen.yaml``).
     out: Path | None = None
 
     def __post_init__(self):
@@ -242,7 +242,7 @@ def write(app: str, result: SensitivityFile, path: Path | None = None) -> Path:
     """Write what was seen, atomically, beside the faults (or to ``path``)."""
     f = path or faults.seen_path(app)
     head = (
-        f"# What {app}'s verification saw of each planted fault (reference/{app}/faults.yaml),\n"
+        f"# What {app}'s verification saw of each planted fault (faults.yaml beside this file),\n"
         "# written by `apptune sensitivity`: do not edit. Each caught fault's values are judged\n"
         "# again by the test suite against the current reference (tests/test_sensitivity.py).\n"
     )

@@ -8,12 +8,13 @@ import datetime
 import re
 from pathlib import Path
 
+from ... import paths
 from ...core import localrun, outputs, recipes, verify
 from ...core.localrun import RunResult
 from ...models import OwnCheck, Recipe, RunVerification, Seen
 
-#: Lines kept per own check of a faulted run (enough for a ``min_count`` to hold).
-LINES_PER_CHECK = 50
+#: Lines kept of what a check that forbids a pattern found (one is enough to fail it).
+FORBIDDEN_LINES = 3
 #: Characters kept of a line.
 LINE_CHARS = 300
 
@@ -38,14 +39,16 @@ def closest(v: RunVerification) -> tuple[float | None, str | None]:
 
 
 def matched_lines(checks: list[OwnCheck], texts: dict[str, str], default_file: str) -> dict:
-    """Per file the own checks read: the lines their patterns matched (in order, each once)."""
+    """Per file the own checks read: the lines their patterns matched, in order, as many as
+    judge the check again (a required pattern's ``min_count``, a few of a forbidden one's)."""
     out: dict[str, list[str]] = {}
     for c in checks:
         f = c.file or default_file
         lines = out.setdefault(f, [])
         text = texts.get(f, "")
+        keep = FORBIDDEN_LINES if c.forbid else c.min_count
         for n, m in enumerate(re.finditer(c.pattern, text, flags=re.M)):
-            if n >= LINES_PER_CHECK:
+            if n >= keep:
                 break
             start = text.rfind("\n", 0, m.start()) + 1
             end = text.find("\n", m.end())
@@ -58,7 +61,8 @@ def matched_lines(checks: list[OwnCheck], texts: dict[str, str], default_file: s
 def seen(
     recipe: Recipe, r: RunResult, digest: str, machine: str | None, today: str | None = None
 ) -> Seen:
-    """What the verification saw of the faulted run ``r``."""
+    """What the verification saw of the faulted run ``r`` (paths inside the tree said
+    relative to it: the record is the same wherever the tree is)."""
     v = r.verification
     run = recipe.run
     default = run.outputs[0].file
@@ -71,15 +75,19 @@ def seen(
         digest=digest,
         caught=not v.ok,
         by=failed_names(v),
-        summary=v.summary,
+        summary=_here(v.summary),
         used=used,
         closest=field,
         values={f.field: _scalar(f.value) for f in v.fields or []},
         lines=matched_lines(list(run.own_checks), texts, default),
-        crash=crash,
+        crash=_here(crash),
         date=today or datetime.date.today().isoformat(),
         machine=machine or r.machine_id,
     )
+
+
+def _here(text: str | None) -> str | None:
+    return text.replace(f"{paths.root()}/", "") if text else text
 
 
 def _scalar(x):

@@ -68,7 +68,7 @@ def docs_row(app: str) -> str | None:
         f"{app} ({seen.environment}/{seen.variant}, tier {seen.tier})",
         "; ".join(caught_text(data, seen)) or "nothing",
         "; ".join(unseen_text(data, seen)) or "nothing planted went unseen",
-        "; ".join(sweep_text(data, seen)) or "no sweep",
+        "; ".join(sweep_text(data, seen)) or "(no physical parameter in the input)",
         f"{seen.date}, `{seen.machine}`",
     ]
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
