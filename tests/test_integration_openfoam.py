@@ -1,8 +1,9 @@
 """Integration: OpenFOAM's ci tier with the distribution's build (Debian's packages, nothing
 compiled) through ``apptune run --mode ci``: damBreak serial and on 2 ranks verifies the
-physics' invariants and the blessed pressures, the package versions are in the provenance,
-and the planted fault (gravity 1 % low, tier ``planted``) is the expected failure naming the
-pressures that moved. About two minutes on 2 cores. Asserts correctness and provenance,
+physics' invariants, the blessed pressures and the water's shear stress on the floor, the
+package versions are in the provenance, and the planted fault (gravity 1 % low, tier
+``planted``) is the expected failure naming the pressures and shear stresses that moved.
+About two minutes on 2 cores. Asserts correctness and provenance,
 never timings."""
 
 import subprocess
@@ -34,7 +35,15 @@ def test_openfoam_ci_distribution_build_verifies_and_the_planted_fault_fails(tmp
     ci = results["ci"]
     assert ci["verification"]["ok"], ci["verification"]["summary"]
     fields = {f["field"]: f for f in ci["verification"]["fields"]}
-    for name in ("water_volume_drift", "serial_alpha_min", "alpha_max", "p_obstacle_t010", "steps"):
+    for name in (
+        "water_volume_drift",
+        "serial_alpha_min",
+        "alpha_max",
+        "p_obstacle_t010",
+        "water_shear_t010",
+        "serial_water_shear_t020",
+        "steps",
+    ):
         assert fields[name]["ok"], fields[name]
     assert ci["provenance"]["packages"]["openfoam"].startswith("1912.200626")
     assert ci["launch"]["env_vars"]["WM_PROJECT_DIR"] == "/usr/share/openfoam"
@@ -42,5 +51,7 @@ def test_openfoam_ci_distribution_build_verifies_and_the_planted_fault_fails(tmp
     planted = results["planted"]["verification"]
     assert not planted["ok"] and planted["xfail"], planted
     failed = {f["field"] for f in planted["fields"] if not f["ok"]}
-    assert {"p_obstacle_t010", "serial_p_obstacle_t010"} <= failed, planted["summary"]
+    assert {"p_obstacle_t010", "serial_p_obstacle_t010", "water_shear_t005"} <= failed, planted[
+        "summary"
+    ]
     assert not failed & {"water_volume_drift", "alpha_min", "alpha_max"}, planted["summary"]

@@ -106,9 +106,7 @@ def test_the_run_record_keeps_them_in_its_launch(toy_root, tmp_path, fake_trials
     )
 
 
-def test_a_rank_s_libraries_are_its_last_read_and_its_binding_its_last_mask(
-    tmp_path, monkeypatch
-):
+def test_a_rank_s_libraries_are_its_last_read_and_its_binding_its_last_mask(tmp_path, monkeypatch):
     """A rank's libraries are read when it is first seen and at the next samples: the last
     read keeps what it still maps (what MPI_Init opened and closed again is left out), and
     its binding is the last mask read (MPI_Init binds a rank to one CPU for a moment)."""

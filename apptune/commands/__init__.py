@@ -21,6 +21,7 @@ from . import (
     plan,
     report,
     run,
+    sensitivity,
     tune,
     validate,
 )
@@ -43,6 +44,7 @@ MODULES = (
     bisect,
     tune,
     plan,
+    sensitivity,
 )
 
 

@@ -18,7 +18,7 @@ from ..errors import ApptuneError, expand
 from ..models import FlagLadders, FromMemory, GridParam, InputSpec, Libraries, Recipe, TuningSpace
 from ..templating import data_environment
 from ..yamlio import load_model
-from . import inputs, outputs, recipes, syspackages, verify
+from . import faults, inputs, outputs, recipes, syspackages, verify
 
 
 @dataclasses.dataclass
@@ -70,7 +70,6 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
                         )
                     )
     _check_build_templates(r, rfile, found)
-    _check_patches(r, found)
     tiers = list(r.tiers)
     specs: dict[Path, InputSpec] = {}
     run_words = [("run.args", w) for w in r.run.args] + [
@@ -126,6 +125,8 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
                         )
                     )
     _check_numbers(app, specs, found)
+    found += faults.problems(app, r)
+    _check_patches(r, found)
     return _unique(found)
 
 
@@ -169,10 +170,11 @@ def _check_numbers(app: str, specs: dict[Path, InputSpec], found: list) -> None:
 
 
 def _check_patches(r: Recipe, found: list) -> None:
-    """Every patch of the series is a unified diff (whether it applies is known only
-    against the unpacked source: the build's dry run says so, naming the hunk)."""
-    for p in r.patches:
-        pf = paths.patches_dir(r.name) / p.file
+    """Every patch of the series, and of the planted faults, is a unified diff (whether it
+    applies is known only against the unpacked source: the build's dry run says so, naming
+    the hunk)."""
+    files = [paths.patches_dir(r.name) / p.file for p in r.patches]
+    for pf in files + faults.patch_files(r.name):
         try:
             text = pf.read_text(errors="replace")
         except OSError:

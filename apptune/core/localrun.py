@@ -149,6 +149,27 @@ def build_variant(
     return Provenance.model_validate_json(prov_file.read_text())
 
 
+def install_variant(recipe: Recipe, variant: str, site: Site, stage: Path) -> Provenance:
+    """Resolve the install ``variant`` (``installs.NAME``: the distribution's build, a site's
+    module) in ``stage`` as the checks' install fixture does (``python -m
+    apptune.core.installed``, in the environment's variables); return its provenance."""
+    stage = Path(stage).resolve()
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+    cmd = [sys.executable, "-m", "apptune.core.installed", "--app", recipe.name]
+    cmd += ["--variant", variant, "--environment", site.environment, "--stage", str(stage)]
+    with open(stage / "build.log", "w") as log:
+        rc = subprocess.run(
+            cmd, cwd=stage, env=site.environ(), stdout=log, stderr=subprocess.STDOUT
+        ).returncode
+    prov_file = stage / "provenance.json"
+    if rc != 0 or not prov_file.is_file():
+        err = last_error_line(stage / "build.log") or f"exited with status {rc}"
+        raise ApptuneError(stage / "build.log", variant, f"install not found: {err}")
+    return Provenance.model_validate_json(prov_file.read_text())
+
+
 # ------------------------------------------------------------------------------- run
 @dataclass
 class RunResult:

@@ -7,6 +7,12 @@ compared with a blessed reference (``reference/APP/<tier>.yaml``). A wrong value
 variable changes its CRC (and usually its sum, minimum or maximum); the field that differs
 names the file and the variable.
 
+A file whose blocks of zones were filled by a known formula (the recipe's ``fill``:
+:class:`ZoneFill`) is also checked value by value against it: ``fill_errors`` counts the
+values of each (block, z, y, x) variable that are not what the formula gives for their
+zone and block, so a value written to another zone (an index error inside a variable, a
+slice shifted into the guard cells) fails even where every zone's value would pass a sum.
+
     python -m apptune.core.netcdf FILE [NAME]      # prints NAME.VAR.count=... lines
 
 The format is Unidata's "NetCDF Classic and 64-bit Offset File Formats" with PnetCDF's
@@ -156,9 +162,11 @@ def _values(f, var: Variable, numrecs: int, recsize: int, single_record: bool) -
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dt)
 
 
-def checksums(path: str | Path) -> dict[str, dict]:
+def checksums(path: str | Path, fill: ZoneFill | None = None) -> dict[str, dict]:
     """Per variable: ``count``, ``crc32`` of its bytes as stored, and for numbers ``min``,
-    ``max`` and ``sum`` (float64); NaN counts as a value that differs from every reference."""
+    ``max`` and ``sum`` (float64); NaN counts as a value that differs from every reference.
+    With ``fill``, every floating-point variable of four dimensions (block, z, y, x) also
+    has ``fill_errors``: how many of its values differ from the fill's formula."""
     numrecs, recsize, single, out = *_records(path), {}
     _, _, vars_ = variables(path)
     with open(path, "rb") as f:
@@ -168,8 +176,55 @@ def checksums(path: str | Path) -> dict[str, dict]:
             if a.dtype.kind in "iuf" and a.size:
                 x = a.astype(np.float64)
                 entry.update(min=float(x.min()), max=float(x.max()), sum=float(x.sum()))
+                if fill is not None and a.dtype.kind == "f" and len(v.shape) == 4:
+                    entry["fill_errors"] = fill_errors(x.reshape(v.shape), fill)
             out[v.name] = entry
     return out
+
+
+@dataclass
+class ZoneFill:
+    """A deterministic fill of blocks of zones (FLASH-IO's, patches/flashio/0004): zone
+    (i, j, k) of block ``g`` (numbered from 1 in the file's order) holds an integer, the same
+    in every zone of a variable (its index), plus ``mod(wi*i + wj*j + wk*k + wg*g, m) / m``;
+    i, j, k count from 1 at the first of ``guards`` guard cells, so the first zone a file holds
+    is ``guards + 1``. ``corners``: the file holds each corner of the zones, the mean of the
+    eight zones around it (guard cells among them at a block's faces)."""
+
+    weights: tuple[int, int, int, int]
+    modulus: int
+    guards: int
+    corners: bool = False
+
+    def fraction(self, i, j, k, g) -> np.ndarray:
+        wi, wj, wk, wg = self.weights
+        return np.mod(wi * i + wj * j + wk * k + wg * g, self.modulus) / self.modulus
+
+
+def fill_errors(a: np.ndarray, fill: ZoneFill) -> int:
+    """How many values of ``a`` (block, z, y, x) are not what ``fill`` gives for their zone:
+    the integer every zone shares (the most common one) plus the formula's fraction."""
+    nb, nz, ny, nx = a.shape
+    g = np.arange(1, nb + 1).reshape(nb, 1, 1, 1)
+    first = fill.guards + 1  # the first zone inside the guard cells
+    k = np.arange(nz).reshape(1, nz, 1, 1) + first
+    j = np.arange(ny).reshape(1, 1, ny, 1) + first
+    i = np.arange(nx).reshape(1, 1, 1, nx) + first
+    if fill.corners:  # corner i lies between zones i - 1 and i (along each axis)
+        want = (
+            sum(
+                fill.fraction(i - di, j - dj, k - dk, g)
+                for di in (0, 1)
+                for dj in (0, 1)
+                for dk in (0, 1)
+            )
+            / 8
+        )
+    else:
+        want = fill.fraction(i, j, k, g)
+    whole = np.floor(a)
+    base = float(np.median(whole)) if a.size else 0.0
+    return int(np.count_nonzero(a != base + want))
 
 
 def _records(path) -> tuple[int, int, bool]:

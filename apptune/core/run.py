@@ -138,7 +138,12 @@ def scratch_spec(recipe: Recipe, where: Where, params: dict, tag: str, root: str
         path=path,
         bytes=nbytes,
         files=[
-            scratch.ScratchFile(file=file, name=f.name, format=f.format)
+            scratch.ScratchFile(
+                file=file,
+                name=f.name,
+                format=f.format,
+                fill=f.fill.model_dump(mode="json") if f.fill else None,
+            )
             for f, file in zip(want.files, rendered, strict=True)
         ],
         sums_file=want.sums_file,

@@ -41,6 +41,8 @@ class ScratchFile(BaseModel):
     #: Prefix of its fields (``chk``: ``chk.dens.crc32``).
     name: str
     format: str = "netcdf"
+    #: The formula the program filled its zones by (:class:`apptune.core.netcdf.ZoneFill`).
+    fill: dict | None = None
 
 
 class ScratchSpec(BaseModel):
@@ -152,7 +154,8 @@ def summarize(spec: ScratchSpec, cwd: Path) -> str | None:
     for f in spec.files:
         path = Path(spec.path, f.file)
         try:
-            lines += netcdf.keyvalue_lines(f.name, netcdf.checksums(path))
+            fill = netcdf.ZoneFill(**f.fill) if f.fill else None
+            lines += netcdf.keyvalue_lines(f.name, netcdf.checksums(path, fill))
         except FileNotFoundError:
             return f"the run wrote no {path}"
         except (OSError, netcdf.NetCDFError) as e:

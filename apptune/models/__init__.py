@@ -37,6 +37,15 @@ from .data import (
     Machine,
     ReferenceFile,
 )
+from .faults import (
+    Fault,
+    FaultsFile,
+    Seen,
+    SensitivityFile,
+    Sweep,
+    SweepSeen,
+    SweepStep,
+)
 from .part import as_data
 from .provenance import (
     BuildCacheUse,
@@ -144,6 +153,8 @@ __all__ = [
     "FIGURE_NAME_RE",
     "FIGURE_UNIT_RE",
     "FamilyFlags",
+    "Fault",
+    "FaultsFile",
     "Install",
     "FieldComparison",
     "FieldTolerance",
@@ -199,10 +210,15 @@ __all__ = [
     "RunSummary",
     "RunVerification",
     "SHA256_RE",
+    "Seen",
+    "SensitivityFile",
     "Scalar",
     "SourceComponent",
     "SourceSpec",
     "Strict",
+    "Sweep",
+    "SweepSeen",
+    "SweepStep",
     "SystemRequirements",
     "Template",
     "TierSpec",

@@ -22,6 +22,7 @@ from .base import (
     _valid_regex,
 )
 from .install import BuildEstimate, EnvFile, Install, InstallTree
+from .scratch import RunScratchSpec
 from .source import SourceSpec, SystemRequirements
 
 
@@ -430,32 +431,6 @@ class Placement(Strict):
             if not why.strip():
                 raise ValueError(f"unsupported.{k}: say why it cannot run there")
         return self
-
-
-class ScratchFileSpec(Strict):
-    #: A file the program writes into its scratch directory (a template with the input
-    #: parameters), read before the directory is removed.
-    file: str
-    #: The prefix of its fields: ``chk`` gives ``chk.VAR.count``, ``.crc32``, ``.min``,
-    #: ``.max`` and ``.sum`` for every variable.
-    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
-    #: ``netcdf``: a classic, 64-bit offset or CDF-5 netCDF file (apptune/core/netcdf.py).
-    format: Literal["netcdf"] = "netcdf"
-
-
-class RunScratchSpec(Strict):
-    """The program writes data files: it runs with a directory of its own under the
-    partition's scratch directory (``{{ scratch }}`` in ``args`` and ``prerun``), checked
-    before the run and removed after it (apptune/core/scratch.py)."""
-
-    #: What one run writes at most, in bytes (a template with the input parameters and
-    #: ``ranks``): refused beforehand when the file system has less free; the record says
-    #: whether it exceeds the node's memory (the page cache).
-    bytes: str | None = None
-    #: Files whose per-variable checksums go to ``sums_file`` (a ``keyvalue`` output).
-    files: list[ScratchFileSpec] = []
-    sums_file: str = Field(default="scratch-data.txt", pattern=r"^[^/]+$")
-    reads: bool = True  # the timed region reads what it wrote (h5perf); false: FLASH-IO
 
 
 class RunSpec(Strict):
