@@ -34,10 +34,8 @@ from pathlib import Path
 from ..errors import ApptuneError
 from ..yamlio import atomic_write_json, inside
 from . import envfile, sources
+from .buildtree import ENV_FILE, TREE, link_stays_inside, tree_entries
 from .recipes import install_of, load_recipe, recipe_path, sha256_file
-
-#: The variables an install's run gets (its environment file's and ``env``).
-ENV_FILE = "install-env.json"
 
 
 def package_versions(packages: list[str]) -> dict[str, str | None]:
@@ -136,8 +134,6 @@ def source_tree(recipe, install, field: str, stage: Path) -> tuple[dict, dict]:
     source tree, from the tarballs that hold them (a component's path under its ``dest``,
     any other in the main tarball); return the tarballs taken and the tree, as a compiled
     build's provenance records them. Nothing is fetched for an install without them."""
-    from .buildtree import TREE, link_stays_inside, tree_entries
-
     rfile = recipe_path(recipe.name)
     dest = stage / TREE
     if dest.exists():
