@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import make_tarball
+from conftest import toy_component
 
 from apptune.core import envfile, installed, outputs, recipes, run, syspackages, validate
 from apptune.errors import ApptuneError
@@ -91,21 +91,8 @@ def test_an_install_without_its_program_or_package_names_it(toy_root, setup_file
 def _with_component(root: Path, mirror: Path) -> str:
     """The toy recipe with a component (its regression tests' data) in the mirror; its
     sha256."""
-    extra = make_tarball(
-        {"ref/a/expected.txt": "42\n", "ref/b/other.txt": "7\n"}, top="toy-tests-1.0"
-    )
-    (mirror / "toy-tests.tar.gz").write_bytes(extra)
-    sha = hashlib.sha256(extra).hexdigest()
-    f = root / "build-recipes/toy.yaml"
-    f.write_text(
-        f.read_text().replace(
-            "  sha256:",
-            "  components:\n    - {file: toy-tests.tar.gz, url: https://example.invalid/t.tgz, "
-            f"sha256: {sha}, dest: tests}}\n  sha256:",
-            1,
-        )
-    )
-    return sha
+    files = {"ref/a/expected.txt": "42\n", "ref/b/other.txt": "7\n"}
+    return hashlib.sha256(toy_component(root, mirror, files)).hexdigest()
 
 
 def test_an_install_unpacks_the_source_paths_its_run_reads_from_their_tarball_alone(
