@@ -56,6 +56,24 @@ def make_tarball(files: dict, top: str = "toy-1.0") -> bytes:
     return buf.getvalue()
 
 
+def toy_component(root: Path, mirror: Path, files: dict) -> bytes:
+    """The toy recipe of the tree at ``root`` given a source component (``dest: tests``)
+    holding ``files``, its tarball in ``mirror``; returns the tarball."""
+    extra = make_tarball(files, top="toy-tests-1.0")
+    (mirror / "toy-tests.tar.gz").write_bytes(extra)
+    sha = hashlib.sha256(extra).hexdigest()
+    f = root / "build-recipes/toy.yaml"
+    f.write_text(
+        f.read_text().replace(
+            "  sha256:",
+            "  components:\n    - {file: toy-tests.tar.gz, url: https://example.invalid/t.tgz, "
+            f"sha256: {sha}, dest: tests}}\n  sha256:",
+            1,
+        )
+    )
+    return extra
+
+
 def toy_recipe(sha: str, **over) -> str:
     text = f"""
     name: toy

@@ -233,10 +233,10 @@ def test_the_inputs_copy_the_tests_from_the_builds_tree(tmp_path, monkeypatch):
     )
 
 
-def test_mode_ci_leaves_the_long_build_tier_out_and_mode_dev_runs_it():
+def test_mode_ci_runs_the_distributions_build_alone_and_nightly_the_builds_too():
     reframe = str(Path(sys.executable).with_name("reframe"))
     listed = {}
-    for mode in ("ci", "dev"):
+    for mode in ("ci", "nightly"):
         p = subprocess.run(
             [reframe, "-C", "site-config/settings.py", "-c", "reframe-checks/gromacs"]
             + ["--mode", mode, "-l"],
@@ -246,6 +246,26 @@ def test_mode_ci_leaves_the_long_build_tier_out_and_mode_dev_runs_it():
             timeout=120,
         )
         assert p.returncode == 0, p.stdout + p.stderr
-        listed[mode] = [ln for ln in p.stdout.splitlines() if "GromacsCheck" in ln]
-    assert listed["ci"] == []
-    assert any("%tier=ci" in ln for ln in listed["dev"]), listed["dev"]
+        listed[mode] = [ln.split(" /")[0] for ln in p.stdout.splitlines() if ln.startswith("- ")]
+    # make run compiles no GROMACS: Debian's gmx_mpi, nothing built
+    assert listed["ci"] == ["- GromacsInstalledCheck %tier=ci %build.variant=debian"]
+    assert "- GromacsInstalledCheck %tier=nightly %build.variant=debian" in listed["nightly"]
+    assert "- GromacsCheck %tier=nightly %build.variant=tuned+fft=mkl" in listed["nightly"]
+
+
+def test_the_installs_source_paths_hold_every_test_the_inputs_copy():
+    """The distribution's build runs the same regression tests as a build of the tarball:
+    each test an input copies from the build's tree is among the install's source paths,
+    and the paths lie in the regressiontests component (fetched alone)."""
+    r = _recipe()
+    install = r.installs["debian"]
+    comp = r.source.components[0]
+    assert all(p.startswith(comp.dest + "/") for p in install.source_paths)
+    for tier in recipes.tiers_naming(r, ["debian"]):
+        _, spec = inputs.load_input("gromacs", tier)
+        for product in spec.from_build.values():
+            rel = product.removeprefix("tree/")
+            assert any(rel == p or rel.startswith(p + "/") for p in install.source_paths), (
+                tier,
+                product,
+            )

@@ -3,11 +3,13 @@ module). Their environment file is read without passing recipe words through a s
 programs are found on its PATH, their packages' versions are the build's provenance, a
 missing package is named; and OpenFOAM's own fatal message is the verdict of a failed run."""
 
+import hashlib
 import json
 import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import toy_component
 
 from apptune.core import envfile, installed, outputs, recipes, run, syspackages, validate
 from apptune.errors import ApptuneError
@@ -84,6 +86,68 @@ def test_an_install_without_its_program_or_package_names_it(toy_root, setup_file
         match=r"installs.distro.debian: Debian package no-such-package-apptune not installed",
     ):
         installed.build("toy", "distro", "gnu", stage)
+
+
+def _with_component(root: Path, mirror: Path) -> str:
+    """The toy recipe with a component (its regression tests' data) in the mirror; its
+    sha256."""
+    files = {"ref/a/expected.txt": "42\n", "ref/b/other.txt": "7\n"}
+    return hashlib.sha256(toy_component(root, mirror, files)).hexdigest()
+
+
+def test_an_install_unpacks_the_source_paths_its_run_reads_from_their_tarball_alone(
+    toy_root, setup_file, tmp_path
+):
+    sha = _with_component(toy_root, tmp_path / "mirror")
+    _with_install(
+        toy_root,
+        f"env_file: {{file: {setup_file}}}\nprograms: [toy]\nsource_paths: [tests/ref/a]\n",
+    )
+    stage = toy_root.parent / "stage"
+    stage.mkdir()
+    prov = installed.build("toy", "distro", "gnu", stage)
+    assert (stage / "tree/tests/ref/a/expected.txt").read_text() == "42\n"
+    assert not (stage / "tree/tests/ref/b").exists()
+    assert [p.name for p in stage.iterdir() if p.name.startswith(".")] == []
+    assert prov["source"] == {"components": [{"file": "toy-tests.tar.gz", "sha256": sha}]}
+    assert prov["tree"] == {"paths": ["tests/ref/a"], "files": 1, "bytes": 3}
+    # the component alone was fetched, not the main tarball
+    cached = sorted(p.name for p in (tmp_path / "cache/sources").iterdir() if p.is_file())
+    assert [n for n in cached if not n.startswith(".")] == ["toy-tests.tar.gz"]
+    # a path outside the components comes from the main tarball (fetched then)
+    _with_install(
+        toy_root,
+        f"env_file: {{file: {setup_file}}}\nprograms: [toy]\nsource_paths: [tests/ref/b, main.c]\n",
+    )
+    prov = installed.build("toy", "distro", "gnu", stage)
+    assert (stage / "tree/main.c").is_file() and (stage / "tree/tests/ref/b/other.txt").is_file()
+    assert not (stage / "tree/tests/ref/a").exists()  # the last build's tree is gone
+    assert prov["source"]["file"] == "toy-1.0.tar.gz"
+
+
+def test_a_source_path_that_is_not_there_or_leads_out_is_named(toy_root, setup_file, tmp_path):
+    _with_component(toy_root, tmp_path / "mirror")
+    _with_install(
+        toy_root,
+        f"env_file: {{file: {setup_file}}}\nprograms: [toy]\nsource_paths: [tests/ref/c]\n",
+    )
+    stage = toy_root.parent / "stage"
+    stage.mkdir()
+    with pytest.raises(ApptuneError) as e:
+        installed.build("toy", "distro", "gnu", stage)
+    assert str(e.value).endswith(
+        "build-recipes/toy.yaml: installs.distro.source_paths[0]: tests/ref/c is not in "
+        "toy-tests.tar.gz"
+    )
+    _with_install(
+        toy_root,
+        f"env_file: {{file: {setup_file}}}\nprograms: [toy]\nsource_paths: [tests/../../x]\n",
+    )
+    site, _ = validate.load_site_facts(environments=None)
+    problems = [str(p) for p in validate.app_problems("toy", site)]
+    assert any("installs.distro.source_paths" in p and "leads outside" in p for p in problems), (
+        problems
+    )
 
 
 def test_package_versions_are_read_from_dpkg():

@@ -295,14 +295,14 @@ def test_qe_ci_builds_runs_and_verifies(tmp_path):
             "reframe-checks/qe",
             "--",
             "-n",
-            "QECheck%tier=ci%build.variant=baseline",
+            "QECheck%tier=ci%build.variant=none",
             "-S",
             "valid_prog_environs=gnu",
         ],
         cwd=REPO,
     )
     assert rc == 0, out[-3000:]
-    r = results(run_dir)[("gnu", "baseline")]
+    r = results(run_dir)[("gnu", "none")]
     assert r["verification"]["ok"], r["verification"]
     fields = {f["field"]: f for f in r["verification"]["fields"]}
     assert fields["total_energy"]["value"] == pytest.approx(-15.79449450, abs=8e-4)

@@ -1,15 +1,13 @@
-"""Integration: GROMACS's ci tier (gnu/tuned, gnu-mkl/tuned+fft=mkl and llvm/tuned) through
-``apptune run --mode dev``: the build of gmx_mpi from the orig tarball in each (every compile
-line checked for the variant's flags), then three of GROMACS's own regression tests (grompp,
-mdrun on 2 ranks, gmx check against the stored reference energies and forces) and the
-benchmark mdrun.
+"""Integration: GROMACS verified by three of its own regression tests (grompp, mdrun on 2
+ranks, gmx check against the stored reference energies and forces) and the benchmark mdrun.
 
-The builds come from the build cache when it holds them (the user's, as every integration
-test's); a cold cache builds them: 10 to 23 minutes each on 2 cores (docs/applications.md),
-so the test pays them once; with the builds cached it takes about a minute. ``--mode ci``
-leaves this tier out (``long_build``), so `make run` does not build GROMACS, nor does `make
-test` (marker ``long_build``): `make test-long` and the nightly workflow run it. Asserts
-correctness and provenance, never timings."""
+The ci tier (``make test``, `make run`): the distribution's build, Debian's gmx_mpi, nothing
+compiled, the regression tests' data unpacked from the source's regressiontests component;
+about half a minute. The builds of the orig tarball (``make test-long``, marker ``long_build``):
+gnu/tuned, gnu-mkl/tuned and tuned+fft=mkl, llvm/tuned on the nightly tier, every compile line
+checked for the variant's flags; from the build cache when it holds them (the user's, as
+every integration test's), else 10 to 23 minutes each on 2 cores (docs/applications.md).
+Asserts correctness and provenance, never timings."""
 
 import subprocess
 import sys
@@ -20,40 +18,69 @@ from conftest import run_records
 
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
+TESTS = ("nbnxn_pme", "nbnxn_vsite", "tip4p")
 
-pytestmark = [pytest.mark.integration, pytest.mark.long_build]
+pytestmark = pytest.mark.integration
 
 
-def test_gromacs_ci_tier_verifies_by_its_own_regression_tests(tmp_path):
-    run_dir = tmp_path / "run"
+def _run(run_dir: Path, *args: str, timeout: int) -> list[dict]:
     p = subprocess.run(
-        APPTUNE + ["run", "--mode", "dev", "--run-dir", str(run_dir), "--app", "gromacs"],
+        APPTUNE + ["run", *args, "--run-dir", str(run_dir), "--app", "gromacs"],
         capture_output=True,
         text=True,
         cwd=REPO,
-        timeout=3 * 3600,
+        timeout=timeout,
     )
-    out = p.stdout + p.stderr
-    assert p.returncode == 0, out[-3000:]
-    runs = {r["environment"]: r for r in run_records(run_dir) if r["tier"] == "ci"}
-    assert sorted(runs) == ["gnu", "gnu-mkl", "llvm"], sorted(runs)
-    axes = {
-        "gnu": {"simd": "AVX2_256", "fft": "fftw3", "fault": "none"},
-        "gnu-mkl": {"simd": "AVX2_256", "fft": "mkl", "fault": "none"},
-        "llvm": {"simd": "AVX2_256", "fft": "fftw3", "fault": "none"},
-    }
-    for env, ci in runs.items():
-        v = ci["verification"]
-        assert v["ok"], (env, v["summary"])
-        fields = {f["field"]: f for f in v["fields"]}
-        for test in ("nbnxn_pme", "nbnxn_vsite", "tip4p"):
-            assert fields[f"{test}.energy"]["value"] == 0, (env, fields[f"{test}.energy"])
-            assert fields[f"{test}.forces"]["ok"], (env, fields[f"{test}.forces"])
-        prov = ci["provenance"]
-        components = prov["source"]["components"]
-        assert components[0]["file"] == "gromacs_2022.5.orig-regressiontests.tar.gz"
-        assert prov["axes"] == axes[env], (env, prov["axes"])
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    return run_records(run_dir)
+
+
+def _regression_tests_passed(record: dict) -> None:
+    v = record["verification"]
+    assert v["ok"], (record["environment"], record["build_variant"], v["summary"])
+    fields = {f["field"]: f for f in v["fields"]}
+    for test in TESTS:
+        assert fields[f"{test}.energy"]["value"] == 0, fields[f"{test}.energy"]
+        assert fields[f"{test}.forces"]["ok"], fields[f"{test}.forces"]
+    components = record["provenance"]["source"]["components"]
+    assert components[0]["file"] == "gromacs_2022.5.orig-regressiontests.tar.gz"
+    figures = record["figures"]
+    assert figures["ns_per_day"] > 0 and figures["mdrun_wall"] > 0
+    assert 0 < figures["force_share"] < 100 and 0 <= figures["comm_share"] < 100
+
+
+def test_gromacs_ci_tier_verifies_the_distributions_build(tmp_path):
+    records = _run(tmp_path / "run", "--mode", "ci", timeout=900)
+    # a record in the kept stage directory and its copy in the output directory
+    runs = {(r["tier"], r["environment"], r["build_variant"]): r for r in records}
+    assert list(runs) == [("ci", "gnu", "debian")]
+    ci = runs["ci", "gnu", "debian"]
+    _regression_tests_passed(ci)
+    prov = ci["provenance"]
+    assert prov["packages"]["gromacs"].startswith("2022.5")
+    assert prov["install"]["name"] == "debian" and "compile_lines" not in prov
+    assert prov["products"][0]["path"] == "/usr/bin/gmx_mpi"
+    assert prov["tree"]["paths"] == [f"regressiontests/complex/{t}" for t in TESTS]
+
+
+@pytest.mark.long_build
+def test_gromacs_builds_of_the_tarball_verify_by_the_same_regression_tests(tmp_path):
+    records = _run(
+        tmp_path / "run",
+        *("--mode", "nightly", "--env", "gnu", "--env", "gnu-mkl", "--env", "llvm"),
+        *("--variant", "tuned", "--variant", "tuned+fft=mkl"),
+        timeout=4 * 3600,
+    )
+    runs = {(r["environment"], r["build_variant"]): r for r in records}
+    assert sorted(runs) == [
+        ("gnu", "tuned"),
+        ("gnu-mkl", "tuned"),
+        ("gnu-mkl", "tuned+fft=mkl"),
+        ("llvm", "tuned"),
+    ], sorted(runs)
+    for (env, variant), r in runs.items():
+        _regression_tests_passed(r)
+        prov = r["provenance"]
+        fft = "mkl" if variant.endswith("fft=mkl") else "fftw3"
+        assert prov["axes"] == {"simd": "AVX2_256", "fft": fft, "fault": "none"}, (env, variant)
         assert prov["compile_lines"]["compiles"] > 500
-        figures = ci["figures"]
-        assert figures["ns_per_day"] > 0 and figures["mdrun_wall"] > 0
-        assert 0 < figures["force_share"] < 100 and 0 <= figures["comm_share"] < 100

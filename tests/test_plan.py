@@ -86,7 +86,7 @@ def test_the_studys_example_from_a_history(tmp_path, capsys):
             [
                 row("examl", 5 * H, 6 * KWH),
                 row("hpcc", 10 * H, 18 * KWH),
-                row("qe", 5 * H, 7 * KWH, variant="baseline"),
+                row("qe", 5 * H, 7 * KWH, variant="none"),
             ]
         ],
     )
@@ -258,7 +258,7 @@ def test_a_variant_the_tier_no_longer_builds_is_left_out_saying_so(tmp_path, cap
 
 def test_unverified_runs_and_other_machines_are_not_planned_from(tmp_path, capsys):
     other = ("m-0000000000", {"cpu": "other"})
-    qe = row("qe", 5, 50, variant="baseline", machine=other)
+    qe = row("qe", 5, 50, variant="none", machine=other)
     hdir = history_with(tmp_path, [[row("hpcc", 10, 100, ok=False), qe]])
     assert apptune("plan", "--history", hdir, "--time", "1h", "--out", tmp_path / "p") == 2
     assert "no verified run of tier ci on this machine" in capsys.readouterr().err
@@ -270,21 +270,21 @@ def test_unverified_runs_and_other_machines_are_not_planned_from(tmp_path, capsy
 
 # ------------------------------------------------------------------- the check
 def test_check_reports_the_error_per_job_and_the_budget(tmp_path, capsys):
-    hdir = history_with(tmp_path, [[row("hpcc", 10, 100), row("qe", 20, 300, variant="baseline")]])
+    hdir = history_with(tmp_path, [[row("hpcc", 10, 100), row("qe", 20, 300, variant="none")]])
     out = tmp_path / "plan"
     assert apptune("plan", "--history", hdir, "--time", "40s", "--out", out) == 0
     capsys.readouterr()
     jobs = tmp_path / "jobs"
     write_run(jobs / "1", "c1", 1.9e9, [row("hpcc", 12, 110)], mode="ci")
-    write_run(jobs / "2", "c2", 1.9e9, [row("qe", 19, 280, variant="baseline")], mode="ci")
+    write_run(jobs / "2", "c2", 1.9e9, [row("qe", 19, 280, variant="none")], mode="ci")
     assert apptune("plan", "--check", jobs / "1", jobs / "2", "--plan", out / "plan.json") == 0
     text = capsys.readouterr().out
     assert "hpcc gnu/tuned: time 12 s, expected 10 s (+20.0%" in text
-    assert "qe gnu/baseline: time 19 s, expected 20 s (-5.0%" in text
+    assert "qe gnu/none: time 19 s, expected 20 s (-5.0%" in text
     assert "total time 31 s of the budget's 40 s: within the budget" in text
     # a job that did not run, or ran over: exit 1
     assert apptune("plan", "--check", jobs / "1", "--plan", out / "plan.json") == 1
-    assert "qe gnu/baseline: no run of it in the run directories" in capsys.readouterr().out
+    assert "qe gnu/none: no run of it in the run directories" in capsys.readouterr().out
 
 
 def test_check_refuses_what_is_not_a_plan(tmp_path, capsys):

@@ -8,7 +8,7 @@ import shutil
 import tarfile
 
 import pytest
-from conftest import PATCH, make_tarball
+from conftest import PATCH, toy_component
 
 from apptune.core import build, compilelines, inputs, patching, recipes, sources
 from apptune.errors import ApptuneError
@@ -418,18 +418,8 @@ def test_a_python_without_the_extraction_filter_unpacks_with_apptunes_own(tmp_pa
 def test_a_sources_components_are_fetched_pinned_and_unpacked_into_their_directory(
     toy_root, tmp_path
 ):
-    extra = make_tarball({"ref/expected.txt": "42\n"}, top="toy-tests-1.0")
-    (tmp_path / "mirror" / "toy-tests.tar.gz").write_bytes(extra)
+    extra = toy_component(toy_root, tmp_path / "mirror", {"ref/expected.txt": "42\n"})
     sha = hashlib.sha256(extra).hexdigest()
-    f = toy_root / "build-recipes/toy.yaml"
-    f.write_text(
-        f.read_text().replace(
-            "  sha256:",
-            "  components:\n    - {file: toy-tests.tar.gz, url: https://example.invalid/t.tgz, "
-            f"sha256: {sha}, dest: tests}}\n  sha256:",
-            1,
-        )
-    )
     r = recipes.load_recipe("toy")
     main = sources.fetch(r)
     assert (main.parent / "toy-tests.tar.gz").is_file()

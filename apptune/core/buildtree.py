@@ -8,7 +8,7 @@ they are copied, with their relative paths and symbolic links, under the stage's
 ``tree/`` directory, which the build cache stores and restores like the products.
 
 The run finds the tree through the same file an install's run reads
-(:data:`apptune.core.installed.ENV_FILE` in the build's stage): after every build and every
+(:data:`ENV_FILE` in the build's stage): after every build and every
 restore, ``build.tree.env_file`` (inside the tree) is read by apptune's one fixed bash
 command (:mod:`apptune.core.envfile`) and ``build.tree.env`` is applied after it, with
 ``{{ tree }}`` the tree's absolute path wherever it landed. A tree is never used through
@@ -26,11 +26,13 @@ import jinja2
 from ..errors import ApptuneError
 from ..templating import data_environment
 from ..yamlio import atomic_write_json, inside
-from .installed import ENV_FILE
 from .recipes import recipe_path
 
 #: The build's install tree, under its stage directory.
 TREE = "tree"
+#: The variables the run of a build gets, in its stage: an install's (its environment file's
+#: and ``env``, :mod:`apptune.core.installed`) or a compiled build's tree's.
+ENV_FILE = "install-env.json"
 
 
 def copy_tree(rels: list[str], src: Path, stage: Path, app: str) -> Path:

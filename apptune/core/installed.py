@@ -10,6 +10,9 @@ job environment of its ReFrame environment with the install's modules loaded. It
   bash command, its path an argument) and applies its explicit ``env`` after it;
 * finds each of the install's ``programs`` on that environment's PATH and links it into
   the stage under its name, where the run finds a build's products;
+* unpacks the parts of the recipe's source its run reads (``source_paths``: GROMACS's
+  regression tests) from the tarballs that hold them, fetched and checked against their
+  pinned sha256, under the stage's ``tree/`` as a compiled build keeps its tree;
 * writes ``install-env.json`` (the variables the run gets) and ``provenance.json``: the
   Debian packages and their versions, the modules, the environment file's sha256, the
   variables set and each program's path and sha256, like a compiled build's provenance.
@@ -24,16 +27,15 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from ..errors import ApptuneError
-from ..yamlio import atomic_write_json
-from . import envfile
+from ..yamlio import atomic_write_json, inside
+from . import envfile, sources
+from .buildtree import ENV_FILE, TREE, link_stays_inside, tree_entries
 from .recipes import install_of, load_recipe, recipe_path, sha256_file
-
-#: The variables an install's run gets (its environment file's and ``env``).
-ENV_FILE = "install-env.json"
 
 
 def package_versions(packages: list[str]) -> dict[str, str | None]:
@@ -100,6 +102,7 @@ def build(app: str, variant: str, env_name: str, stage: Path) -> dict:
         link.unlink(missing_ok=True)
         link.symlink_to(found)
         products.append({"file": name, "path": found, "sha256": sha256_file(found)})
+    source, tree = source_tree(recipe, install, field, stage)
     atomic_write_json(stage / ENV_FILE, env_set)
     ef = install.env_file
     prov = {
@@ -118,11 +121,69 @@ def build(app: str, variant: str, env_name: str, stage: Path) -> dict:
         "packages": versions,
         "modules": list(install.modules) + _loaded_modules(),
         "products": products,
+        **({"source": source, "tree": tree} if install.source_paths else {}),
         "build_seconds": round(time.monotonic() - t0, 2),
         "host": platform.node(),
     }
     atomic_write_json(stage / "provenance.json", prov)
     return prov
+
+
+def source_tree(recipe, install, field: str, stage: Path) -> tuple[dict, dict]:
+    """Unpack the install's ``source_paths`` under ``stage/tree`` with their paths in the
+    source tree, from the tarballs that hold them (a component's path under its ``dest``,
+    any other in the main tarball); return the tarballs taken and the tree, as a compiled
+    build's provenance records them. Nothing is fetched for an install without them."""
+    rfile = recipe_path(recipe.name)
+    dest = stage / TREE
+    if dest.exists():
+        shutil.rmtree(dest)
+    if not install.source_paths:
+        return {}, {}
+    comps = recipe.source.components
+    holder = {}  # source path -> index of the component that holds it (None: the main tarball)
+    for rel in install.source_paths:
+        found = [i for i, c in enumerate(comps) if rel == c.dest or rel.startswith(c.dest + "/")]
+        holder[rel] = found[0] if found else None
+    taken: dict = {"components": []}
+    with tempfile.TemporaryDirectory(prefix=".source-", dir=stage) as tmp:
+        src = Path(tmp)
+        if None in holder.values():
+            tarball = sources.fetch(recipe)
+            sources.unpack(tarball, src, recipe.source.strip_components)
+            taken.update(file=tarball.name, sha256=sha256_file(tarball))
+        for i in sorted({i for i in holder.values() if i is not None}):
+            c = comps[i]
+            tarball = sources.fetch_component(recipe, i)
+            if not inside(src, src / c.dest):
+                raise ApptuneError(
+                    rfile, f"source.components[{i}].dest", f"{c.dest} leads outside the source tree"
+                )
+            sources.unpack(tarball, src / c.dest, c.strip_components)
+            taken["components"].append({"file": c.file, "sha256": sha256_file(tarball)})
+        for k, rel in enumerate(install.source_paths):
+            p = src / rel
+            if not p.exists():
+                where = comps[holder[rel]].file if holder[rel] is not None else recipe.source.file
+                raise ApptuneError(
+                    rfile, f"{field}.source_paths[{k}]", f"{rel} is not in {where or 'the source'}"
+                )
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(p, dest / rel)
+    entries = tree_entries(stage)
+    for f in entries:
+        if "link" in f and not link_stays_inside(dest, stage / f["file"], f["link"]):
+            raise ApptuneError(
+                rfile,
+                f"{field}.source_paths",
+                f"{f['file']} is a symbolic link to {f['link']}, outside the tree",
+            )
+    tree = {
+        "paths": list(install.source_paths),
+        "files": len(entries),
+        "bytes": sum((stage / f["file"]).stat().st_size for f in entries if "link" not in f),
+    }
+    return taken, tree
 
 
 def _loaded_modules() -> list[str]:

@@ -42,11 +42,26 @@ class Install(Strict):
     programs: list[Annotated[str, Field(pattern=r"^[^/]+$")]] = Field(min_length=1)
     #: What it is, for the report (e.g. "Debian's build, the distribution's flags").
     description: str = ""
+    #: Parts of the recipe's source the run reads beside the installed programs (GROMACS's
+    #: regression tests: their systems and stored reference outputs), relative to the source
+    #: root as ``build.tree.paths`` writes them (a component's under its ``dest``). Only the
+    #: tarballs that hold them are fetched, checked against their pinned sha256 and
+    #: unpacked; the paths are kept under the build's ``tree/``, where an input's
+    #: ``from_build: tree/PATH`` finds them as it finds a compiled build's.
+    source_paths: list[Annotated[str, Field(pattern=r"^[^/.][^\\]*$")]] = []
 
     @field_validator("env")
     @classmethod
     def _env(cls, v):
         return _env_names(v)
+
+    @field_validator("source_paths")
+    @classmethod
+    def _relative(cls, v):
+        for p in v:
+            if ".." in p.split("/"):
+                raise ValueError(f"{p!r} leads outside the source tree ('..')")
+        return v
 
     @model_validator(mode="after")
     def _something(self):
