@@ -281,3 +281,13 @@ def test_a_flag_set_no_compile_line_carries_is_listed_not_bisected(hpcc_here):
     assert (
         by["flags fflags"].why_not == "no compile line of this build carries fflags (it compiles c)"
     )
+
+
+def test_a_library_loaded_on_one_side_only_is_said_as_a_change_of_its_own():
+    """bisect --between lists each difference alone: a library the new run's ranks loaded
+    (and the baseline's did not record) is one line, not nothing."""
+    from apptune.tools.bisect.undo import Change
+
+    blis = "/usr/lib/blis/libblas.so.3 (sha256 abababababab)"
+    assert Change("loaded libblas.so.3", None, blis).line == f"loaded libblas.so.3: (none) → {blis}"
+    assert Change("flags cflags", "-O3", "-O0").line == "cflags -O3 → -O0"

@@ -56,7 +56,10 @@ class Change:
     def line(self) -> str:
         """The change in the words of the verdicts (``flags -O3 → -O0``)."""
         one = lambda v: {} if v is None else {self.fact: v}  # noqa: E731
-        return changes.describe(one(self.old), one(self.new))[0]
+        said = changes.describe(one(self.old), one(self.new))
+        # a library loaded is compared only where both sides recorded the libraries: alone,
+        # it is said as it is
+        return said[0] if said else f"{self.fact}: {self.old or '(none)'} → {self.new or '(none)'}"
 
 
 NOT_HERE = "cannot be put back from a record (the old one is not on this node)"
