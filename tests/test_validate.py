@@ -47,6 +47,19 @@ def test_the_toy_tree_is_valid(tree):
     assert lines(validate.problems()) == []
 
 
+def test_a_line_break_in_a_flag_or_a_template_value_is_refused_naming_the_field(tree):
+    """A recipe's flags and template values reach a generated Makefile (``makeflags``) and
+    the compile lines: a newline in one would be a line of its own there."""
+    edit(
+        tree / "build-recipes/toy.yaml",
+        "  products: [toy]",
+        '  products: [toy]\n  cflags: ["-O2", "-DX\\nall:\\n\\ttouch /tmp/pwned"]',
+    )
+    got = only(validate.problems())
+    assert got.startswith("tree/build-recipes/toy.yaml: build.cflags[1]: "), got
+    assert "control character \\n" in got and "one line" in got, got
+
+
 # ----------------------------------------------------------------------- tiers and variants
 def test_unknown_flag_ladder_is_found_before_any_build(tree):
     edit(tree / "build-recipes/toy.yaml", "gnu: [baseline, tuned]", "gnu: [baseline, tunedd]")

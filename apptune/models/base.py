@@ -4,8 +4,11 @@ fields are errors)."""
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+from ..errors import LINE_BREAKING, escape_line_breaks
 
 NAME_RE = r"^[a-z0-9][a-z0-9_.-]*$"
 
@@ -18,6 +21,20 @@ FIGURE_UNIT_RE = r"^[A-Za-z0-9 %/._()*^µ·-]*$"
 
 
 SHA256_RE = r"^[0-9a-f]{64}$"
+
+
+def _one_line(v: str) -> str:
+    m = LINE_BREAKING.search(v)
+    if m:
+        raise ValueError(
+            f"holds the control character {escape_line_breaks(m.group())} (a line break "
+            "in a generated Makefile or script): a flag or template value is one line"
+        )
+    return v
+
+
+#: A compiler flag or a value the build's templates write (a Makefile variable): one line.
+OneLine = Annotated[str, AfterValidator(_one_line)]
 
 
 def _valid_regex(v: str) -> str:

@@ -17,6 +17,7 @@ from .base import (
     FIGURE_NAME_RE,
     FIGURE_UNIT_RE,
     NAME_RE,
+    OneLine,
     Strict,
     _env_names,
     _valid_regex,
@@ -81,8 +82,8 @@ class BuildSpec(Strict):
     estimate: BuildEstimate | None = None
     languages: list[Literal["c", "cxx", "fortran"]] = ["c"]
     #: Flags the source itself needs with every compiler and ladder (e.g. -fcommon).
-    cflags: list[str] = []
-    fflags: list[str] = []
+    cflags: list[OneLine] = []
+    fflags: list[OneLine] = []
     #: ... and those one compiler family needs (gfortran's -fallow-argument-mismatch,
     #: flang-new's -flang-experimental-exec to link), keyed by family.
     family_flags: dict[str, FamilyFlags] = {}
@@ -96,10 +97,10 @@ class BuildSpec(Strict):
 
 
 class FamilyFlags(Strict):
-    cflags: list[str] = []
-    fflags: list[str] = []
+    cflags: list[OneLine] = []
+    fflags: list[OneLine] = []
     #: Link flags (before the libraries), e.g. ``-flang-experimental-exec``.
-    ldflags: list[str] = []
+    ldflags: list[OneLine] = []
 
 
 class ExpectedBuildFailure(Strict):
@@ -134,12 +135,12 @@ class PatchSpec(Strict):
 class AxisOption(Strict):
     #: Library key from site-config/libraries.yaml that this option links.
     library: str | None = None
-    cppflags: list[str] = []
+    cppflags: list[OneLine] = []
     #: Compiler flags this option adds to every compile line, checked there like the
     #: recipe's own (``-fno-exceptions`` with the patch that lets the code compile so).
-    cflags: list[str] = []
+    cflags: list[OneLine] = []
     #: Values for templates (build steps, products, makefile templates) as ``vars.NAME``.
-    vars: dict[str, str] = {}
+    vars: dict[str, OneLine] = {}
     #: CPU flags (as /proc/cpuinfo names them, e.g. ``avx512f``) the option's code needs:
     #: on a node without one its builds and runs are skipped, saying which flag is missing.
     cpu: list[Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]] = []
@@ -151,8 +152,8 @@ class PerFileOverride(Strict):
     #: Ladder whose flags replace the variant's ladder flags for these files ...
     flags: str | None = None
     #: ... or explicit flags (e.g. upstream's ``-O1`` for one file), replacing them.
-    cflags: list[str] | None = None
-    fflags: list[str] | None = None
+    cflags: list[OneLine] | None = None
+    fflags: list[OneLine] | None = None
     reason: str
 
     @model_validator(mode="after")
