@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import OneLine, Strict
+from .base import Strict
 
 
 # --------------------------------------------------------------------------- inputs
@@ -203,8 +203,8 @@ class BaselineFile(Strict):
 
 # --------------------------------------------------------------------------- site
 class Ladder(Strict):
-    cflags: list[OneLine] = []
-    fflags: list[OneLine] = []
+    cflags: list[str] = []
+    fflags: list[str] = []
     description: str = ""
 
 
@@ -215,8 +215,8 @@ class FlagLadders(Strict):
 
 class Library(Strict):
     description: str = ""
-    cppflags: list[OneLine] = []
-    ldflags: list[OneLine] = []
+    cppflags: list[str] = []
+    ldflags: list[str] = []
     #: How to find the library's version for provenance: a Debian or PyPI package.
     debian_package: str | None = None
     pypi_package: str | None = None
