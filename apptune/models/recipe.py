@@ -297,6 +297,11 @@ class OutputSpec(Strict):
     ]
     begin: str | None = None
     end: str | None = None
+    #: keyvalue: the keys the program prints that figures and references read, names or
+    #: shell patterns (``*_errors``); the run keeps every key it prints. The scratch
+    #: checksums (``run.scratch.sums_file``) need none: their keys follow from
+    #: ``run.scratch.files``.
+    keys: list[str] = []
     patterns: dict[str, RegexField] = {}
     #: newick_rf: stored tree (relative to reference/; ``{tier}`` is replaced) and
     #: the field name the distance is stored under.
@@ -320,6 +325,8 @@ class OutputSpec(Strict):
         for n in need:
             if not getattr(self, n):
                 raise ValueError(f"format {self.format} needs '{n}'")
+        if self.keys and self.format != "keyvalue":
+            raise ValueError(f"'keys' is for format keyvalue, not {self.format}")
         for n, d in self.derived.items():
             for col in (d.y, d.x):
                 if col is not None and col not in self.columns:
