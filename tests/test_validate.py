@@ -373,6 +373,20 @@ def test_a_misspelled_field_of_a_keyvalue_output_in_a_real_recipe(
     assert got.startswith(line), got
 
 
+def test_every_format_the_schema_names_is_read_by_one_module():
+    """A format is a module of apptune/core/formats (its names, its fields before a run,
+    its parser), and its name in the schema's Literal: neither without the other."""
+    from typing import get_args
+
+    from apptune.core import formats
+    from apptune.models import OutputSpec
+
+    names = get_args(OutputSpec.model_fields["format"].annotation)
+    assert sorted(names) == sorted(formats.FORMATS)
+    assert sum(len(m.NAMES) for m in formats.MODULES) == len(formats.FORMATS)
+    assert all(callable(m.fields) and callable(m.parse) for m in formats.MODULES)
+
+
 @pytest.mark.parametrize(
     "app,unprinted",
     [

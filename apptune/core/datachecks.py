@@ -18,7 +18,7 @@ from ..errors import ApptuneError, expand
 from ..models import FlagLadders, FromMemory, GridParam, InputSpec, Libraries, Recipe, TuningSpace
 from ..templating import data_environment
 from ..yamlio import load_model
-from . import faults, formats, inputs, outputs, recipes, syspackages, verify
+from . import faults, formats, inputs, recipes, syspackages, verify
 
 
 @dataclasses.dataclass
@@ -103,7 +103,7 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
         _check_reference(app, tier, params, produced, found, checks)
         for o in r.run.outputs:
             if o.format == "newick_rf":
-                tree = outputs.reference_tree(o, tier)
+                tree = formats.newick_rf.reference_tree(o, tier)
                 if not tree.is_file():
                     found.append(
                         ApptuneError(

@@ -285,7 +285,8 @@ class OutputSpec(Strict):
     #: pattern; newick_rf: Robinson-Foulds distance of the tree in ``file`` to the stored
     #: tree ``reference`` (under reference/); curve: whitespace columns, figures derived;
     #: gmx_check_energy / gmx_check_forces: a ``gmx check`` report, one ``field``;
-    #: gmx_mdlog: mdrun's md.log (ns/day, wall time, cycle-table shares; apptune/gmx.py).
+    #: gmx_mdlog: mdrun's md.log (ns/day, wall time, cycle-table shares). Each format is a
+    #: module of apptune/core/formats/ (a new one is named here too).
     format: Literal[
         "keyvalue",
         "regex",

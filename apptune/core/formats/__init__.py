@@ -1,50 +1,45 @@
-"""What a recipe's outputs can give, known before a run: the fields of every output spec
-(``run.output``), against which ``apptune validate`` checks the figures' and the
-references' fields, so that a misspelled one is one line before the build, not a missing
-field after the run."""
+"""The output formats a recipe's ``run.output`` reads, one module each: the format names
+it reads (``NAMES``), the fields a spec of it gives, known before a run (``fields(spec,
+recipe)``: names or shell patterns; None when not known), how it reads a run's file
+(``parse(spec, path, tier)``) and, where a spec can be incomplete beyond its schema, the
+problem (``spec_problem(spec, recipe)``: the spec's field and one line).
+:mod:`apptune.core.outputs` parses with them and ``apptune validate`` checks the figures'
+and the references' fields against them, so that a misspelled one is one line before the
+build, not a missing field after the run. A new format is a new module here, listed in
+:data:`MODULES` (and its name in the schema's ``OutputSpec.format``)."""
 
 from __future__ import annotations
 
 import difflib
 from fnmatch import fnmatchcase
 from pathlib import Path
+from types import ModuleType
 
 from ...errors import ApptuneError
-from ...models import Recipe
-from .. import scratch
+from ...models import OutputSpec, Recipe
+from . import curve, gmx, keyvalue, newick_rf, regex
+
+MODULES: tuple[ModuleType, ...] = (keyvalue, regex, newick_rf, curve, gmx)
+
+#: format name -> the module that reads it.
+FORMATS: dict[str, ModuleType] = {name: m for m in MODULES for name in m.NAMES}
 
 
-def _sums_file(recipe: Recipe) -> str | None:
-    """The ``keyvalue`` file the scratch checksums are written to (``run.scratch``)."""
-    return recipe.run.scratch.sums_file if recipe.run.scratch is not None else None
+def parse(spec: OutputSpec, path: Path, tier: str = "") -> dict:
+    """The fields of one output file, read by its format's module."""
+    return FORMATS[spec.format].parse(spec, path, tier)
 
 
 def recipe_fields(recipe: Recipe) -> set[str] | None:
     """The field names the recipe's outputs can produce, some as shell patterns (a
     ``keyvalue`` output's ``keys``, the scratch checksums' ``NAME.*.KEY``); None when that
-    is not known before a run (a ``keyvalue`` output listing no keys, a problem of
-    :func:`recipe_problems`)."""
+    is not known before a run (a problem of :func:`recipe_problems`)."""
     names: set[str] = set()
-    sums = _sums_file(recipe)
     for o in recipe.run.outputs:
-        if o.format == "keyvalue" and o.file == sums and not o.keys:
-            names |= set(scratch.sum_fields(recipe.run.scratch.files))
-        elif o.format == "keyvalue":
-            if not o.keys:
-                return None
-            names |= set(o.keys)
-        elif o.format == "regex":
-            names |= set(o.patterns)
-        elif o.format == "newick_rf":
-            names.add(o.field)
-        elif o.format == "curve":
-            names |= set(o.derived)
-        elif o.format == "gmx_mdlog":
-            from ..gmx import MDLOG_FIELDS
-
-            names |= set(MDLOG_FIELDS)
-        elif o.format.startswith("gmx_check"):
-            names.add(o.field)
+        got = FORMATS[o.format].fields(o, recipe)
+        if got is None:
+            return None
+        names |= got
     return names
 
 
@@ -66,22 +61,15 @@ def gives(produced: set[str], field: str) -> str:
 
 
 def recipe_problems(r: Recipe, rfile: Path) -> list[ApptuneError]:
-    """A ``keyvalue`` output lists the keys figures and references read (but the scratch
-    checksums, whose keys the scratch files give); each figure's ``field``, ``per`` and
-    ``timed_over`` is a field an output produces."""
+    """Each output spec's own problem (a ``keyvalue`` output listing no keys); each
+    figure's ``field``, ``per`` and ``timed_over`` is a field an output produces."""
     found = []
-    sums = _sums_file(r)
     for i, o in enumerate(r.run.outputs):
-        if o.format == "keyvalue" and not o.keys and o.file != sums:
-            where = "run.output.keys" if len(r.run.outputs) == 1 else f"run.output[{i}].keys"
-            found.append(
-                ApptuneError(
-                    rfile,
-                    where,
-                    f"the keys of {o.file} that figures and references read are not listed "
-                    "(names or shell patterns such as '*_errors')",
-                )
-            )
+        check = getattr(FORMATS[o.format], "spec_problem", None)
+        problem = check(o, r) if check else None
+        if problem:
+            where = "run.output" if len(r.run.outputs) == 1 else f"run.output[{i}]"
+            found.append(ApptuneError(rfile, f"{where}.{problem[0]}", problem[1]))
     produced = recipe_fields(r)
     for name, fig in r.run.figures.items() if produced is not None else ():
         for key in ("field", "per", "timed_over"):
