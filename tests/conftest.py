@@ -103,7 +103,7 @@ def toy_recipe(sha: str, **over) -> str:
         reason: keep the reduction in IEEE order
     run:
       executable: toy
-      output: {{file: toy.out, format: keyvalue, begin: BEGIN, end: END}}
+      output: {{file: toy.out, format: keyvalue, begin: BEGIN, end: END, keys: [sum, n, rate]}}
       figures:
         rate: {{field: rate, unit: op/s, better: higher}}
     tiers:

@@ -185,7 +185,12 @@ build:
   products: [synth]
 run:
   executable: synth
-  output: {file: synth.out, format: keyvalue, begin: BEGIN, end: END}
+  output:
+    file: synth.out
+    format: keyvalue
+    begin: BEGIN
+    end: END
+    keys: [n, missing, above, checksum, mean, total, maxabs]
   figures:
     elements: {field: n, unit: elements, better: higher}
 tiers:

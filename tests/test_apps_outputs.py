@@ -6,7 +6,7 @@ import pytest
 from conftest import REPO
 
 from apptune.core import build, inputs, outputs, recipes, sources, verify
-from apptune.core.phylo import parse_newick, robinson_foulds
+from apptune.core.formats.newick_rf import parse_newick, robinson_foulds
 from apptune.errors import ApptuneError
 from apptune.models import OutputSpec, PerFileOverride
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from apptune.core import inputs, netcdf, recipes, run
+from apptune.core import inputs, netcdf, recipes, run, scratch
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -183,3 +183,24 @@ def test_the_check_and_the_patch_have_the_same_formula():
 
 #: The files' variables that describe the blocks (the tree), not their zones.
 TREE = {"blocksize", "bndbox", "coordinates", "gid", "lrefine", "nodetype"}
+
+
+def test_the_validator_knows_every_key_the_checksums_write(tmp_path):
+    """`apptune validate` checks FLASH-IO's figures and references against the keys the
+    scratch checksums give (apptune.core.scratch.sum_fields): every key a real file's
+    checksums write matches one, and a key no checksum writes matches none."""
+    from fnmatch import fnmatchcase
+
+    recipe = recipes.load_recipe(REPO / "build-recipes/flashio.yaml")
+    unk = _unk(nblocks=3)
+    f = tmp_path / "plt.nc"
+    _write(f, {"dens": _centres(unk, 1), "velx": _centres(unk, 2)})
+    spec = next(s for s in recipe.run.scratch.files if s.fill and not s.fill.corners)
+    written = [
+        ln.partition("=")[0]
+        for ln in netcdf.keyvalue_lines(spec.name, netcdf.checksums(f, _fill()))
+    ]
+    patterns = scratch.sum_fields(recipe.run.scratch.files)
+    assert written and all(any(fnmatchcase(k, p) for p in patterns) for k in written), written
+    assert any(k.endswith(".fill_errors") for k in written)
+    assert not any(fnmatchcase(f"{spec.name}.dens.crc", p) for p in patterns)

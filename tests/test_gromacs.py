@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, gnu_mpi_toolchain
 
-from apptune.core import build, gmx, inputs, outputs, recipes, run, verify
+from apptune.core import build, inputs, outputs, recipes, run, verify
+from apptune.core.formats import gmx
 from apptune.errors import ApptuneError
 from apptune.models import OutputSpec
 

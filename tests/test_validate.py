@@ -12,7 +12,7 @@ import pytest
 from apptune import cli
 from apptune.commands import list as list_command
 from apptune.commands import workflow
-from apptune.core import inputs, validate
+from apptune.core import datachecks, inputs, validate
 from apptune.errors import ApptuneError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -280,7 +280,11 @@ REGEX_OUTPUT = (
 
 def test_figure_and_reference_fields_no_output_produces(tree):
     r = tree / "build-recipes/toy.yaml"
-    edit(r, "output: {file: toy.out, format: keyvalue, begin: BEGIN, end: END}", REGEX_OUTPUT)
+    edit(
+        r,
+        "output: {file: toy.out, format: keyvalue, begin: BEGIN, end: END, keys: [sum, n, rate]}",
+        REGEX_OUTPUT,
+    )
     assert lines(validate.problems()) == []
     edit(r, "rate: {field: rate,", "rate: {field: rat,")
     edit(tree / "reference/toy/ci.yaml", "  n: {value", "  nn: {value")
@@ -314,9 +318,108 @@ def test_figure_names_and_units_outside_a_safe_pattern(tree, old, new, words):
     assert msg.startswith("tree/build-recipes/toy.yaml: ") and words in msg, msg
 
 
-def test_keyvalue_outputs_say_nothing_about_field_names(tree):
-    edit(tree / "build-recipes/toy.yaml", "rate: {field: rate,", "rate: {field: anything_printed,")
+def test_a_keyvalue_output_lists_the_keys_figures_read(tree):
+    r = tree / "build-recipes/toy.yaml"
+    edit(r, "rate: {field: rate,", "rate: {field: rat,")
+    assert only(validate.problems()) == (
+        "tree/build-recipes/toy.yaml: run.figures.rate.field: 'rat': no output produces this field "
+        "(run.output gives: n, rate, sum)"
+    )
+    edit(r, "keys: [sum, n, rate]", "keys: [sum, n, 'ra*']")  # a shell pattern
     assert lines(validate.problems()) == []
+    edit(r, ", keys: [sum, n, 'ra*']", "")
+    assert only(validate.problems()) == (
+        "tree/build-recipes/toy.yaml: run.output.keys: the keys of toy.out that figures and "
+        "references read are not listed (names or shell patterns such as '*_errors')"
+    )
+
+
+def test_keys_belong_to_keyvalue_outputs(tree):
+    edit(
+        tree / "build-recipes/toy.yaml",
+        "format: keyvalue, begin: BEGIN, end: END,",
+        "format: regex, patterns: {rate: {pattern: '^rate=(\\S+)'}},",
+    )
+    assert only(validate.problems()) == (
+        "tree/build-recipes/toy.yaml: run.output: 'keys' is for format keyvalue, not regex"
+    )
+
+
+@pytest.mark.parametrize(
+    "path,old,new,line",
+    [
+        (
+            "build-recipes/hpcc.yaml",
+            "HPL: {field: HPL_Tflops,",
+            "HPL: {field: HPL_TFlops,",
+            "build-recipes/hpcc.yaml: run.figures.HPL.field: 'HPL_TFlops': no output produces "
+            "this field (run.output gives 33 fields; the closest: HPL_Tflops",
+        ),
+        (
+            "build-recipes/mpi-micro.yaml",
+            "noise_stretch: {field: noise_stretch,",
+            "noise_stretch: {field: noise_strech,",
+            "build-recipes/mpi-micro.yaml: run.figures.noise_stretch.field: 'noise_strech': no "
+            "output produces this field (run.output gives ",
+        ),
+        (
+            "reference/flashio/ci.yaml",
+            "ncmpi_chk_0000.dens.crc32:",
+            "ncmpi_chk_0000.dens.crc:",
+            "reference/flashio/ci.yaml: fields.ncmpi_chk_0000.dens.crc: no output of "
+            "build-recipes/flashio.yaml produces this field (run.output gives ",
+        ),
+    ],
+)
+def test_a_misspelled_field_of_a_keyvalue_output_in_a_real_recipe(
+    tmp_path, monkeypatch, path, old, new, line
+):
+    """HPCC's summary, mpi-micro's and FLASH-IO's scratch checksums are keyvalue outputs: a
+    misspelled figure or reference field is found before the run, one line."""
+    root = real_tree(tmp_path, monkeypatch)
+    monkeypatch.chdir(root)  # paths are shown from the tree
+    site, _ = validate.load_site_facts(None)
+    app = Path(path).stem if path.startswith("build-recipes") else Path(path).parent.name
+    assert lines(datachecks.app_problems(app, site)) == []
+    edit(root / path, old, new)
+    got = only(datachecks.app_problems(app, site))
+    assert got.startswith(line), got
+
+
+def test_every_format_the_schema_names_is_read_by_one_module():
+    """A format is a module of apptune/core/formats (its names, its fields before a run,
+    its parser), and its name in the schema's Literal: neither without the other."""
+    from typing import get_args
+
+    from apptune.core import formats
+    from apptune.models import OutputSpec
+
+    names = get_args(OutputSpec.model_fields["format"].annotation)
+    assert sorted(names) == sorted(formats.FORMATS)
+    assert sum(len(m.NAMES) for m in formats.MODULES) == len(formats.FORMATS)
+    assert all(callable(m.fields) and callable(m.parse) for m in formats.MODULES)
+
+
+@pytest.mark.parametrize(
+    "app,unprinted",
+    [
+        ("npb", []),
+        # one node of one socket: no partner on another socket or node (the figures are
+        # optional)
+        ("mpi-micro", ["placement_other_socket_us", "placement_other_node_us"]),
+    ],
+)
+def test_the_keys_a_recipe_lists_are_what_its_recorded_run_printed(app, unprinted):
+    """Each listed key (or pattern) is a key the real program printed (tests/data/APP/good):
+    a key misspelled in the list would let the same misspelling pass in a figure."""
+    from fnmatch import fnmatchcase
+
+    from apptune.core import outputs, recipes
+
+    (spec,) = [o for o in recipes.load_recipe(app).run.outputs if o.format == "keyvalue"]
+    printed = outputs.parse(spec, REPO / "tests/data" / app / "good")
+    assert printed and spec.keys
+    assert [k for k in spec.keys if not any(fnmatchcase(f, k) for f in printed)] == unprinted
 
 
 # ----------------------------------------------------------------------- templates
@@ -400,7 +503,7 @@ def test_an_unknown_field_lists_the_fields_allowed_there(tree):
     edit(tree / "build-recipes/toy.yaml", "format: keyvalue,", "format: keyvalue, beginn: x,")
     assert lines(validate.problems()) == [
         "tree/build-recipes/toy.yaml: run.output.beginn: unknown field (allowed: file, format, "
-        "begin, end, patterns, reference, field, columns, name, derived, plot)",
+        "begin, end, keys, patterns, reference, field, columns, name, derived, plot)",
         "tree/build-recipes/toy.yaml: tiers.ci.rank: unknown field (allowed: ranks, variants, "
         "time_limit, tags)",
     ]
@@ -409,8 +512,9 @@ def test_an_unknown_field_lists_the_fields_allowed_there(tree):
 def test_a_list_of_outputs_names_the_entry(tree):
     edit(
         tree / "build-recipes/toy.yaml",
-        "output: {file: toy.out, format: keyvalue, begin: BEGIN, end: END}",
-        "output:\n    - {file: toy.out, format: keyvalue}\n    - {file: x.out, format: regex}",
+        "output: {file: toy.out, format: keyvalue, begin: BEGIN, end: END, keys: [sum, n, rate]}",
+        "output:\n    - {file: toy.out, format: keyvalue, keys: [sum, n, rate]}\n"
+        "    - {file: x.out, format: regex}",
     )
     assert (
         only(validate.problems())
@@ -420,7 +524,9 @@ def test_a_list_of_outputs_names_the_entry(tree):
 
 def test_a_single_output_with_its_own_problem(tree):
     edit(
-        tree / "build-recipes/toy.yaml", "format: keyvalue, begin: BEGIN, end: END", "format: regex"
+        tree / "build-recipes/toy.yaml",
+        "format: keyvalue, begin: BEGIN, end: END, keys: [sum, n, rate]",
+        "format: regex",
     )
     assert (
         only(validate.problems())

@@ -120,7 +120,12 @@ defaults: {blas: openblas}
 run:
   executable: timeapp
   args: ["{{ n }}"]
-  output: {file: timeapp.out, format: keyvalue, begin: BEGIN, end: END}
+  output:
+    file: timeapp.out
+    format: keyvalue
+    begin: BEGIN
+    end: END
+    keys: [n, result, sum, kernel_seconds]
   primary: kernel_time
   figures:
     kernel_time: {field: kernel_seconds, unit: s, better: lower}

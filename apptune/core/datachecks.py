@@ -18,7 +18,7 @@ from ..errors import ApptuneError, expand
 from ..models import FlagLadders, FromMemory, GridParam, InputSpec, Libraries, Recipe, TuningSpace
 from ..templating import data_environment
 from ..yamlio import load_model
-from . import faults, inputs, outputs, recipes, syspackages, verify
+from . import faults, formats, inputs, recipes, syspackages, verify
 
 
 @dataclasses.dataclass
@@ -55,20 +55,8 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
     _check_installs(r, rfile, site, found)
     families = _check_variants(r, rfile, site, found)
     _check_recipe_refs(r, rfile, site, families, found)
-    produced = output_fields(r)
-    if produced is not None:
-        given = ", ".join(sorted(produced)) or "nothing"
-        for name, fig in r.run.figures.items():
-            for key in ("field", "per", "timed_over"):
-                v = getattr(fig, key)
-                if v is not None and v not in produced:
-                    found.append(
-                        ApptuneError(
-                            rfile,
-                            f"run.figures.{name}.{key}",
-                            f"'{v}': no output produces this field (run.output gives: {given})",
-                        )
-                    )
+    found += formats.recipe_problems(r, rfile)
+    produced = formats.recipe_fields(r)
     _check_build_templates(r, rfile, found)
     tiers = list(r.tiers)
     specs: dict[Path, InputSpec] = {}
@@ -115,7 +103,7 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
         _check_reference(app, tier, params, produced, found, checks)
         for o in r.run.outputs:
             if o.format == "newick_rf":
-                tree = outputs.reference_tree(o, tier)
+                tree = formats.newick_rf.reference_tree(o, tier)
                 if not tree.is_file():
                     found.append(
                         ApptuneError(
@@ -291,28 +279,6 @@ def _check_stdin(r: Recipe, rfile: Path, input_file: Path, spec, tier: str, foun
                     f"({_rel(input_file)} files and from_build: {', '.join(made) or 'none'})",
                 )
             )
-
-
-def output_fields(recipe: Recipe) -> set[str] | None:
-    """The field names the recipe's outputs can produce; None when that is not known
-    before a run (a ``keyvalue`` output gives whatever keys the program prints)."""
-    names: set[str] = set()
-    for o in recipe.run.outputs:
-        if o.format == "keyvalue":
-            return None
-        if o.format == "regex":
-            names |= set(o.patterns)
-        elif o.format == "newick_rf":
-            names.add(o.field)
-        elif o.format == "curve":
-            names |= set(o.derived)
-        elif o.format == "gmx_mdlog":
-            from .gmx import MDLOG_FIELDS
-
-            names |= set(MDLOG_FIELDS)
-        elif o.format.startswith("gmx_check"):
-            names.add(o.field)
-    return names
 
 
 def _check_variants(r: Recipe, rfile: Path, site: SiteFacts, found: list) -> set[str]:
@@ -526,13 +492,13 @@ def _check_reference(
                             f"(parameters: {', '.join(sorted(params))})",
                         )
                     )
-        if produced is not None and name not in produced:
+        if produced is not None and not formats.produces(produced, name):
             found.append(
                 ApptuneError(
                     ref_file,
                     f"fields.{name}",
                     f"no output of {_rel(recipes.recipe_path(app))} produces this field "
-                    f"(run.output gives: {', '.join(sorted(produced)) or 'nothing'})",
+                    f"({formats.gives(produced, name)})",
                 )
             )
     names = set(ref.fields) | set(checks)

@@ -164,6 +164,20 @@ def summarize(spec: ScratchSpec, cwd: Path) -> str | None:
     return None
 
 
+#: The keys of each variable's checksums (:func:`apptune.core.netcdf.checksums`).
+SUM_KEYS = ("count", "crc32", "min", "max", "sum")
+
+
+def sum_fields(files) -> list[str]:
+    """The fields the checksums of a recipe's scratch files give (``run.scratch.files``), as
+    shell patterns: ``NAME.*.KEY``, the variables being known only from the file."""
+    out = []
+    for f in files:
+        keys = SUM_KEYS + (("fill_errors",) if f.fill else ())
+        out += [f"{f.name}.*.{k}" for k in keys]
+    return out
+
+
 def cleanup(spec: ScratchSpec, info: dict) -> None:
     """Remove the run's directory (and everything the run left in it)."""
     if not info.get("created"):

@@ -286,7 +286,8 @@ class OutputSpec(Strict):
     #: pattern; newick_rf: Robinson-Foulds distance of the tree in ``file`` to the stored
     #: tree ``reference`` (under reference/); curve: whitespace columns, figures derived;
     #: gmx_check_energy / gmx_check_forces: a ``gmx check`` report, one ``field``;
-    #: gmx_mdlog: mdrun's md.log (ns/day, wall time, cycle-table shares; apptune/gmx.py).
+    #: gmx_mdlog: mdrun's md.log (ns/day, wall time, cycle-table shares). Each format is a
+    #: module of apptune/core/formats/ (a new one is named here too).
     format: Literal[
         "keyvalue",
         "regex",
@@ -298,6 +299,11 @@ class OutputSpec(Strict):
     ]
     begin: str | None = None
     end: str | None = None
+    #: keyvalue: the keys the program prints that figures and references read, names or
+    #: shell patterns (``*_errors``); the run keeps every key it prints. The scratch
+    #: checksums (``run.scratch.sums_file``) need none: their keys follow from
+    #: ``run.scratch.files``.
+    keys: list[str] = []
     patterns: dict[str, RegexField] = {}
     #: newick_rf: stored tree (relative to reference/; ``{tier}`` is replaced) and
     #: the field name the distance is stored under.
@@ -321,6 +327,8 @@ class OutputSpec(Strict):
         for n in need:
             if not getattr(self, n):
                 raise ValueError(f"format {self.format} needs '{n}'")
+        if self.keys and self.format != "keyvalue":
+            raise ValueError(f"'keys' is for format keyvalue, not {self.format}")
         for n, d in self.derived.items():
             for col in (d.y, d.x):
                 if col is not None and col not in self.columns:

@@ -1,4 +1,5 @@
-"""Newick trees and the Robinson-Foulds distance, to verify phylogenetic results.
+"""``newick_rf``: the Robinson-Foulds distance of the Newick tree a run writes to the
+stored tree ``reference/<reference>`` (``{tier}`` replaced), one ``field``.
 
 A likelihood within tolerance can still come with a different tree; comparing
 topologies (RF distance 0 = same unrooted tree) catches that.  Branch lengths
@@ -9,7 +10,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ApptuneError
+from ... import paths
+from ...errors import ApptuneError
+from ...models import OutputSpec, Recipe
+
+NAMES = ("newick_rf",)
+
+
+def fields(spec: OutputSpec, recipe: Recipe) -> set[str]:
+    return {spec.field}
+
+
+def reference_tree(spec: OutputSpec, tier: str) -> Path:
+    """The stored tree a ``newick_rf`` output is compared with, for one tier."""
+    return paths.root() / "reference" / spec.reference.format(tier=tier)
+
+
+def parse(spec: OutputSpec, path: Path, tier: str = "") -> dict:
+    ref = reference_tree(spec, tier)
+    if not ref.is_file():
+        raise ApptuneError(ref, None, f"reference tree for '{spec.field}' is missing")
+    got = parse_newick(path.read_text(errors="replace"), path)
+    want = parse_newick(ref.read_text(), ref)
+    return {spec.field: robinson_foulds(got, want, path)}
 
 
 def parse_newick(text: str, where: str | Path = "tree") -> list:

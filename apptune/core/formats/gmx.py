@@ -27,7 +27,10 @@ import math
 import re
 from pathlib import Path
 
-from ..errors import ApptuneError
+from ...errors import ApptuneError
+from ...models import OutputSpec, Recipe
+
+NAMES = ("gmx_check_energy", "gmx_check_forces", "gmx_mdlog")
 
 #: gmxtest.pl's ``$ftol_sprod``: two forces agree when the scalar product of their
 #: directions is at least ``1 - 0.001``.
@@ -162,3 +165,15 @@ def mdlog(path: Path) -> dict:
     comm = [v for k, v in rows.items() if _is_comm(k)] + [v for k, v in pme.items() if _is_comm(k)]
     out["comm_pct"] = round(float(sum(comm)), 3)
     return out
+
+
+def fields(spec: OutputSpec, recipe: Recipe) -> set[str]:
+    return set(MDLOG_FIELDS) if spec.format == "gmx_mdlog" else {spec.field}
+
+
+def parse(spec: OutputSpec, path: Path, tier: str = "") -> dict:
+    if spec.format == "gmx_check_energy":
+        return energy_errors(path, spec.field)
+    if spec.format == "gmx_check_forces":
+        return force_direction_error(path, spec.field)
+    return mdlog(path)
