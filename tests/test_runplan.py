@@ -41,36 +41,26 @@ def calls(monkeypatch):
     return made
 
 
-def test_an_installs_thread_counts_follow_the_placement(toy_root, tmp_path):
+def _make(tmp_path, build_variant="tuned", **kw):
+    """The toy's ci tier planned on 8-core nodes under mpirun, its build an install's."""
     build = _install(tmp_path / "b")
-    (tmp_path / "s").mkdir()
+    (tmp_path / "s").mkdir(exist_ok=True)
     part = runplan.Partition("mpirun", "openmpi", 8, "squeue")
-    p = runplan.make(
-        recipes.load_recipe("toy"),
-        "ci",
-        part,
-        stage=tmp_path / "s",
-        build_dir=build,
-        build_variant="tuned",
-        ranks=4,
-        ranks_per_node="half",
-        threads=2,
-        env={"EXTRA": "1"},
+    r = recipes.load_recipe("toy")
+    return runplan.make(
+        r, "ci", part, stage=tmp_path / "s", build_dir=build, build_variant=build_variant, **kw
     )
+
+
+def test_an_installs_thread_counts_follow_the_placement(toy_root, tmp_path):
+    p = _make(tmp_path, ranks=4, ranks_per_node="half", threads=2, env={"EXTRA": "1"})
     _follows(p.env, 2)
     assert p.env["EXTRA"] == "1" and p.params["n"] == 1000000
     assert p.run_variant == "tuned@ranks=4,rpn=half,tpr=2"
     # 8 cores, 2 threads a rank, half of them: 2 ranks a node, 4 ranks on 2 nodes
     assert (p.layout.ranks_per_node, p.nodes) == (2, 2)
     # one thread a rank: the install's variables as they are, the scheduler packs the ranks
-    p = runplan.make(
-        recipes.load_recipe("toy"),
-        "ci",
-        part,
-        stage=tmp_path / "s",
-        build_dir=build,
-        build_variant=None,
-    )
+    p = _make(tmp_path, build_variant=None)
     assert p.env == INSTALL_ENV and p.nodes == 1 and p.run_variant is None and p.ranks == 1
 
 
