@@ -4,8 +4,9 @@
 checks cannot express: a build tree whose object files are mixed from two builds
 (the build cache keeps only products), and input parameters no tier has (tune's
 knobs, e.g. HPL's N). They call the same package functions the checks call —
-:func:`recipes.resolve`, ``python -m apptune.core.build``, :func:`inputs.render`, the run
-core (:func:`apptune.core.run.prepare`, :func:`~apptune.core.run.steps`,
+:func:`recipes.resolve`, ``python -m apptune.core.build``, the run plan
+(:func:`apptune.core.runplan.make`: placement, input, variables, variant), the run core
+(:func:`apptune.core.run.prepare`, :func:`~apptune.core.run.steps`,
 :func:`~apptune.core.run.evaluate` and :func:`~apptune.core.run.write_record`) and the
 energy sampler — so a candidate is built, run
 and verified as a check would do it, and leaves the same run record
@@ -22,7 +23,7 @@ validates it), on the partition a check of the environment would get (``SYSTEM``
 * the ranks are started by ReFrame's launcher of the partition (``mpirun``,
   ``mpiexec``, ``local``, ... any launcher the partition names), with the recipe's
   named placement (``run.placements``), ranks per node, threads per rank and binding
-  applied by :mod:`apptune.placement` exactly as a check applies them;
+  applied by the same run plan as a check's (:mod:`apptune.core.runplan`);
 * a partition whose jobs go to a batch scheduler runs trials on this node only inside
   an allocation of that scheduler (Slurm: ``salloc``, then ``srun`` starts the ranks
   with the trial's sizes on its command line); otherwise the trial is refused, saying so.
