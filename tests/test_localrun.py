@@ -235,10 +235,17 @@ def test_a_trial_is_launched_by_reframes_launcher_with_the_checks_placement(
     f = toy_root / "build-recipes/toy.yaml"
     f.write_text(f.read_text().replace("  executable: toy\n", SPREAD))
     site = _site(gnu_toolchain, launcher, mpi, num_cpus=4)
-    plan, got = localrun.launch_line(recipes.load_recipe("toy"), site, 4, **kw)
-    assert got == argv
+    plan = _plan(recipes.load_recipe("toy"), site, toy_root, **kw)
+    assert localrun.launch_line(site, plan) == argv
     if kw.get("threads"):
-        assert plan.env == {"OMP_NUM_THREADS": "2"} and plan.num_cpus_per_task == 2
+        assert plan.placement.env == {"OMP_NUM_THREADS": "2"}
+        assert plan.placement.num_cpus_per_task == 2 and plan.env["OMP_NUM_THREADS"] == "2"
+
+
+def _plan(recipe, site, root: Path, ranks=4, **kw):
+    """A trial's run plan of the toy's ci tier with ``ranks`` ranks, staged in ``root``."""
+    (root / "stage").mkdir(exist_ok=True)
+    return localrun.plan_run(recipe, "ci", site, root / "stage", root, ranks, **kw)
 
 
 def test_a_placement_a_trial_cannot_apply_is_one_line(toy_root, gnu_toolchain):
@@ -247,22 +254,22 @@ def test_a_placement_a_trial_cannot_apply_is_one_line(toy_root, gnu_toolchain):
     r = recipes.load_recipe("toy")
     mpich = _site(gnu_toolchain, "mpiexec", "mpich")
     with pytest.raises(ApptuneError) as e:
-        localrun.launch_line(r, mpich, 2, placement="spread")
+        _plan(r, mpich, toy_root, 2, placement="spread")
     assert str(e.value).endswith(
         "toy.yaml: run.placements.spread: placement 'spread' does not run under MPI 'mpich': "
         "Hydra maps this toy's ranks by itself"
     )
     local = _site(gnu_toolchain, "local")
     with pytest.raises(ApptuneError, match="placement 'spread': launcher 'local' places no ranks"):
-        localrun.launch_line(r, local, 2, placement="spread")
+        _plan(r, local, toy_root, 2, placement="spread")
     with pytest.raises(ApptuneError, match="toy.yaml: run.placements: unknown placement 'near'"):
-        localrun.launch_line(r, mpich, 2, placement="near")
+        _plan(r, mpich, toy_root, 2, placement="near")
     local = _site(gnu_toolchain, "local")
     with pytest.raises(ApptuneError, match="^placement: binding=core: launcher 'local' cannot"):
-        localrun.launch_line(r, local, 2, binding="core")
+        _plan(r, local, toy_root, 2, binding="core")
     srun = _site(gnu_toolchain, "srunalloc", scheduler="squeue")  # a node's cores unknown
     with pytest.raises(ApptuneError, match="ranks_per_node=half needs the cores of a node"):
-        localrun.launch_line(r, srun, 2, ranks_per_node="half")
+        _plan(r, srun, toy_root, 2, ranks_per_node="half")
 
 
 def test_the_run_variant_is_spelled_as_a_checks():

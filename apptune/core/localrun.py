@@ -4,8 +4,9 @@
 checks cannot express: a build tree whose object files are mixed from two builds
 (the build cache keeps only products), and input parameters no tier has (tune's
 knobs, e.g. HPL's N). They call the same package functions the checks call —
-:func:`recipes.resolve`, ``python -m apptune.core.build``, :func:`inputs.render`, the run
-core (:func:`apptune.core.run.prepare`, :func:`~apptune.core.run.steps`,
+:func:`recipes.resolve`, ``python -m apptune.core.build``, the run plan
+(:func:`apptune.core.runplan.make`: placement, input, variables, variant), the run core
+(:func:`apptune.core.run.prepare`, :func:`~apptune.core.run.steps`,
 :func:`~apptune.core.run.evaluate` and :func:`~apptune.core.run.write_record`) and the
 energy sampler — so a candidate is built, run
 and verified as a check would do it, and leaves the same run record
@@ -22,7 +23,7 @@ validates it), on the partition a check of the environment would get (``SYSTEM``
 * the ranks are started by ReFrame's launcher of the partition (``mpirun``,
   ``mpiexec``, ``local``, ... any launcher the partition names), with the recipe's
   named placement (``run.placements``), ranks per node, threads per rank and binding
-  applied by :mod:`apptune.placement` exactly as a check applies them;
+  applied by the same run plan as a check's (:mod:`apptune.core.runplan`);
 * a partition whose jobs go to a batch scheduler runs trials on this node only inside
   an allocation of that scheduler (Slurm: ``salloc``, then ``srun`` starts the ranks
   with the trial's sizes on its command line); otherwise the trial is refused, saying so.
@@ -52,7 +53,7 @@ from ..models import (
     RunVerification,
 )
 from ..yamlio import atomic_write_json
-from . import inputs, installed, recipes, runner, sources
+from . import recipes, runner, runplan, sources
 from . import run as runcore
 from .recipes import time_limit_seconds
 from .site import Site
@@ -186,22 +187,29 @@ class RunResult:
     machine_id: str | None = None
 
 
-def launch_line(
+def partition_of(site: Site) -> runplan.Partition:
+    """The partition a trial's ranks are placed on: the site's launcher, MPI and cores."""
+    return runplan.Partition(site.launcher, site.toolchain.mpi, site.num_cpus, site.scheduler)
+
+
+def plan_run(
     recipe: Recipe,
+    tier: str,
     site: Site,
-    ranks: int,
+    stage: Path,
+    build_dir: Path,
+    ranks: int | None = None,
     *,
+    variant: str | None = None,
     placement: str = "default",
     ranks_per_node: str | int | None = None,
     threads: int = 1,
     binding: str | None = None,
-) -> tuple[pl.Plan, list[str]]:
-    """The placement of a trial's ranks and the parallel launch that starts them: ReFrame's
-    launcher of the site's partition, given the job's sizes and the launcher options of
-    the recipe's named placement and of the binding (:func:`apptune.placement.plan`, as a
-    check applies them)."""
-    from reframe.core.backends import getlauncher
-
+    overrides: dict | None = None,
+    env: dict | None = None,
+) -> runplan.RunPlan:
+    """A trial's run plan (:func:`apptune.core.runplan.make`, as a check makes its own): a
+    placement it cannot apply is one line naming the recipe's placement or the option."""
     where = recipes.recipe_path(recipe.name)
     if placement != "default" and placement not in recipe.run.placements:
         raise ApptuneError(
@@ -211,43 +219,42 @@ def launch_line(
             f"(known: {', '.join(recipe.run.placements) or 'none'})",
         )
     try:
-        plan = pl.plan(
-            ranks,
-            launcher=site.launcher,
-            mpi=site.toolchain.mpi,
-            placements=recipe.run.placements,
-            name=placement,
+        return runplan.make(
+            recipe,
+            tier,
+            partition_of(site),
+            stage=stage,
+            build_dir=build_dir,
+            build_variant=variant,
+            ranks=ranks,
+            placement=placement,
             ranks_per_node=ranks_per_node,
-            threads_per_rank=threads,
+            threads=threads,
             binding=binding,
-            cores_per_node=pl.cores_per_node(site.num_cpus, site.scheduler),
-            run_env=recipe.run.env,
+            overrides=overrides,
+            env=env,
         )
     except pl.NoLauncherOptions as e:
         raise ApptuneError(where, f"run.placements.{placement}", str(e)) from None
     except pl.PlacementError as e:
         raise ApptuneError(None, "placement", str(e)) from None
+
+
+def launch_line(site: Site, plan: runplan.RunPlan) -> list[str]:
+    """The parallel launch that starts a trial's ranks: ReFrame's launcher of the site's
+    partition, given the job's sizes and the launcher options of the plan's placement (as
+    a check's job gets them)."""
+    from reframe.core.backends import getlauncher
+
     launcher = getlauncher(site.launcher)()
-    launcher.options = list(plan.options)
+    launcher.options = list(plan.placement.options)
     job = pl.JobSizes(
-        num_tasks=ranks,
-        num_tasks_per_node=plan.num_tasks_per_node,
-        num_cpus_per_task=plan.num_cpus_per_task,
+        num_tasks=plan.ranks,
+        num_tasks_per_node=plan.placement.num_tasks_per_node,
+        num_cpus_per_task=plan.placement.num_cpus_per_task,
         sched_access=list(site.access),
     )
-    return plan, pl.launch_argv(launcher, job)
-
-
-def run_env(build_dir: Path, recipe: Recipe, placement_env: dict, env: dict | None) -> dict:
-    """The run's variables: an install's or an install tree's environment
-    (:func:`apptune.core.installed.run_environment`), then the recipe's, the placement's and
-    the caller's."""
-    return {
-        **installed.run_environment(build_dir),
-        **recipe.run.env,
-        **placement_env,
-        **(env or {}),
-    }
+    return pl.launch_argv(launcher, job)
 
 
 def run_tier(
@@ -274,63 +281,43 @@ def run_tier(
     depend on them are not compared). ``placement`` (a named placement of the recipe's
     ``run.placements``), ``ranks_per_node``, ``threads`` (per rank) and ``binding`` are
     applied as a check's are (:func:`apptune.placement.plan`)."""
-    if tier not in recipe.tiers:
-        raise ApptuneError(
-            recipes.recipe_path(recipe.name),
-            "tiers",
-            f"unknown tier '{tier}' (allowed: {', '.join(recipe.tiers)})",
-        )
-    t = recipe.tiers[tier]
-    ranks = ranks or t.ranks
     build_dir, run_dir = Path(build_dir).resolve(), Path(run_dir).resolve()
     if variant is None:
         prov = build_dir / "provenance.json"
         variant = (
             Provenance.model_validate_json(prov.read_text()).variant if prov.is_file() else None
         )
-    plan, launch = launch_line(
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    plan = plan_run(
         recipe,
+        tier,
         site,
+        run_dir,
+        build_dir,
         ranks,
+        variant=variant,
         placement=placement,
         ranks_per_node=ranks_per_node,
         threads=threads,
         binding=binding,
-    )
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
-    params = inputs.render(
-        recipe.name, tier, run_dir, ranks, build_dir=build_dir, overrides=overrides
-    )
-    other = ranks if ranks != t.ranks else None  # another rank count is another variant
-    run_variant = variant and pl.run_variant(
-        variant, placement, ranks_per_node, threads, binding, (), other
+        overrides=overrides,
+        env=env,
     )
     state = {"pid": None}  # the runner's, once started (_run)
     prepared = runcore.prepare(
         recipe,
-        tier,
+        plan,
         _where(site),
-        stage=run_dir,
-        build_dir=build_dir,
-        params=params,
-        launch=launch,
-        run_env=run_env(build_dir, recipe, plan.env, env),
+        launch=launch_line(site, plan),
         tag=f"{os.getpid()}-{uuid.uuid4().hex[:12]}",
         test=TRIAL_TEST,
-        ranks=ranks,
-        nodes=plan.layout.nodes or 1,
-        layout=plan.layout,
-        binding=plan.binding,
-        build_variant=variant,
-        run_variant=run_variant,
-        placement_name=placement,
         job_id=lambda: state["pid"],
     )
     spec, sampler = prepared.spec, prepared.sampler
     sampler.state = state
-    deadline = time_limit_seconds(t.time_limit)
+    deadline = time_limit_seconds(recipe.tiers[tier].time_limit)
     try:
         (run_dir / "command.txt").write_text(shlex.join(spec.steps[-1].argv) + "\n")
         # the same runner as the checks' job script: no shell, exit status, run quality
@@ -359,15 +346,15 @@ def run_tier(
         stdout=STDOUT,
         energy_record=rec_energy,
         environment=site.environment,
-        variant=run_variant,
+        variant=plan.run_variant,
         changed_inputs=changed_inputs,
         stderr=run_dir / STDERR,
         no_record=f"it was killed before it ended (job exit code {rc})",
-        nodes=plan.layout.nodes or 1,
+        nodes=plan.nodes,
         require_provenance=False,
     )
     runcore.write_record(run_dir, record)
-    return _result(record, params, run_dir)
+    return _result(record, plan.params, run_dir)
 
 
 def _where(site: Site) -> runcore.Where:

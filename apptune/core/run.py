@@ -1,9 +1,9 @@
 """One run of an application, the same for the checks (:class:`apptune.rfm.AppRun`) and for
 tune and bisect (:mod:`apptune.core.localrun`).
 
-* :func:`prepare`: from the facts both have (:class:`Where` a run runs, its launch, sizes
-  and variant), the runner's spec, the energy sampler (started) and the run record's
-  identity.
+* :func:`prepare`: from the facts both have (:class:`Where` a run runs, its launch, and
+  its plan: :class:`apptune.core.runplan.RunPlan`), the runner's spec, the energy sampler
+  (started) and the run record's identity.
 * :func:`steps`: the commands the runner (:mod:`apptune.core.runner`) starts, as argument
   lists: the recipe's pre-run steps, then the program with its arguments.
 * :func:`evaluate`: the run record made of what the run left: the runner's record (exit
@@ -31,6 +31,7 @@ from ..errors import ApptuneError, format_validation_error, printable
 from ..models import READER_FIELDS, Recipe, RunRecord
 from ..yamlio import atomic_write_json
 from . import envrecord, inputs, knobs, outputs, quality, recipes, runner, scratch, verify
+from .runplan import RunPlan
 
 
 def program(recipe: Recipe, build_dir: Path) -> str:
@@ -164,23 +165,12 @@ class Prepared:
 
 def prepare(
     recipe: Recipe,
-    tier: str,
+    plan: RunPlan,
     where: Where,
     *,
-    stage: Path,
-    build_dir: Path,
-    params: dict,
     launch: list[str],
-    run_env: dict,
     tag: str,
     test: str,
-    ranks: int,
-    nodes: int,
-    layout: placement.Layout,
-    binding: str | None,
-    build_variant: str | None,
-    run_variant: str | None,
-    placement_name: str,
     job_id: Callable[[], object],
     quiet_wait: float | None = None,
     meters: list[str] | None = None,
@@ -188,7 +178,8 @@ def prepare(
     scratch_dir: str | None = None,
     knob_spec: dict | None = None,
 ) -> Prepared:
-    """Prepare one run of ``recipe`` on ``tier`` in ``stage``: the runner's spec of its
+    """Prepare the run ``plan`` of ``recipe`` (:func:`apptune.core.runplan.make`: its tier,
+    stage, build, input, variables, placement and variant): the runner's spec of its
     steps (:func:`steps`, started with ``launch``), the energy sampler of the partition's
     meters (``meters``: those sampled here, default every one of ``extras``) started, and
     the record's identity. ``quiet_wait``: the wait for a quiet node (default the
@@ -198,12 +189,13 @@ def prepare(
     ``scratch_dir``: where a recipe that writes files writes them (default the partition's
     ``scratch_dir``)."""
     ex = where.extras
+    params, build_dir = plan.params, plan.build_dir
     scr = scratch_spec(recipe, where, params, tag, scratch_dir)
     words = dict(params, scratch=scr.path) if scr else params
     # a value of the recipe's run.env is a template like its arguments (HDF5_PARAPREFIX)
     env = {
         k: inputs.render_words([v], words, recipe.name, f"run.env.{k}")[0] if "{{" in v else v
-        for k, v in run_env.items()
+        for k, v in plan.env.items()
     }
     spec = runner.Spec(
         steps=steps(recipe, params, build_dir, launch, scratch_path=scr and scr.path),
@@ -223,14 +215,14 @@ def prepare(
     sampler = energy.Sampler(
         list(ex.get("energy_meters", [])) if meters is None else meters,
         where.fullname,
-        stage,
+        plan.stage,
         hz=float(ex.get("energy_sample_hz", 10)),
         options=ex.get("energy_meter_options", {}),
         context={
             "power_model": ex.get("power_model"),
             "scheduler": where.scheduler,
             "ncpus": where.num_cpus,
-            "nodes": nodes,
+            "nodes": plan.nodes,
             # with the local scheduler the job id is the pid of the job (script or runner)
             "pid": job_id if where.scheduler == "local" else None,
             "jobid": job_id,
@@ -240,17 +232,17 @@ def prepare(
     sampler.start()
     identity = {
         "app": recipe.name,
-        "tier": tier,
-        "variant": run_variant,
-        "build_variant": build_variant,
-        "placement": placement_name,
+        "tier": plan.tier,
+        "variant": plan.run_variant,
+        "build_variant": plan.build_variant,
+        "placement": plan.placement_name,
         "environment": where.environment,
         "system": where.system,
         "partition": where.partition,
         "test": test,
-        "ranks": ranks,
+        "ranks": plan.ranks,
         "input": params,
-        "placement_layout": dict(layout.to_dict(), binding=binding),
+        "placement_layout": dict(plan.layout.to_dict(), binding=plan.binding),
         "launch": recorded_launch(where.declared, ex.get("record_env") or ()),
     }
     if spec.knobs:  # what the run asked for, also when the runner leaves no record

@@ -25,14 +25,13 @@ from ..constants import (
 )
 from ..core import (
     baselines,
-    inputs,
-    installed,
     knobs,
     outputs,
     quality,
     recipes,
     run,
     runner,
+    runplan,
     site,
     slurm,
 )
@@ -113,22 +112,9 @@ class AppRun(rfm.RunOnlyRegressionTest):
     @property
     def run_variant(self) -> str:
         """The build variant, plus ``@placement`` when the check has a runtime placement
-        (the recipe's ``placement`` parameter, then ranks per node, threads, binding)."""
-        return placement.run_variant(
-            self.build_variant,
-            getattr(self, "placement", "default"),
-            self.ranks_per_node,
-            self.threads_per_rank,
-            self.binding,
-            self.asked_knobs.label(),
-            self.ranks_label,
-        )
-
-    @property
-    def ranks_label(self) -> int | None:
-        """The run's rank count when ``-S``/``-P num_ranks`` made it another than its tier's."""
-        n = self.num_ranks
-        return n if n is not None and n != self.recipe.tiers[self.tier].ranks else None
+        (the recipe's ``placement`` parameter, then ranks per node, threads, binding, the
+        knobs and another rank count than the tier's): its run plan's."""
+        return self.run_plan.run_variant
 
     @property
     def asked_knobs(self) -> knobs.Asked:
@@ -190,17 +176,6 @@ class AppRun(rfm.RunOnlyRegressionTest):
         """The run as data: every step an argument list in the runner's spec
         (:mod:`apptune.core.runner`); the job script only starts the runner."""
         r = self.recipe
-        t = r.tiers[self.tier]
-        self.num_tasks = self.num_ranks or t.ranks
-        self.input_parameters = inputs.render(
-            self.app,
-            self.tier,
-            Path(self.stagedir),
-            self.num_tasks,
-            build_dir=Path(self.build.stagedir),
-        )
-        # an install's environment (its environment file's variables), then the recipe's
-        self.run_env = dict(installed.run_environment(self.build.stagedir), **r.run.env)
         self.apply_placement()
         knob_spec = self.apply_knobs()
         part = self.current_partition
@@ -224,7 +199,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
             central, self.node_meters = energy.split_node_local(meters)
         prepared = run.prepare(
             r,
-            self.tier,
+            self.run_plan,
             run.Where(
                 environment=self.current_environ.name,
                 system=self.current_system.name,
@@ -234,20 +209,9 @@ class AppRun(rfm.RunOnlyRegressionTest):
                 extras=part.extras,
                 declared=site.declared_environment(part.local_env, self.current_environ),
             ),
-            stage=Path(self.stagedir),
-            build_dir=Path(self.build.stagedir),
-            params=self.input_parameters,
             launch=self.launch_argv(),
-            run_env=self.run_env,
             tag=f"{os.getpid()}-{id(self):x}",
             test=self.unique_name,
-            ranks=self.num_tasks,
-            nodes=max(1, -(-self.num_tasks // (self.num_tasks_per_node or self.num_tasks))),
-            layout=self.placement_layout,
-            binding=self.placement_binding,
-            build_variant=self.build_variant,
-            run_variant=self.run_variant,
-            placement_name=getattr(self, "placement", "default"),
             job_id=lambda: self.job.jobid,
             quiet_wait=wait,
             meters=central,
@@ -282,41 +246,42 @@ class AppRun(rfm.RunOnlyRegressionTest):
         return list(self._launch_argv)
 
     def apply_placement(self):
-        """The recipe's named placement (``placement``), ranks per node, threads per rank
-        and binding (apptune/placement.py): the job's sizes, the launcher's options and the
-        thread variables."""
+        """The run's plan (:func:`apptune.core.runplan.make`, as a trial makes its own): the
+        input, the variables, and the recipe's named placement (``placement``), ranks per
+        node, threads per rank and binding (apptune/placement.py) applied to the job's
+        sizes and the launcher's options."""
         name = getattr(self, "placement", "default")
         part = self.current_partition
         try:
-            p = placement.plan(
-                self.num_tasks,
-                launcher=part.launcher_type.registered_name,
-                mpi=recipes.Toolchain.from_environ(self.current_environ).mpi,
-                placements=self.recipe.run.placements,
-                name=name,
-                ranks_per_node=self.ranks_per_node,
-                threads_per_rank=self.threads_per_rank,
-                binding=self.binding,
-                cores_per_node=placement.cores_per_node(
-                    part.processor.num_cpus, part.scheduler.registered_name
+            self.run_plan = p = runplan.make(
+                self.recipe,
+                self.tier,
+                runplan.Partition(
+                    launcher=part.launcher_type.registered_name,
+                    mpi=recipes.Toolchain.from_environ(self.current_environ).mpi,
+                    num_cpus=part.processor.num_cpus,
+                    scheduler=part.scheduler.registered_name,
                 ),
-                run_env=self.run_env,
+                stage=Path(self.stagedir),
+                build_dir=Path(self.build.stagedir),
+                build_variant=self.build_variant,
+                ranks=self.num_ranks,
+                placement=name,
+                ranks_per_node=self.ranks_per_node,
+                threads=self.threads_per_rank,
+                binding=self.binding,
+                knob_labels=self.asked_knobs.label(),
             )
         except placement.NoLauncherOptions as e:
-            reason = f"{e} ({recipes.recipe_path(self.app)}: run.placements.{name})"
-            Path(self.stagedir, SKIP_FILE).write_text(reason + "\n")
-            self.skip(reason)
+            self.skip_with(f"{e} ({recipes.recipe_path(self.app)}: run.placements.{name})")
         except placement.PlacementError as e:
             raise ApptuneError(None, f"{self.unique_name} (-S/-P)", str(e)) from None
-        self.placement_layout = p.layout
-        self.placement_binding = p.binding
-        if p.num_tasks_per_node:
-            self.num_tasks_per_node = p.num_tasks_per_node
-        if p.num_cpus_per_task:
-            self.num_cpus_per_task = p.num_cpus_per_task
-        # every thread pool the recipe pins (OpenBLAS, MKL, BLIS), not only OpenMP's
-        self.run_env.update(p.env)
-        self.job.launcher.options = p.options
+        self.num_tasks = p.ranks
+        if p.placement.num_tasks_per_node:
+            self.num_tasks_per_node = p.placement.num_tasks_per_node
+        if p.placement.num_cpus_per_task:
+            self.num_cpus_per_task = p.placement.num_cpus_per_task
+        self.job.launcher.options = p.placement.options
 
     def apply_knobs(self) -> dict:
         """The machine knobs asked for (apptune/core/knobs.py): the launcher's options for those it
@@ -475,7 +440,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
             unfinished=unfinished,
             stderr=os.path.join(self.stagedir, self.job.stderr),
             no_record=f"it was killed before it ended (job exit code {self.job.exitcode})",
-            nodes=getattr(self.placement_layout, "nodes", None) or 1,
+            nodes=self.run_plan.nodes,
         )
         if result.figures is not None:  # verified or not: the performance verdict goes with it
             result.baseline = self.judge_performance(result)
