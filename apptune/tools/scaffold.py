@@ -35,6 +35,7 @@ import yaml
 
 from .. import paths, templating
 from ..core import recipes, sources
+from ..core.ccwrap import SOURCE_LANGUAGE
 from ..core.datachecks import _rel
 from ..errors import ApptuneError
 from ..models import NAME_RE, SHA256_RE, SourceSpec
@@ -53,29 +54,6 @@ BUILD_FILES = (
     ("makefile", "make"),
 )
 BUILD_KINDS = ("cmake", "configure", "autoreconf", "make")
-#: Source file extensions -> recipe language.
-LANGUAGE_EXT = {
-    ".c": "c",
-    **dict.fromkeys((".cc", ".cpp", ".cxx", ".C", ".c++"), "cxx"),
-    **dict.fromkeys(
-        (
-            ".f",
-            ".F",
-            ".f77",
-            ".F77",
-            ".for",
-            ".f90",
-            ".F90",
-            ".f95",
-            ".F95",
-            ".f03",
-            ".F03",
-            ".f08",
-            ".F08",
-        ),
-        "fortran",
-    ),
-}
 #: What ``--version`` may be: it is written into the recipe and its comments.
 VERSION_RE = r"[A-Za-z0-9][A-Za-z0-9._+~-]*"
 ARCHIVE_EXT = re.compile(r"(\.orig)?\.(tar\.(gz|bz2|xz|zst)|tgz|tbz2|txz|tar)$")
@@ -376,7 +354,7 @@ def guess_build(top: list[str]) -> tuple[str, str]:
 
 
 def guess_languages(files: list[str]) -> list[str]:
-    found = {LANGUAGE_EXT.get(PurePosixPath(f).suffix) for f in files}
+    found = {SOURCE_LANGUAGE.get(PurePosixPath(f).suffix) for f in files}
     return [lang for lang in ("c", "cxx", "fortran") if lang in found] or ["c"]
 
 
