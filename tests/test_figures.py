@@ -20,3 +20,14 @@ def test_a_slug_is_a_stable_prefix_of_the_texts_sha256():
     assert paths.slug("tuned+blas=mkl") == paths.slug("tuned+blas=mkl", 10)
     assert len(paths.slug("x", 8)) == 8 and paths.slug("a") != paths.slug("b")
     assert paths.slug("") == "e3b0c44298"  # sha256 of the empty text
+
+
+def test_a_path_in_a_message_is_relative_to_the_tree_and_a_link_walks_up(tmp_path, monkeypatch):
+    (tmp_path / "build-recipes").mkdir()
+    monkeypatch.setenv("APPTUNE_ROOT", str(tmp_path))
+    assert paths.rel(tmp_path / "reference" / "toy" / "ci.yaml") == "reference/toy/ci.yaml"
+    assert paths.rel("/elsewhere/x.yaml") == "/elsewhere/x.yaml"
+    assert paths.rel(None) == paths.rel("") == ""
+    run, hist = tmp_path / "runs" / "r1", tmp_path / "history" / "t.png"
+    assert paths.rel(hist, run, up=True) == "../../history/t.png"
+    assert paths.rel(hist, run) == str(hist)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from .. import templating
+from .. import paths, templating
 from ..core import quality, scratch
 from ..errors import printable
 from ..figures import fmt_figure
@@ -89,7 +89,9 @@ def render(
         cell=_md_cell,
     )
     env.globals.update(
-        relpath=lambda p: _rel(p, run_dir), app_anchor=app_anchor, app_heading=app_heading
+        relpath=lambda p: paths.rel(p, run_dir, up=True),
+        app_anchor=app_anchor,
+        app_heading=app_heading,
     )
     summary["history_verdicts"] = None
     verdicts, order = (
@@ -111,11 +113,11 @@ def render(
         write_figures()
     md = env.get_template("report.md.j2").render(**summary)
     html = env.get_template("report.html.j2").render(**summary)
-    paths = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")
-    atomic_write_json(paths[0], as_data(summary))  # the run record's parts as it holds them
-    atomic_write_text(paths[1], md)
-    atomic_write_text(paths[2], html)
-    return paths
+    files = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")
+    atomic_write_json(files[0], as_data(summary))  # the run record's parts as it holds them
+    atomic_write_text(files[1], md)
+    atomic_write_text(files[2], html)
+    return files
 
 
 def printable_value(value):
@@ -129,17 +131,6 @@ def printable_value(value):
 def _md_cell(text) -> str:
     """Text as one cell of a Markdown table: on one line, its pipes escaped."""
     return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def _rel(p, base: Path) -> str:
-    import os
-
-    if not p:
-        return ""
-    try:
-        return os.path.relpath(p, base)
-    except ValueError:
-        return str(p)
 
 
 def write(

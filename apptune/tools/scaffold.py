@@ -36,7 +36,6 @@ import yaml
 from .. import paths, templating
 from ..core import recipes, sources
 from ..core.ccwrap import SOURCE_LANGUAGE
-from ..core.datachecks import _rel
 from ..errors import ApptuneError
 from ..models import NAME_RE, SHA256_RE, SourceSpec
 from ..models.source import TARBALL_NAME_RE, url_problem
@@ -417,9 +416,9 @@ def targets(app: str) -> list[Path]:
 def _refuse_existing(files) -> None:
     there = [f for f in files if f.exists()]
     if there:
-        more = f" (also {', '.join(_rel(f) for f in there[1:])})" if len(there) > 1 else ""
+        more = f" (also {', '.join(paths.rel(f) for f in there[1:])})" if len(there) > 1 else ""
         raise ApptuneError(
-            _rel(there[0]), None, f"already exists: apptune new never overwrites a file{more}"
+            paths.rel(there[0]), None, f"already exists: apptune new never overwrites a file{more}"
         )
 
 
@@ -516,7 +515,7 @@ def write(s: Scaffold) -> None:
 def next_steps(s: Scaffold) -> str:
     """What the person does next, with the commands."""
     recipe, check = list(s.files)[:2]
-    recipe, checks = _rel(recipe), _rel(check.parent)
+    recipe, checks = paths.rel(recipe), paths.rel(check.parent)
     fill = "\n".join(f"       {f}: {what}" for f, what in s.to_fill)
     return f"""\
 Next (docs/adding-an-application.md, "In 15 minutes"):
