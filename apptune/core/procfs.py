@@ -76,14 +76,14 @@ def processes(proc: Path) -> dict[int, Stat]:
     return out
 
 
-def _environ(proc: Path, pid: int) -> list[bytes]:
+def process_environ(proc: Path, pid: int) -> list[bytes]:
     try:
         return (proc / str(pid) / "environ").read_bytes().split(b"\0")
     except OSError:
         return []
 
 
-def _cmdline(proc: Path, pid: int) -> str:
+def process_cmdline(proc: Path, pid: int) -> str:
     try:
         return (
             (proc / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -241,6 +241,6 @@ def load1(proc: Path) -> float | None:
         return None
 
 
-def _rusage_cpu(who) -> float:
+def rusage_cpu(who) -> float:
     r = resource.getrusage(who)
     return r.ru_utime + r.ru_stime

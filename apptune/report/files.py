@@ -24,7 +24,7 @@ from .plots import (
     write_figures,
 )
 from .screen import app_anchor, app_heading, first_screen
-from .values import _key, _pct
+from .values import fmt_pct, variant_key
 
 
 def summary_line(s: dict) -> str:
@@ -83,8 +83,8 @@ def render(
         wrote_files=lambda rows: any(r.get("scratch") for r in rows),
         summary_line=summary_line,
         fmt=functools.partial(fmt_figure, missing="–"),
-        pct=_pct,
-        key=_key,
+        pct=fmt_pct,
+        key=variant_key,
         verdicts=_verdicts,
         cell=_md_cell,
     )
@@ -100,7 +100,7 @@ def render(
     summary["first_screen"] = first_screen(summary)  # now with the history's verdicts
     for a in summary["apps"]:  # one style per variant, for this run's variants and the history's
         a["variant_styles"] = variant_styles(
-            [_key(r) for r in a["rows"]]
+            [variant_key(r) for r in a["rows"]]
             + [v.label for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"])]
         )
     try:
