@@ -205,11 +205,6 @@ def observe_binding(
     return {"program": program, "node_cpus": format_cpulist(node_cpus), "ranks": ranks}
 
 
-def frequency_mhz(proc: Path, sysfs: Path) -> list[float]:
-    """Current frequency of every CPU (cpufreq in kHz, else /proc/cpuinfo's MHz); [] if unknown."""
-    return list(frequency_by_cpu(proc, sysfs).values())
-
-
 def frequency_by_cpu(proc: Path, sysfs: Path) -> dict[int, float]:
     """CPU -> current frequency in MHz: cpufreq's ``scaling_cur_freq`` (kHz) where the CPUs
     have it, else each processor's ``cpu MHz`` in /proc/cpuinfo; {} if unknown."""

@@ -516,9 +516,3 @@ def asdict_plan(plan: Plan) -> dict:
         ],
         "notes": plan.notes,
     }
-
-
-def option_from(d: dict) -> Option:
-    """An option back from a plan's JSON."""
-    names = set(Option.__dataclass_fields__)
-    return Option(**{k: v for k, v in d.items() if k in names})

@@ -201,11 +201,6 @@ def launch(o: Option, run_dir: Path, python: str = sys.executable) -> list[str]:
     return [*argv, "--", *rf]
 
 
-def is_cluster(system: str) -> bool:
-    """Whether a system is one of the site's Slurm clusters (site-config/clusters/)."""
-    return (paths.site_dir() / "clusters" / f"{system.split(':')[0]}.yaml").is_file()
-
-
 def slurm_script(plan: Plan, out_dir: Path, overhead_s: float, python: str = sys.executable) -> str:
     """A bash script of ``sbatch`` lines, one job after the other (each waits for the one
     before, as the budget assumes); writing it submits nothing."""
