@@ -117,7 +117,7 @@ def validation_problems(file, exc, data=None, model=None) -> list[ApptuneError]:
             drop |= {id(e) for e in es}
             got = _got(first.raw.get("input"))
             combined[id(first)] = ApptuneError(
-                file, _field(list(site)) or "(top level)", f"must be {_words(kinds)}{got}"
+                file, field_path(list(site)) or "(top level)", f"must be {_words(kinds)}{got}"
             )
     out: list[ApptuneError] = []
     for e in errs:
@@ -236,7 +236,7 @@ class _Err:
             msg = msg.replace("match pattern ", "match the pattern ")
             if not isinstance(self.raw.get("input"), (list, dict)):
                 msg += _got(self.raw.get("input"))
-        return ApptuneError(file, _field(path) or "(top level)", msg)
+        return ApptuneError(file, field_path(path) or "(top level)", msg)
 
 
 def _fields_at(model, path: list) -> list[str]:
@@ -274,7 +274,7 @@ def _fields_at(model, path: list) -> list[str]:
     return []
 
 
-def _field(path: list) -> str:
+def field_path(path: list) -> str:
     out = ""
     for p in path:
         if isinstance(p, int):

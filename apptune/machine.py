@@ -160,11 +160,6 @@ def describe(fp: dict) -> str:
     )
 
 
-def differences(a: dict, b: dict) -> list[str]:
-    """Key fields that differ, as ``field: a → b``."""
-    return [f"{k}: {a.get(k)} → {b.get(k)}" for k in KEY_FIELDS if a.get(k) != b.get(k)]
-
-
 if __name__ == "__main__":
     fp = fingerprint()
     print(json.dumps(dict(fp, id=machine_id(fp)), indent=1))

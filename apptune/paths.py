@@ -35,6 +35,23 @@ def root(start: str | os.PathLike | None = None) -> Path:
     )
 
 
+def rel(p: str | os.PathLike | None, base: str | os.PathLike | None = None, *, up=False) -> str:
+    """``p`` as a message or a link names it: relative to ``base`` (the apptune tree by
+    default) when it is under it, else as given ("" for no path). With ``up`` (a link from
+    one folder to a file of another) a path outside ``base`` is reached through ``..``."""
+    if not p:
+        return ""
+    if up:
+        try:
+            return os.path.relpath(p, base)
+        except ValueError:  # another drive
+            return str(p)
+    try:
+        return str(Path(p).resolve().relative_to(Path(base or root()).resolve()))
+    except ValueError:
+        return str(p)
+
+
 def slug(text: str, length: int = 10) -> str:
     """A short file name for any text (a label, an object's path): a prefix of its sha256."""
     return hashlib.sha256(text.encode()).hexdigest()[:length]

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import ApptuneError, _field, first_of, format_validation_error
+from .errors import ApptuneError, field_path, first_of, format_validation_error
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -82,7 +82,9 @@ def placeholders(data, where: tuple = ()) -> list[tuple[str, str]]:
     """(field, what to write there) of every ``FILL IN: ...`` value in ``data``."""
     if isinstance(data, str):
         if data.startswith(PLACEHOLDER):
-            return [(_field(list(where)) or "(top level)", data[len(PLACEHOLDER) :].lstrip(" :"))]
+            return [
+                (field_path(list(where)) or "(top level)", data[len(PLACEHOLDER) :].lstrip(" :"))
+            ]
         return []
     items = (
         data.items()

@@ -112,3 +112,17 @@ def test_plan_takes_the_numbers_it_should(tmp_path, capsys):
             "--nodes", "1"]  # fmt: skip
     assert cli.main(argv) == 0, capsys.readouterr().err
     assert (out / "plan.json").is_file()
+
+
+def test_every_history_option_names_where_the_history_is_by_default(monkeypatch, tmp_path):
+    """One ``--history``, whose help says what the store chooses without it: it honours
+    $XDG_DATA_HOME, so the help names it."""
+    from apptune import paths
+
+    found = [(w, a) for w, a in _actions(parser("x")) if "--history" in a.option_strings]
+    assert len(found) >= 10  # tune and bisect through trial_history_options too
+    for where, a in found:
+        assert "$APPTUNE_HISTORY" in a.help and "$XDG_DATA_HOME/apptune/history" in a.help, where
+    monkeypatch.delenv("APPTUNE_HISTORY", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert paths.history_dir() == tmp_path / "apptune" / "history"

@@ -47,7 +47,7 @@ def test_follows_test_cases_and_a_build_against_the_last_cached_one(tmp_path, mo
     started = time.time() - 100  # the plan was written when the build started
     os.utime(build / "plan.json", (started, started))
     s = f.status()
-    assert "building qe: 150/600 files, about 5 min 00 s left, 1 min 40 s so far" in s, s
+    assert "building qe: 150/600 files, about 5 min left, 1 min 40 s so far" in s, s
     (build / "provenance.json").write_text("{}")  # finished: no longer a build in progress
     assert "building" not in f.status()
 

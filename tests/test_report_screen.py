@@ -54,7 +54,7 @@ def judged(*verdicts, found=True):
 
 def summarised(rows, xfail=(), skip=(), history=None):
     """What collect gives the first screen: the matrices and summaries of ``rows``."""
-    apps = collect._matrices(rows)
+    apps = collect.matrices_of(rows)
     return {
         "apps": apps,
         "summary": [screen.app_summary(a) for a in apps],
@@ -319,7 +319,7 @@ def test_variants_are_ratios_to_the_distributions_build_when_there_is_no_gnu_bas
         collect.recipes, "figure_specs", lambda r: dict(collect.recipes.COMMON_FIGURES)
     )
     rows = [row("tuned", 8.0), row("zz-distro", 10.0), row("tuned", 5.0, env="llvm")]
-    (a,) = collect._matrices(rows)
+    (a,) = collect.matrices_of(rows)
     assert a["reference_variant"] == "gnu/zz-distro"
     ratios = {(r["environment"], r["variant"]): r["speedup"]["wall_time"] for r in a["rows"]}
     assert ratios[("gnu", "tuned")] == pytest.approx(10.0 / 8.0)

@@ -346,7 +346,6 @@ def test_fingerprint_from_proc_and_sys(tmp_path):
     assert machine.machine_id(dict(fp, kernel="7.0")) == machine.machine_id(
         fp
     )  # kernel: recorded only
-    assert machine.differences(fp, other) == ["memory_gib: 63 → 128"]
 
 
 @pytest.mark.unit

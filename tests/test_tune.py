@@ -202,7 +202,7 @@ def test_runtime_layouts_and_conditional_knobs():
         "threads": 2,
         "binding": "",
     }
-    assert tune.Config(**tune_trials._cfg_args(c.to_dict())) == c
+    assert tune.Config(**tune_trials.config_args(c.to_dict())) == c
     t = optuna.trial.FixedTrial(
         base | {"axis.blas": "mkl-threaded", "runtime.layout": "2x1", "input.grid": "P=2 Q=1"}
     )
@@ -214,7 +214,7 @@ def test_runtime_layouts_and_conditional_knobs():
     assert (c.ranks, c.threads) == (2, 1)
     # a trial from before runtime knobs existed still reads back
     old = {"environment": "gnu", "variant": "tuned", "extra_flags": [], "env": {}, "inputs": {}}
-    assert tune.Config(**tune_trials._cfg_args(old)) == tune.Config("gnu", "tuned")
+    assert tune.Config(**tune_trials.config_args(old)) == tune.Config("gnu", "tuned")
 
 
 def test_recommended_diff_adds_the_app_and_keeps_others(toy_root):
@@ -395,32 +395,32 @@ def test_a_stalled_sampler_steps_to_unmeasured_neighbours_of_the_best_trial():
 
     t = types.SimpleNamespace(builds={key("tuned"): {"ok": True}, key("aggressive"): {"ok": True}})
     # run knobs of the best verified trial first (tuned/a -> X=c), never one asked before
-    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=False) == {
+    assert tune_trials.unseen_neighbour(study, t, fresh_builds_left=False) == {
         "ladder": "tuned",
         "env.X": "c",
     }
     study.enqueue_trial({"ladder": "tuned", "env.X": "c"})
     # then the other trials' neighbours: aggressive is built, so aggressive/b needs no build
-    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=False) == {
+    assert tune_trials.unseen_neighbour(study, t, fresh_builds_left=False) == {
         "ladder": "aggressive",
         "env.X": "b",
     }
     study.enqueue_trial({"ladder": "aggressive", "env.X": "b"})
     study.enqueue_trial({"ladder": "aggressive", "env.X": "c"})
-    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=False) is None
+    assert tune_trials.unseen_neighbour(study, t, fresh_builds_left=False) is None
     # a step to a build not yet made is offered only while the build budget lasts
     del t.builds[key("aggressive")]
     study2 = optuna.create_study(direction="maximize")
     study2.add_trial(study.trials[0])
     study = study2
-    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=False) == {
+    assert tune_trials.unseen_neighbour(study, t, fresh_builds_left=False) == {
         "ladder": "tuned",
         "env.X": "b",
     }
     study.enqueue_trial({"ladder": "tuned", "env.X": "b"})
     study.enqueue_trial({"ladder": "tuned", "env.X": "c"})
-    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=False) is None
-    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=True) == {
+    assert tune_trials.unseen_neighbour(study, t, fresh_builds_left=False) is None
+    assert tune_trials.unseen_neighbour(study, t, fresh_builds_left=True) == {
         "ladder": "aggressive",
         "env.X": "a",
     }
@@ -456,7 +456,7 @@ def test_polish_steps_from_the_best_trial_only_and_to_adjacent_input_values():
     t = SimpleNamespace(builds=built)
     steps = []
     while (
-        step := tune_trials._unseen_neighbour(study, t, fresh_builds_left=False, best_only=True)
+        step := tune_trials.unseen_neighbour(study, t, fresh_builds_left=False, best_only=True)
     ) is not None:
         steps.append(step)
         study.enqueue_trial(step)
@@ -466,7 +466,7 @@ def test_polish_steps_from_the_best_trial_only_and_to_adjacent_input_values():
         {"ladder": "aggressive", "input.N": "4", "input.grid": "2x1"},
     ]
     # without best_only the same study also offers far values and other trials' neighbours
-    assert tune_trials._unseen_neighbour(study, t, fresh_builds_left=False) == {
+    assert tune_trials.unseen_neighbour(study, t, fresh_builds_left=False) == {
         "ladder": "tuned",
         "input.N": "1",
         "input.grid": "2x1",

@@ -5,6 +5,7 @@ variant decides are removed, and a per-file rule holds under every wrapper."""
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -230,4 +231,38 @@ def test_the_flag_proof_fails_on_a_wrapper_flag_the_variant_decides(toy_root, tm
             _line("flash.f90", ["gfortran", *kept, *TUNED, "-c", "flash.f90"], kept),
         )["compiles"]
         == 2
+    )
+
+
+@pytest.mark.parametrize(
+    ("lang", "name"), [("ftn", "old.f77"), ("ftn", "OLD.F77"), ("cxx", "x.c++")]
+)
+def test_a_per_file_rule_applies_to_every_source_suffix_new_recognises(tmp_path, lang, name):
+    """The wrapper and ``apptune new`` read one list of source suffixes: a file whose suffix
+    names a language to one is a source to the other, so its per-file rule is applied."""
+    from apptune.core import ccwrap
+    from apptune.tools.scaffold import guess_languages
+
+    assert guess_languages([name]) == ["fortran" if lang == "ftn" else "cxx"]
+    (tmp_path / name).write_text("")
+    cfg = {
+        "real": {lang: "true"},
+        "log": str(tmp_path / "lines.jsonl"),
+        "source_root": str(tmp_path),
+        "ladder": {lang: ["-O3"]},
+        "per_file": [{"files": [name], "flags": {lang: ["-O0"]}, "ladder": "none"}],
+    }
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    subprocess.run(
+        [sys.executable, "-S", ccwrap.__file__, lang, "-O3", "-c", name],
+        cwd=tmp_path,
+        env={**os.environ, "APPTUNE_CCWRAP_CONFIG": str(tmp_path / "cfg.json")},
+        check=True,
+        timeout=60,
+    )
+    (line,) = [json.loads(x) for x in (tmp_path / "lines.jsonl").read_text().splitlines()]
+    assert (line["source"], line["rule"], line["argv"]) == (
+        name,
+        "none",
+        ["true", "-c", name, "-O0"],
     )

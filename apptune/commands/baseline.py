@@ -11,7 +11,7 @@ from .. import paths
 from ..core import baselines
 from ..errors import ApptuneError
 from ..models import RunRecord
-from .options import COUNT, SECONDS
+from .options import COUNT, SECONDS, history_option
 from .run import cmd_run
 from .workflow import runs_dir
 
@@ -330,10 +330,7 @@ def register(subparsers) -> None:
         help="run nothing: record from the last N stored sessions of --mode (e.g. the "
         "nightlies already run; at least 3), whose spread holds the night-to-night noise",
     )
-    br.add_argument(
-        "--history",
-        help="history directory (default $APPTUNE_HISTORY or ~/.local/share/apptune/history)",
-    )
+    history_option(br)
     br.add_argument("--system", help="baseline system name (default: the ReFrame system)")
     br.add_argument("--yes", action="store_true", help="write the baseline files without asking")
     br.add_argument(

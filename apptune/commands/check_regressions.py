@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..core import recipes
 from ..errors import ApptuneError
-from .options import RELATIVE, SIGNIFICANCE
+from .options import RELATIVE, SIGNIFICANCE, history_option
 
 
 def cmd_check_regressions(a) -> int:
@@ -82,10 +82,7 @@ def register(subparsers) -> None:
         "check-regressions",
         help="verdict per figure over the history; exit 1 on a confirmed regression",
     )
-    cr.add_argument(
-        "--history",
-        help="history directory (default $APPTUNE_HISTORY or ~/.local/share/apptune/history)",
-    )
+    history_option(cr)
     cr.add_argument("--system", help="only this system (or system:partition)")
     cr.add_argument("--mode", help="only runs of this ReFrame mode (nightly.sh: nightly)")
     cr.add_argument("--app", help="only this application")

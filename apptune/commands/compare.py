@@ -7,6 +7,7 @@ import argparse
 
 from ..errors import ApptuneError, printable
 from ..history.compare import AXES, compare, format_text
+from .options import history_option
 
 
 def register(subparsers) -> None:
@@ -38,10 +39,7 @@ def register(subparsers) -> None:
         "variants compared on it",
     )
     p.add_argument("--mode", help="only runs of this ReFrame mode")
-    p.add_argument(
-        "--history",
-        help="history directory (default $APPTUNE_HISTORY or ~/.local/share/apptune/history)",
-    )
+    history_option(p)
     p.add_argument("--json", metavar="FILE", help="also write the comparison to this JSON file")
     p.set_defaults(func=cmd_compare)
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ApptuneError
+from .options import history_option
 
 
 def cmd_history(a) -> int:
@@ -98,10 +99,7 @@ def register(subparsers) -> None:
     )
     ht.add_argument("session", nargs="?", metavar="SESSION", help="a session's uuid (or a prefix)")
     for p_ in (hi, hl, ht):
-        p_.add_argument(
-            "--history",
-            help="history directory (default $APPTUNE_HISTORY or ~/.local/share/apptune/history)",
-        )
+        history_option(p_)
     hp.set_defaults(func=cmd_history)
     register_site(hs)
 
@@ -115,10 +113,7 @@ def register_site(subparsers) -> None:
     )
     p.add_argument("out", metavar="OUT", help="the site's directory (created; pages replaced)")
     p.add_argument("--mode", help="only runs of this ReFrame mode (ci/nightly.sh: nightly)")
-    p.add_argument(
-        "--history",
-        help="history directory (default $APPTUNE_HISTORY or ~/.local/share/apptune/history)",
-    )
+    history_option(p)
     p.set_defaults(func=cmd_history_site)
 
 

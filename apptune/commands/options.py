@@ -92,13 +92,20 @@ def budget(kind: str, unit: str):
     return parse
 
 
+#: Where the history is when ``--history`` is not given (:func:`apptune.paths.history_dir`).
+HISTORY_DEFAULT = (
+    "$APPTUNE_HISTORY, else $XDG_DATA_HOME/apptune/history, else ~/.local/share/apptune/history"
+)
+
+
+def history_option(p, what: str = "history directory") -> None:
+    """``--history``, the one way every command takes the history's directory."""
+    p.add_argument("--history", help=f"{what} (default {HISTORY_DEFAULT})")
+
+
 def trial_history_options(p) -> None:
     """``--history`` and ``--no-history`` of a command that stores trials (tune, bisect)."""
-    p.add_argument(
-        "--history",
-        help="history directory for the trials (default $APPTUNE_HISTORY or "
-        "~/.local/share/apptune/history)",
-    )
+    history_option(p, "history directory for the trials")
     p.add_argument(
         "--no-history", action="store_true", help="do not store the trials in the history"
     )

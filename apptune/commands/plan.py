@@ -14,7 +14,7 @@ from ..errors import ApptuneError, expand
 from ..history import store
 from ..tools import plan, plan_report
 from ..yamlio import atomic_write_json, atomic_write_text
-from .options import COUNT, SECONDS, VOLTS, WATTS, budget
+from .options import COUNT, SECONDS, VOLTS, WATTS, budget, history_option
 
 
 def register(sub) -> None:
@@ -77,10 +77,7 @@ def register(sub) -> None:
     p.add_argument(
         "--plan", type=Path, metavar="FILE", help="the plan to check (default OUT/plan.json)"
     )
-    p.add_argument(
-        "--history",
-        help="history directory (default $APPTUNE_HISTORY or ~/.local/share/apptune/history)",
-    )
+    history_option(p)
     p.set_defaults(func=cmd_plan)
 
 

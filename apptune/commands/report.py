@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .options import history_option
 from .workflow import runs_dir
 
 
@@ -29,10 +30,6 @@ def register(subparsers) -> None:
     rp.add_argument("run_dir", nargs="?", help="run directory (default runs/latest)")
     rp.add_argument("--report-file", help="ReFrame run report (default RUN_DIR/report.json)")
     rp.add_argument("--print", action="store_true", help="print the Markdown report")
-    rp.add_argument(
-        "--history",
-        help="history directory for trend plots (default $APPTUNE_HISTORY "
-        "or ~/.local/share/apptune/history)",
-    )
+    history_option(rp, "history directory for trend plots")
     rp.add_argument("--no-history", action="store_true", help="no trend plots")
     rp.set_defaults(func=cmd_report)

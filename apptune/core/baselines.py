@@ -149,7 +149,7 @@ def not_applicable(
     b: BaselineFile | None, bfile: Path, machine_id: str | None, system: str, app: str
 ) -> str | None:
     """Why no baseline of the file can apply to a run on ``machine_id``; None if one can."""
-    rel = _rel(bfile)
+    rel = paths.rel(bfile)
     if b is None:
         return f"no baseline file ({rel})"
     if machine_id is None:
@@ -160,13 +160,6 @@ def not_applicable(
         )
         return f"no baseline for this machine (baselines recorded on {where})"
     return None
-
-
-def _rel(p: Path) -> str:
-    try:
-        return str(p.relative_to(paths.root()))
-    except ValueError:
-        return str(p)
 
 
 def _f(k: int) -> float:
@@ -325,7 +318,7 @@ def verdicts(system: str, app: str, runs: list[RunRecord], figures: dict[str, Fi
 
     first = runs[0]
     env, variant, tier = first.environment, first.variant, first.tier
-    out = {"file": _rel(paths.baselines_file(system, app)), "found": False, "why": None}
+    out = {"file": paths.rel(paths.baselines_file(system, app)), "found": False, "why": None}
     try:
         bfile, b = load(system, app)
         blocked = None

@@ -20,22 +20,13 @@ from __future__ import annotations
 import re
 import time
 
+from ..figures import fmt_seconds
 from ..yamlio import atomic_write_json
 from . import buildcache, recipes
 
 #: Written into the build's stage before it starts: the notice as data, for ``apptune run``'s
 #: progress (:mod:`apptune.core.progress`) to say on its own output.
 NOTICE_FILE = "build-notice.json"
-
-
-def duration(seconds: float) -> str:
-    """``~1 h 31 min``, ``~12 min``, ``~40 s``."""
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"~{s // 3600} h {(s % 3600) // 60:02d} min"
-    if s >= 60:
-        return f"~{round(s / 60)} min"
-    return f"~{s} s"
 
 
 def _day(t: float | None) -> str:
@@ -82,7 +73,11 @@ def notice(recipe, plan: dict, times: list[dict] | None = None) -> str:
     """The one line said before a build the cache does not have."""
     seconds, how = estimate(recipe, plan, times)
     what = f"{recipe.name} {plan.get('environment')}/{plan.get('variant')}"
-    takes = f"building takes {duration(seconds)} ({how})" if seconds is not None else how
+    takes = (
+        f"building takes {fmt_seconds(seconds, approx=True)} ({how})"
+        if seconds is not None
+        else how
+    )
     return f"no cached build of {what}: {takes}"
 
 
@@ -154,11 +149,11 @@ def empty_cache_line(builds: list[tuple], times: list[dict] | None = None) -> st
     why = "no build recorded on this machine, no build.estimate in the recipe"
     names = ", ".join(dict.fromkeys(unknown))
     if not unknown:
-        return f"{head}, about {duration(known)} in all ({_WHENCE})"
+        return f"{head}, about {fmt_seconds(known, approx=True)} in all ({_WHENCE})"
     if len(unknown) == len(builds):
         return f"{head}; how long is unknown ({why}: {names})"
     return (
-        f"{head}: about {duration(known)} for {len(builds) - len(unknown)} of them "
+        f"{head}: about {fmt_seconds(known, approx=True)} for {len(builds) - len(unknown)} of them "
         f"({_WHENCE}), unknown for the other {len(unknown)} ({why}: {names})"
     )
 

@@ -31,25 +31,32 @@ import json
 import os
 import sys
 
-SOURCE_EXT = {
-    ".c",
-    ".cc",
-    ".cpp",
-    ".cxx",
-    ".C",
-    ".f",
-    ".F",
-    ".f90",
-    ".F90",
-    ".f95",
-    ".F95",
-    ".f03",
-    ".F03",
-    ".f08",
-    ".F08",
-    ".for",
-    ".FOR",
+#: Source file suffixes -> language, the one list of them: what the wrapper counts as a
+#: source (a per-file rule applies to it) and what ``apptune new`` guesses languages from.
+SOURCE_LANGUAGE = {
+    ".c": "c",
+    **dict.fromkeys((".cc", ".cpp", ".cxx", ".C", ".c++"), "cxx"),
+    **dict.fromkeys(
+        (
+            ".f",
+            ".F",
+            ".f77",
+            ".F77",
+            ".for",
+            ".FOR",
+            ".f90",
+            ".F90",
+            ".f95",
+            ".F95",
+            ".f03",
+            ".F03",
+            ".f08",
+            ".F08",
+        ),
+        "fortran",
+    ),
 }
+SOURCE_EXT = frozenset(SOURCE_LANGUAGE)
 
 #: Options of the MPI wrappers themselves (MPICH's, Intel MPI's, Open MPI's), by prefix,
 #: that make the wrapper print what it would run instead of running it.

@@ -525,8 +525,4 @@ def _unique(found: list[ApptuneError]) -> list[ApptuneError]:
     return out
 
 
-def _rel(p) -> str:
-    try:
-        return str(Path(p).resolve().relative_to(paths.root().resolve()))
-    except ValueError:
-        return str(p)
+_rel = paths.rel

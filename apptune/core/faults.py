@@ -41,7 +41,7 @@ def patch_path(app: str, patch: str) -> Path:
 def load(app: str) -> FaultsFile:
     f = faults_path(app)
     if not f.is_file():
-        raise ApptuneError(f, None, f"no planted faults for {app} (write {_rel(f)})")
+        raise ApptuneError(f, None, f"no planted faults for {app} (write {paths.rel(f)})")
     data = load_model(f, FaultsFile)
     if data.app != app:
         raise ApptuneError(f, "app", f"file says {data.app}, expected {app}")
@@ -149,7 +149,7 @@ def problems(app: str, recipe: Recipe) -> list[ApptuneError]:
                 ApptuneError(
                     f,
                     f"faults.{name}.patch",
-                    f"{_rel(patch_path(app, fault.patch))} is missing",
+                    f"{paths.rel(patch_path(app, fault.patch))} is missing",
                 )
             )
         for p in fault.set:
@@ -161,7 +161,9 @@ def problems(app: str, recipe: Recipe) -> list[ApptuneError]:
         elif isinstance(params[p], bool) or not isinstance(params[p], (int, float)):
             found.append(
                 ApptuneError(
-                    f, f"sweeps.{p}", f"{p} is {params[p]!r} in {_rel(d)}: a sweep needs a number"
+                    f,
+                    f"sweeps.{p}",
+                    f"{p} is {params[p]!r} in {paths.rel(d)}: a sweep needs a number",
                 )
             )
     if seen_path(app).is_file():
@@ -176,12 +178,5 @@ def _no_parameter(f: Path, field: str, d: Path, params: dict) -> ApptuneError:
     return ApptuneError(
         f,
         field,
-        f"no such parameter in {_rel(d / 'input.yaml')} (it has: {', '.join(sorted(params))})",
+        f"no such parameter in {paths.rel(d / 'input.yaml')} (it has: {', '.join(sorted(params))})",
     )
-
-
-def _rel(p: Path) -> str:
-    try:
-        return str(Path(p).relative_to(paths.root()))
-    except ValueError:
-        return str(p)

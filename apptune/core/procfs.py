@@ -76,14 +76,14 @@ def processes(proc: Path) -> dict[int, Stat]:
     return out
 
 
-def _environ(proc: Path, pid: int) -> list[bytes]:
+def process_environ(proc: Path, pid: int) -> list[bytes]:
     try:
         return (proc / str(pid) / "environ").read_bytes().split(b"\0")
     except OSError:
         return []
 
 
-def _cmdline(proc: Path, pid: int) -> str:
+def process_cmdline(proc: Path, pid: int) -> str:
     try:
         return (
             (proc / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -205,11 +205,6 @@ def observe_binding(
     return {"program": program, "node_cpus": format_cpulist(node_cpus), "ranks": ranks}
 
 
-def frequency_mhz(proc: Path, sysfs: Path) -> list[float]:
-    """Current frequency of every CPU (cpufreq in kHz, else /proc/cpuinfo's MHz); [] if unknown."""
-    return list(frequency_by_cpu(proc, sysfs).values())
-
-
 def frequency_by_cpu(proc: Path, sysfs: Path) -> dict[int, float]:
     """CPU -> current frequency in MHz: cpufreq's ``scaling_cur_freq`` (kHz) where the CPUs
     have it, else each processor's ``cpu MHz`` in /proc/cpuinfo; {} if unknown."""
@@ -241,6 +236,6 @@ def load1(proc: Path) -> float | None:
         return None
 
 
-def _rusage_cpu(who) -> float:
+def rusage_cpu(who) -> float:
     r = resource.getrusage(who)
     return r.ru_utime + r.ru_stime

@@ -33,6 +33,7 @@ from pathlib import Path
 import pydantic
 
 from ..constants import SLURM_STATE_FILE
+from ..figures import fmt_seconds
 from ..models import Provenance
 from . import buildcache
 from .buildcost import NOTICE_FILE, WAIT
@@ -272,10 +273,10 @@ class Follower:
                 s += f"/{b['expected']} files"
                 left = _left(b)
                 if left is not None:
-                    s += f", about {_dur(left)} left"
+                    s += f", about {fmt_seconds(int(left))} left"
             else:
                 s += " files (no earlier build to compare)"
-            parts.append(s + f", {_dur(b['elapsed'])} so far")
+            parts.append(s + f", {fmt_seconds(int(b['elapsed']))} so far")
         else:
             now, waiting = self.running()
             if now:
@@ -286,7 +287,7 @@ class Follower:
         said = self.slurm_says()
         if said:
             parts.append(said)
-        parts.append(f"{_dur(self.clock() - self.t0)} elapsed")
+        parts.append(f"{fmt_seconds(int(self.clock() - self.t0))} elapsed")
         return "; ".join(parts)
 
 
@@ -309,11 +310,6 @@ def _in_test_dirs(stage: Path, name: str) -> list[tuple[float, Path]]:
         except OSError:
             continue
     return found
-
-
-def _dur(s: float) -> str:
-    s = int(s)
-    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
 
 
 def interactive() -> bool:

@@ -48,15 +48,15 @@ from . import loaded
 from .procfs import (
     CLK_TCK,
     Stat,
-    _cmdline,
-    _environ,
-    _rusage_cpu,
     ancestors,
     boot_id,
     cpu_times,
     frequency_by_cpu,
     load1,
+    process_cmdline,
+    process_environ,
     processes,
+    rusage_cpu,
 )
 from .ranks import NEW_RANKS_S, RECHECK_S, Ranks
 
@@ -264,7 +264,7 @@ class Monitor:
         else:
             parent = self.current.get(s.ppid)
             pk = self._kind(parent, kinds, pending) if parent in self.seen and s.ppid > 1 else None
-            env = _environ(self.proc, pid)
+            env = process_environ(self.proc, pid)
             if pk in (RUNNER, CHILD):
                 kind = CHILD
             elif self.tag and self.tag in env:
@@ -275,11 +275,11 @@ class Monitor:
                 self.job_id
                 and s.comm == "slurmstepd"
                 and (
-                    _cmdline(self.proc, pid).startswith(f"slurmstepd: [{self.job_id}.")
+                    process_cmdline(self.proc, pid).startswith(f"slurmstepd: [{self.job_id}.")
                     # not titled yet: a step being started, most likely this job's own
                     # (the harness starts its energy agents' steps while the job runs); a
                     # step of another job names it once titled, at the next sample
-                    or not _cmdline(self.proc, pid).startswith("slurmstepd: [")
+                    or not process_cmdline(self.proc, pid).startswith("slurmstepd: [")
                 )
             ):
                 kind = OWN_JOB
@@ -316,8 +316,8 @@ class Monitor:
         except (OSError, ValueError, KeyError, IndexError) as e:
             self.error = f"cannot read {self.proc}: {e}"
             return
-        self.children0 = _rusage_cpu(resource.RUSAGE_CHILDREN)
-        self.self0 = _rusage_cpu(resource.RUSAGE_SELF)
+        self.children0 = rusage_cpu(resource.RUSAGE_CHILDREN)
+        self.self0 = rusage_cpu(resource.RUSAGE_SELF)
         if watch:
             self._thread = threading.Thread(target=self._run, name="apptune-quality", daemon=True)
             self._thread.start()
@@ -433,8 +433,8 @@ class Monitor:
         d = {k: cpu1.get(k, 0) - self.cpu0.get(k, 0) for k in ("busy", "total", "steal")}
         ncpus = cpu1.get("cpus") or os.cpu_count() or 1
         busy_s = d["busy"] / CLK_TCK
-        job_s = _rusage_cpu(resource.RUSAGE_CHILDREN) - self.children0 + acc["job"]
-        runner_s = _rusage_cpu(resource.RUSAGE_SELF) - self.self0
+        job_s = rusage_cpu(resource.RUSAGE_CHILDREN) - self.children0 + acc["job"]
+        runner_s = rusage_cpu(resource.RUSAGE_SELF) - self.self0
         outside_s = max(0.0, busy_s - job_s - runner_s - acc["harness"])
         capacity = wall * ncpus
         others = sorted(acc["others"], key=lambda o: -o["cpu_s"])

@@ -151,11 +151,6 @@ def _pack_local(recipe: Recipe, target: Path) -> Path:
     return target
 
 
-def component_path(recipe: Recipe, index: int, cache: Path | None = None) -> Path:
-    """Where the build takes the source's component ``index`` from (after :func:`fetch`)."""
-    return (cache or paths.cache_dir()) / "sources" / recipe.source.components[index].file
-
-
 def fetch(recipe: Recipe, cache: Path | None = None, mirror: Path | None = None) -> Path:
     """Return the path of the verified tarball in the download cache, after fetching and
     verifying each of the source's ``components`` beside it (:func:`fetch_file`)."""

@@ -32,7 +32,7 @@ from ..models import FlagLadders, Libraries
 from ..models.cluster import QUIET_WAIT_MAX, line_break_problems
 from ..yamlio import load_model, load_yaml
 from . import baselines, quality, recipes
-from .datachecks import SiteFacts, _collect, _rel, _unique, app_problems
+from .datachecks import SiteFacts, _collect, _unique, app_problems
 from .site import load_reframe_config
 
 #: The site's data files besides flag-ladders.yaml (held to one line per value too).
@@ -237,7 +237,9 @@ def tuning_problems(apps: dict[str, list] | None = None) -> list[ApptuneError]:
         if f.stem not in known:
             found.append(
                 ApptuneError(
-                    f, None, f"no recipe {_rel(recipes.recipe_path(f.stem))} for this tuning space"
+                    f,
+                    None,
+                    f"no recipe {paths.rel(recipes.recipe_path(f.stem))} for this tuning space",
                 )
             )
         elif not (apps or {}).get(f.stem):

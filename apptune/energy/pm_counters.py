@@ -63,12 +63,3 @@ class PmCountersMeter(Meter):
                     f"{now - self._fresh_since:.1f} s (stale counters)"
                 )
         return Reading(power_W=power, energy_J=energy)
-
-    def accelerators(self) -> dict[str, float]:
-        out = {}
-        for p in sorted(self.root.glob("accel*_energy")):
-            try:
-                out[p.name] = _value(p)
-            except (OSError, ValueError):
-                continue
-        return out

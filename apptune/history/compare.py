@@ -197,11 +197,6 @@ def _side(points: list[regressions.Point], grade: str = "clean") -> Side:
     return Side(med, noise, len(x), grade)
 
 
-def machines_in(history, mode: str | None = None) -> list[str]:
-    """The machine ids of the history's verified results, most results first."""
-    return _names(history.samples(mode=mode, clean=False))["machine"]
-
-
 def _names(samples) -> dict[str, list[str]]:
     """The machines, environments and variants of ``samples``, most samples first, and the
     systems (``system``)."""

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from ..errors import LINE_BREAKING, ApptuneError, _field, escape_line_breaks
+from ..errors import LINE_BREAKING, ApptuneError, escape_line_breaks, field_path
 from .base import Strict, _env_names, _valid_regex
 
 #: The longest wait for a quiet node a partition may ask for (seconds: a day).
@@ -38,7 +38,7 @@ def line_break_problems(file, data, where: tuple = ()) -> list[ApptuneError]:
             found.append(
                 ApptuneError(
                     file,
-                    _field(list(where)) or "(top level)",
+                    field_path(list(where)) or "(top level)",
                     f"holds the control character {escape_line_breaks(m.group())} (a line "
                     "break or NUL): every value is one line of text",
                 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 
-class _Part(BaseModel):
+class Part(BaseModel):
     """A run record or a part of one: typed fields, and the keys of other versions kept;
     a part set on a record (its baseline verdict) is checked as it is set."""
 
@@ -18,10 +18,10 @@ class _Part(BaseModel):
 
 
 def as_data(part):
-    """A part of a run record as its JSON object (:meth:`_Part.data`); None stays None, and
+    """A part of a run record as its JSON object (:meth:`Part.data`); None stays None, and
     a dict or list that holds parts (a report's summary) is the same with each part as its
     JSON object."""
-    if isinstance(part, _Part):
+    if isinstance(part, Part):
         return part.data()
     if isinstance(part, dict):
         return {k: as_data(v) for k, v in part.items()}

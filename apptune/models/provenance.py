@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .part import _Part
+from .part import Part
 
 
-class LoadedLibrary(_Part):
+class LoadedLibrary(Part):
     """A shared library the program's ranks mapped (:mod:`apptune.core.loaded`)."""
 
     #: The file as the kernel names it (symbolic links resolved).
@@ -21,7 +21,7 @@ class LoadedLibrary(_Part):
     sha256: str | None = None
 
 
-class RunLaunch(_Part):
+class RunLaunch(Part):
     """How the program was launched (:func:`apptune.core.run.launch_facts`) and what it
     loaded."""
 
@@ -37,7 +37,7 @@ class RunLaunch(_Part):
     loaded: list[LoadedLibrary] = []
 
 
-class BuildCompiler(_Part):
+class BuildCompiler(Part):
     """One compiler of a build as it answered (apptune/core/buildid.py ``compiler_identity``)."""
 
     #: The command the build ran (``mpicc``, ``gfortran``).
@@ -51,7 +51,7 @@ class BuildCompiler(_Part):
     wrapper: dict | None = None
 
 
-class BuildFile(_Part):
+class BuildFile(Part):
     """A file a build was made from (its source tarball, a patch) and its sha256."""
 
     file: str | None = None
@@ -65,7 +65,7 @@ class BuildSource(BuildFile):
     components: list[BuildFile] = []
 
 
-class BuildFlags(_Part):
+class BuildFlags(Part):
     """The flag sets a build compiled with (None: the provenance does not say), and the
     per-file overrides (apptune/core/ccwrap.py)."""
 
@@ -77,13 +77,13 @@ class BuildFlags(_Part):
     per_file: list = []
 
 
-class BuildCompileLines(_Part):
+class BuildCompileLines(Part):
     """The check of a build's compile lines (apptune/core/compilelines.py)."""
 
     compiles: int | None = None
 
 
-class BuildCacheUse(_Part):
+class BuildCacheUse(Part):
     """Whether the build came from the build cache (apptune/core/buildcache.py), its key."""
 
     hit: bool = False
@@ -91,7 +91,7 @@ class BuildCacheUse(_Part):
     used: bool | None = None
 
 
-class Provenance(_Part):
+class Provenance(Part):
     """How a run's programs were made (``provenance.json``): a compiled build's source,
     patches, flags, axes, compilers, libraries and compile lines (apptune/core/build.py),
     or an install's packages and modules (apptune/core/installed.py); the history adds the

@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .part import _Part
+from .part import Part
 from .provenance import Provenance, RunLaunch
 
 
 # ------------------------------------------------------------------------- run records
-class FieldComparison(_Part):
+class FieldComparison(Part):
     """One field of the output against its reference (apptune/core/verify.py ``FieldResult``)."""
 
     field: str
@@ -31,7 +31,7 @@ class FieldComparison(_Part):
     message: str = ""
 
 
-class OwnCheckResult(_Part):
+class OwnCheckResult(Part):
     """One of the recipe's own checks on the output (:func:`apptune.core.verify.run_own_checks`),
     or a check of the run itself (its exit status, binding, knobs)."""
 
@@ -45,7 +45,7 @@ class OwnCheckResult(_Part):
     first: str | None = None
 
 
-class RunVerification(_Part):
+class RunVerification(Part):
     """The verification part of a run record: always a verdict and one sentence; the
     per-field comparison when there was output to compare (apptune/core/verify.py)."""
 
@@ -67,7 +67,7 @@ class RunVerification(_Part):
     no_reference: str | None = None
 
 
-class RunQuality(_Part):
+class RunQuality(Part):
     """How undisturbed the run was (apptune/core/quality.py): a grade and its reasons, and the
     measurements they come from (absent when the runner could not measure)."""
 
@@ -91,7 +91,7 @@ class RunQuality(_Part):
     others: list | None = None
 
 
-class EnergyRecord(_Part):
+class EnergyRecord(Part):
     """The energy of a run: how far it can be trusted and, measured or modelled, what it
     was. The sampler (:class:`apptune.energy.Sampler`) and the per-node agents make it;
     the run record keeps it as its ``energy`` part."""
@@ -138,7 +138,7 @@ class EnergyRecord(_Part):
         return {k: v for k, v in out.items() if v is not None and math.isfinite(v)}
 
 
-class RunJob(_Part):
+class RunJob(Part):
     """The job that ran: its scheduler, id and final state; on a cluster also its nodes,
     time limit and the scheduler's reason (apptune/core/slurm.py)."""
 
@@ -156,7 +156,7 @@ class RunJob(_Part):
     note: str | None = None
 
 
-class RunSummary(_Part):
+class RunSummary(Part):
     """The runner's summary of the run (:func:`apptune.core.run.run_summary`)."""
 
     exit_status: int | None = None
@@ -170,7 +170,7 @@ class RunSummary(_Part):
     completed: bool | None = None
 
 
-class FigureVerdict(_Part):
+class FigureVerdict(Part):
     """One figure against the baseline (:func:`apptune.core.baselines.judge`)."""
 
     value: Any = None
@@ -187,7 +187,7 @@ class FigureVerdict(_Part):
     why: str = ""
 
 
-class BaselineVerdicts(_Part):
+class BaselineVerdicts(Part):
     """A run (or the repeats of a variant) against this machine's baseline
     (:func:`apptune.core.baselines.verdicts`)."""
 
@@ -206,7 +206,7 @@ class BaselineVerdicts(_Part):
     figures: dict[str, FigureVerdict] = {}
 
 
-class PlacementLayout(_Part):
+class PlacementLayout(Part):
     """Where the ranks were meant to run (apptune/placement.py ``Layout``), with the
     binding asked for."""
 
@@ -218,7 +218,7 @@ class PlacementLayout(_Part):
     binding: str | None = None
 
 
-class RankBinding(_Part):
+class RankBinding(Part):
     """The CPUs one rank could run on (apptune/core/procfs.py ``observe_binding``)."""
 
     pid: int | None = None
@@ -229,7 +229,7 @@ class RankBinding(_Part):
     launch: str | None = None
 
 
-class RunBinding(_Part):
+class RunBinding(Part):
     """The CPUs each rank of the program seen on the job's first node could run on."""
 
     program: str | None = None
@@ -238,7 +238,7 @@ class RunBinding(_Part):
     ranks: list[RankBinding] = []
 
 
-class KnobsAsked(_Part):
+class KnobsAsked(Part):
     """The knobs a run asked for (apptune/core/knobs.py ``Asked.to_dict``): only those asked."""
 
     #: kHz (``1800000``), a Slurm name (``low``, ``high``, ...) or a governor.
@@ -252,7 +252,7 @@ class KnobsAsked(_Part):
         return {n: str(v) for n in type(self).model_fields if (v := getattr(self, n)) is not None}
 
 
-class NodeCpufreq(_Part):
+class NodeCpufreq(Part):
     """The cpufreq state of the node's first CPU (kHz; apptune/core/knobs.py ``read_cpufreq``)."""
 
     driver: str | None = None
@@ -270,7 +270,7 @@ class NodeCpufreq(_Part):
     cpus_with_cpufreq: int | None = None
 
 
-class NodeBoost(_Part):
+class NodeBoost(Part):
     """The turbo switch (apptune/core/knobs.py ``read_boost``): its sysfs file, whether turbo
     was on and whether this user may write it."""
 
@@ -279,7 +279,7 @@ class NodeBoost(_Part):
     writable: bool | None = None
 
 
-class NodeSmt(_Part):
+class NodeSmt(Part):
     """The node's hardware threads (apptune/core/knobs.py ``read_smt``)."""
 
     threads_per_core: int = 1
@@ -289,7 +289,7 @@ class NodeSmt(_Part):
     siblings: dict[str, str] = {}
 
 
-class KnobsNode(_Part):
+class KnobsNode(Part):
     """What the job's node offers (apptune/core/knobs.py ``node_state``): cpufreq (None: the
     node has none), the turbo switch (None: it has none) and SMT."""
 
@@ -298,7 +298,7 @@ class KnobsNode(_Part):
     smt: NodeSmt | None = None
 
 
-class KnobsFrequency(_Part):
+class KnobsFrequency(Part):
     """The frequency measured on the ranks' CPUs during the run (MHz; apptune/core/knobs.py
     ``frequency_summary``)."""
 
@@ -310,7 +310,7 @@ class KnobsFrequency(_Part):
     samples: int | None = None
 
 
-class KnobsObserved(_Part):
+class KnobsObserved(Part):
     """What was in effect during the run (apptune/core/knobs.py ``after_run``)."""
 
     #: The frequency measured on the ranks' CPUs (None: not measured).
@@ -323,7 +323,7 @@ class KnobsObserved(_Part):
     cpu_freq_set_by: str | None = None
 
 
-class RunKnobs(_Part):
+class RunKnobs(Part):
     """The machine knobs a run asked for and what was in effect (apptune/core/knobs.py)."""
 
     #: ``cpu_freq``, ``smt``, ``turbo`` as asked (the check's variables).
@@ -344,7 +344,7 @@ class RunKnobs(_Part):
     problems: list[str] = []
 
 
-class RunScratch(_Part):
+class RunScratch(Part):
     """Where an I/O benchmark wrote its files (apptune/core/scratch.py): the file system measured
     (the same bandwidth means different things on a parallel file system, a local disk and
     a tmpfs), its space, and whether the run wrote more than the node's memory."""
@@ -368,7 +368,7 @@ class RunScratch(_Part):
     removed: bool | None = None
 
 
-class RunCurvePlot(_Part):
+class RunCurvePlot(Part):
     """How a curve is plotted (the recipe's ``CurvePlot``): x against each y column."""
 
     x: str
@@ -377,7 +377,7 @@ class RunCurvePlot(_Part):
     ylog: bool = False
 
 
-class RunCurve(_Part):
+class RunCurve(Part):
     """A curve of the run (NetPIPE, micro-benchmarks): its data file in the run directory
     (``curves/NAME.csv``), its columns and how it is plotted (None: it is not)."""
 
@@ -386,7 +386,7 @@ class RunCurve(_Part):
     plot: RunCurvePlot | None = None
 
 
-class RunMachine(_Part):
+class RunMachine(Part):
     """The fingerprint of the machine a run ran on (:func:`apptune.machine.fingerprint`): its
     key fields decide whether a baseline applies (``machine_id`` hashes them); ``kernel`` is
     recorded, not matched. A baseline file keeps the same fingerprint, checked strictly
@@ -408,7 +408,7 @@ class RunMachine(_Part):
     kernel: str | None = None
 
 
-class RunRecord(_Part):
+class RunRecord(Part):
     """``apptune-result.json``: one run of one input, as the checks (apptune/rfm/check.py) and
     tune and bisect trials (apptune/core/localrun.py) write it through
     :func:`apptune.core.run.write_record` and everything that reads a run (report, history,

@@ -16,7 +16,7 @@ import re
 
 from ..core import recipes
 from ..errors import ApptuneError
-from .values import _num
+from .values import number_or_none
 
 #: The build variant of a skipped test case, from its display name.
 _VARIANT = re.compile(r"%(?:build\.)?variant=(\S+)")
@@ -49,7 +49,7 @@ def _context(recipe, env: str, ladder: str, chosen: dict, axis: str, labels: str
 
 
 def _ratio(x, x0, better: str) -> float | None:
-    x, x0 = _num(x), _num(x0)
+    x, x0 = number_or_none(x), number_or_none(x0)
     if not x or not x0:
         return None
     return x / x0 if better == "higher" else x0 / x

@@ -19,10 +19,10 @@ from ..history import records
 from ..models import BaselineVerdicts, RunRecord
 from .axes import axis_tables
 from .knob_table import knob_tables
-from .matrices import _matrices
+from .matrices import matrices_of
 from .scaling import scaling_tables
 from .screen import app_summary, changed_since_baseline, first_screen, untested_summaries
-from .values import _key, _num
+from .values import number_or_none, variant_key
 
 #: ReFrame's results of a test that did not run: ``skip`` (it skipped itself, or a test it
 #: depends on was skipped or an expected failure) and ``fail_deps`` (a test it depends on
@@ -135,7 +135,7 @@ def collect(report_file: Path) -> dict:
     }
     for k in ("time_start", "time_end"):
         session[k] = _readable_time(session[k])
-    apps = _matrices(_merge_repeats(rows, c["runs"]))
+    apps = matrices_of(_merge_repeats(rows, c["runs"]))
     machines = {
         r["machine_id"]: machine.describe(r["machine"].data())
         for r in rows
@@ -381,7 +381,7 @@ def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
             {
                 "app": a["app"],
                 "tier": a["tier"],
-                "variant": _key(r),
+                "variant": variant_key(r),
                 "figure": n,
                 **c.data(),
                 "changed": changed_since_baseline(r),
@@ -418,7 +418,7 @@ def _merge_repeats(rows: list[dict], runs: list[RunRecord]) -> list[dict]:
             spread={},
         )
         for n in {n for r in rs for n in r["figures"]}:
-            vals = [r["figures"][n] for r in rs if _num(r["figures"].get(n)) is not None]
+            vals = [r["figures"][n] for r in rs if number_or_none(r["figures"].get(n)) is not None]
             if vals:
                 med = statistics.median(vals)
                 m["figures"][n] = med

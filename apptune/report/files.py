@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from .. import templating
+from .. import paths, templating
 from ..core import quality, scratch
 from ..errors import printable
 from ..figures import fmt_figure
@@ -24,7 +24,7 @@ from .plots import (
     write_figures,
 )
 from .screen import app_anchor, app_heading, first_screen
-from .values import _key, _pct
+from .values import fmt_pct, variant_key
 
 
 def summary_line(s: dict) -> str:
@@ -83,13 +83,15 @@ def render(
         wrote_files=lambda rows: any(r.get("scratch") for r in rows),
         summary_line=summary_line,
         fmt=functools.partial(fmt_figure, missing="–"),
-        pct=_pct,
-        key=_key,
+        pct=fmt_pct,
+        key=variant_key,
         verdicts=_verdicts,
         cell=_md_cell,
     )
     env.globals.update(
-        relpath=lambda p: _rel(p, run_dir), app_anchor=app_anchor, app_heading=app_heading
+        relpath=lambda p: paths.rel(p, run_dir, up=True),
+        app_anchor=app_anchor,
+        app_heading=app_heading,
     )
     summary["history_verdicts"] = None
     verdicts, order = (
@@ -98,7 +100,7 @@ def render(
     summary["first_screen"] = first_screen(summary)  # now with the history's verdicts
     for a in summary["apps"]:  # one style per variant, for this run's variants and the history's
         a["variant_styles"] = variant_styles(
-            [_key(r) for r in a["rows"]]
+            [variant_key(r) for r in a["rows"]]
             + [v.label for v in verdicts if (v.app, v.tier) == (a["app"], a["tier"])]
         )
     try:
@@ -111,11 +113,11 @@ def render(
         write_figures()
     md = env.get_template("report.md.j2").render(**summary)
     html = env.get_template("report.html.j2").render(**summary)
-    paths = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")
-    atomic_write_json(paths[0], as_data(summary))  # the run record's parts as it holds them
-    atomic_write_text(paths[1], md)
-    atomic_write_text(paths[2], html)
-    return paths
+    files = (run_dir / "summary.json", run_dir / "report.md", run_dir / "report.html")
+    atomic_write_json(files[0], as_data(summary))  # the run record's parts as it holds them
+    atomic_write_text(files[1], md)
+    atomic_write_text(files[2], html)
+    return files
 
 
 def printable_value(value):
@@ -129,17 +131,6 @@ def printable_value(value):
 def _md_cell(text) -> str:
     """Text as one cell of a Markdown table: on one line, its pipes escaped."""
     return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def _rel(p, base: Path) -> str:
-    import os
-
-    if not p:
-        return ""
-    try:
-        return os.path.relpath(p, base)
-    except ValueError:
-        return str(p)
 
 
 def write(

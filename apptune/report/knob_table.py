@@ -15,7 +15,7 @@ import re
 
 from ..core import knobs
 from ..models import KnobsObserved
-from .values import _key, _num
+from .values import number_or_none, variant_key
 
 #: A knob's line in a skip reason (apptune.knobs.unavailable and problems), up to the next.
 _LINE = re.compile(
@@ -134,16 +134,16 @@ def _table(app, tier, knob, base, other, g, values, matrix) -> dict:
             continue
         grade = r["energy"].trust if r.get("energy") else "none"
         col.update(
-            variant=_key(r),
+            variant=variant_key(r),
             verified=r["verified"],
             in_effect=_in_effect(knob, r, v),
             grade=grade,
-            figures={n: _num(r["figures"].get(n)) for n in figures},
+            figures={n: number_or_none(r["figures"].get(n)) for n in figures},
             ratios={},
         )
         for n in figures:
             x = col["figures"][n]
-            b = _num(ref["figures"].get(n)) if ref else None
+            b = number_or_none(ref["figures"].get(n)) if ref else None
             if r["verified"] and x is not None and b:
                 col["ratios"][n] = x / b
         if grade not in ("measured", "measured-shared"):

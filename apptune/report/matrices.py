@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from ..core import recipes
 from ..errors import ApptuneError
-from .values import _key, _num
+from .values import number_or_none, variant_key
 
-__all__ = ["MIN_TIMED_S", "TIE", "_matrices", "unrankable"]
+__all__ = ["MIN_TIMED_S", "TIE", "matrices_of", "unrankable"]
 
 
-def _matrices(rows: list[dict]) -> list[dict]:
+def matrices_of(rows: list[dict]) -> list[dict]:
     apps = []
     for app, tier in sorted({(r["app"], r["tier"]) for r in rows}):
         try:
@@ -40,27 +40,32 @@ def _matrices(rows: list[dict]) -> list[dict]:
         )
         best, ties, unranked = {}, {}, {}
         for n in names:
-            cand = [r for r in sel if r["verified"] and _num(r["figures"].get(n)) is not None]
+            cand = [
+                r for r in sel if r["verified"] and number_or_none(r["figures"].get(n)) is not None
+            ]
             if recipes.is_energy_figure(n):  # modelled energy ranks nothing
                 cand = [r for r in cand if _measured(r)]
-            why = {_key(r): w for r in cand if (w := unrankable(r, n, figures.get(n)))}
-            cand = [r for r in cand if _key(r) not in why]
+            why = {variant_key(r): w for r in cand if (w := unrankable(r, n, figures.get(n)))}
+            cand = [r for r in cand if variant_key(r) not in why]
             if why:
                 unranked[n] = why
             if cand:
                 pick = max if better[n] == "higher" else min
                 top = pick(cand, key=lambda r: r["figures"][n])
-                best[n] = _key(top)
-                tied = [_key(r) for r in cand if r is not top and _tied(top, r, n)]
+                best[n] = variant_key(top)
+                tied = [variant_key(r) for r in cand if r is not top and _tied(top, r, n)]
                 if tied:
                     ties[n] = tied
         for r in sel:
             r["scratch_reads"] = reads  # what the file system line may say of its reads
             r["speedup"] = {}
             for n in names:
-                v, b = _num(r["figures"].get(n)), _num(ref["figures"].get(n)) if ref else None
+                v, b = (
+                    number_or_none(r["figures"].get(n)),
+                    number_or_none(ref["figures"].get(n)) if ref else None,
+                )
                 # a ratio only between runs that can be ranked: clean, and long enough to time
-                comparable = not any(_key(x) in unranked.get(n, {}) for x in (r, ref) if x)
+                comparable = not any(variant_key(x) in unranked.get(n, {}) for x in (r, ref) if x)
                 if v and b and comparable:
                     r["speedup"][n] = v / b if better[n] == "higher" else b / v
             r["baseline_verdicts"] = (
@@ -92,7 +97,7 @@ def _matrices(rows: list[dict]) -> list[dict]:
                 "unranked": unranked,
                 "input": common,
                 "inputs_differ": any(r["input_own"] for r in sel),
-                "reference_variant": _key(ref) if ref else None,
+                "reference_variant": variant_key(ref) if ref else None,
             }
         )
     return apps
@@ -112,9 +117,9 @@ def unrankable(row: dict, n: str, spec) -> str | None:
         return (q.grade if q and q.grade else "unmeasured") + " run"
     timed = None
     if spec is not None and getattr(spec, "timed_over", None):
-        timed = _num((row.get("values") or {}).get(spec.timed_over))
+        timed = number_or_none((row.get("values") or {}).get(spec.timed_over))
     elif spec is not None and spec.unit == "s" and not getattr(spec, "per", None):
-        timed = _num(row["figures"].get(n))
+        timed = number_or_none(row["figures"].get(n))
     if timed is not None and timed < MIN_TIMED_S:
         return f"timed over {timed:.2g} s (less than {MIN_TIMED_S:g} s)"
     return None
@@ -138,7 +143,7 @@ def _noise_of(r: dict, n: str) -> float:
 
 def _tied(a: dict, b: dict, n: str) -> bool:
     """Whether b's figure ``n`` is within the noise of a's (a ranking cannot tell them apart)."""
-    va, vb = _num(a["figures"].get(n)), _num(b["figures"].get(n))
+    va, vb = number_or_none(a["figures"].get(n)), number_or_none(b["figures"].get(n))
     if not va or vb is None:
         return False
     tol = max(TIE, 2 * max(_noise_of(a, n), _noise_of(b, n)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .values import _key
+from .values import variant_key
 
 
 def variant_styles(keys) -> dict[str, dict]:
@@ -34,7 +34,7 @@ def _styles(a: dict) -> dict[str, dict]:
     """The application's styles (set by render from its rows and history series), or ones
     from its rows for a summary that has none."""
     if not a.get("variant_styles"):
-        a["variant_styles"] = variant_styles(_key(r) for r in a["rows"])
+        a["variant_styles"] = variant_styles(variant_key(r) for r in a["rows"])
     return a["variant_styles"]
 
 
@@ -130,7 +130,7 @@ def power_plots(summary: dict, run_dir: Path) -> None:
             if r.get("outputdir") and f.is_file():
                 try:
                     trust = r["energy"].trust if r["energy"] else "?"
-                    traces.append((_key(r), trust, read_trace(f)))
+                    traces.append((variant_key(r), trust, read_trace(f)))
                 except (OSError, ValueError, KeyError):
                     continue
         a["power_plot"] = None
@@ -187,7 +187,9 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
                     # a column with no finite value (a placement class this system lacks)
                     # would be empty axes
                     if any(math.isfinite(v) for v in data.get(y, [])):
-                        found.setdefault((name, y), []).append((_key(r), r["verified"], plot, data))
+                        found.setdefault((name, y), []).append(
+                            (variant_key(r), r["verified"], plot, data)
+                        )
         if not found:
             continue
         import matplotlib

@@ -12,7 +12,7 @@ better), and of the wall time.
 from __future__ import annotations
 
 from ..placement import without_labels
-from .values import _key, _num
+from .values import number_or_none, variant_key
 
 #: The runtime labels that make the steps of a series (apptune/placement.py label).
 SERIES_LABELS = ("ranks=", "tpr=")
@@ -55,9 +55,12 @@ def _table(a: dict, env: str, base: str, rows: list[dict]) -> dict:
     steps = []
     for r in rows:
         cores = r["ranks"] * _threads(r)
-        x, wall = _num(r["figures"].get(primary)), _num(r["figures"].get("wall_time"))
+        x, wall = (
+            number_or_none(r["figures"].get(primary)),
+            number_or_none(r["figures"].get("wall_time")),
+        )
         step = {
-            "variant": _key(r),
+            "variant": variant_key(r),
             "ranks": r["ranks"],
             "threads_per_rank": _threads(r),
             "cores": cores,
@@ -70,10 +73,12 @@ def _table(a: dict, env: str, base: str, rows: list[dict]) -> dict:
             "disturbed": bool(r.get("quality") and r["quality"].grade != "clean"),
         }
         if r["verified"] and ref is not None:
-            s = _speedup(x, _num(ref["figures"].get(primary)), better)
+            s = _speedup(x, number_or_none(ref["figures"].get(primary)), better)
             step["speedup"] = s
             step["efficiency"] = s * c0 / cores if s is not None else None
-            step["wall_speedup"] = _speedup(wall, _num(ref["figures"].get("wall_time")), "lower")
+            step["wall_speedup"] = _speedup(
+                wall, number_or_none(ref["figures"].get("wall_time")), "lower"
+            )
         steps.append(step)
     return {
         "app": a["app"],

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from ..core import baselines, recipes
-from .values import _key, _num, _pct
+from .values import fmt_pct, number_or_none, variant_key
 
 #: How many regressed variants a cell of the first screen names, and how many of each one's
 #: figures; the others are counted.
@@ -58,13 +58,13 @@ def app_summary(a: dict) -> dict:
     ok = [r for r in rows if r["verified"]]
     p = a["primary"]
     fastest = a["best"].get(p)
-    f_row = next((r for r in rows if _key(r) == fastest), None)
+    f_row = next((r for r in rows if variant_key(r) == fastest), None)
     out = {
         "app": a["app"],
         "tier": a["tier"],
         "variants": len(rows),
         "verified": len(ok),
-        "not_verified": [_key(r) for r in rows if not r["verified"]],
+        "not_verified": [variant_key(r) for r in rows if not r["verified"]],
         "primary": p,
         "fastest": fastest,
         "reference": a["reference_variant"],
@@ -89,10 +89,10 @@ def app_summary(a: dict) -> dict:
         and r["energy"].trust == "measured"
         and r["quality"]
         and r["quality"].grade == "clean"
-        and _num(r["figures"].get("energy_J")) is not None
+        and number_or_none(r["figures"].get("energy_J")) is not None
     ]
     green = min(measured, key=lambda r: r["figures"]["energy_J"]) if measured else None
-    out["greenest"] = _key(green) if green else None
+    out["greenest"] = variant_key(green) if green else None
     out["greenest_tied"] = a.get("ties", {}).get("energy_J", []) if green else []
     out["greenest_why"] = (
         None
@@ -144,7 +144,7 @@ def regressed(found: list[tuple[str, str, float | None, str]]) -> list[dict]:
         g["figures"].append({"figure": figure, "change": change})
 
     def size(f: dict) -> float:
-        return abs(_num(f["change"]) or 0.0)
+        return abs(number_or_none(f["change"]) or 0.0)
 
     for g in by.values():
         g["figures"].sort(key=lambda f: -size(f))
@@ -162,9 +162,9 @@ def _baseline_verdict(rows: list[dict]) -> dict:
         b = r["baseline"]
         for n, c in b.figures.items() if b else ():
             if c.verdict == "regression":
-                found.append((_key(r), n, c.change, changed_since_baseline(r)))
+                found.append((variant_key(r), n, c.change, changed_since_baseline(r)))
             if c.verdict == "unexplained":
-                shifted.append(f"{_key(r)} {n} {_pct(c.change)}")
+                shifted.append(f"{variant_key(r)} {n} {fmt_pct(c.change)}")
             if c.verdict in ("regression", "improvement", "unexplained", "within noise"):
                 judged += 1
             elif c.why:
@@ -178,7 +178,7 @@ def _baseline_verdict(rows: list[dict]) -> dict:
         out["verdict"] = "regression"
         out["verdict_text"] = "REGRESSION: " + "; ".join(
             f"{g['variant']} "
-            + ", ".join(f"{f['figure']} {_pct(f['change'])}" for f in g["figures"])
+            + ", ".join(f"{f['figure']} {fmt_pct(f['change'])}" for f in g["figures"])
             + f" ({g['changed']})"
             for g in out["regressions"]
         )

@@ -5,18 +5,18 @@ from __future__ import annotations
 import math
 
 
-def _key(r: dict) -> str:
+def variant_key(r: dict) -> str:
     """A variant's name in the report: ``environment/variant`` (with its placement)."""
     return f"{r['environment']}/{r['variant']}"
 
 
-def _num(v):
+def number_or_none(v):
     """A figure that is a number (not NaN), else None."""
     return (
         v if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)) else None
     )
 
 
-def _pct(v) -> str:
+def fmt_pct(v) -> str:
     """A relative change as a signed percentage (``+12.5%``), ``–`` when there is none."""
     return "–" if v is None else f"{v:+.1%}"

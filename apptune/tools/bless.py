@@ -236,10 +236,9 @@ def _without_dates(text: str) -> str:
 
 
 def diff(changes: list[tuple[Path, str, str]]) -> str:
-    root = paths.root()
     out = []
     for f, old, new in changes:
-        name = str(f.relative_to(root)) if f.is_relative_to(root) else str(f)
+        name = paths.rel(f)
         out.append(
             "".join(
                 difflib.unified_diff(

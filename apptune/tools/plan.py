@@ -34,6 +34,7 @@ from pathlib import Path
 from .. import machine
 from ..core import knobs, recipes
 from ..errors import LINE_BREAKING, ApptuneError, escape_line_breaks, first_of
+from ..figures import fmt_seconds
 from ..history import store
 from ..models import PlanValues
 from ..yamlio import load_model
@@ -347,7 +348,7 @@ def apply_budget(job: Job, b: Budget) -> list[tuple[Option, str]]:
                 )
             )
         elif b.time_s and o.plan_time_s > b.time_s:
-            out.append((o, f"takes {fmt_time(o.plan_time_s)}, more than the whole budget"))
+            out.append((o, f"takes {fmt_seconds(o.plan_time_s)}, more than the whole budget"))
         elif b.energy_J and o.plan_energy_J > b.energy_J:
             need = f"{fmt_energy(o.plan_energy_J)}{grade_tag(o.grade)}"
             out.append((o, f"needs {need}, more than the whole budget"))
@@ -441,7 +442,7 @@ def make_plan(jobs: list[Job], b: Budget, where: str) -> Plan:
         elif ok and not j.why_not:
             j.why_not = (
                 f"does not fit beside the chosen jobs (needs at least "
-                f"{fmt_time(min(o.plan_time_s for o in ok))}"
+                f"{fmt_seconds(min(o.plan_time_s for o in ok))}"
                 + (
                     f", {fmt_energy(min(o.plan_energy_J for o in ok))}"
                     + grade_tag(min(ok, key=lambda o: o.plan_energy_J).grade)
@@ -488,16 +489,6 @@ def this_machine() -> str:
 
 
 # ------------------------------------------------------------------- formatting
-def fmt_time(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s >= 3600:
-        return f"{s / 3600:.3g} h"
-    if s >= 120:
-        return f"{s / 60:.3g} min"
-    return f"{s:.3g} s"
-
-
 def fmt_energy(j: float | None) -> str:
     if j is None:
         return "-"
@@ -525,9 +516,3 @@ def asdict_plan(plan: Plan) -> dict:
         ],
         "notes": plan.notes,
     }
-
-
-def option_from(d: dict) -> Option:
-    """An option back from a plan's JSON."""
-    names = set(Option.__dataclass_fields__)
-    return Option(**{k: v for k, v in d.items() if k in names})

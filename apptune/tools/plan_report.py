@@ -15,6 +15,7 @@ from .. import paths
 from ..constants import RESULT_FILE
 from ..core import knobs
 from ..errors import LINE_BREAKING, ApptuneError, escape_line_breaks
+from ..figures import fmt_seconds
 from ..history import records
 from ..models import RunRecord
 from .plan import (
@@ -23,7 +24,6 @@ from .plan import (
     Option,
     Plan,
     fmt_energy,
-    fmt_time,
     grade_tag,
     max_loaded_nodes,
 )
@@ -97,7 +97,7 @@ def table(plan: Plan) -> list[str]:
                 o.layout_label,
                 str(o.nodes),
                 _freq(o),
-                _pm(o.time_s, o.time_sd, fmt_time),
+                _pm(o.time_s, o.time_sd, fmt_seconds),
                 energy + (grade_tag(o.grade) if o.energy_J is not None else ""),
                 f"{o.runs}" + ("" if o.clean else " disturbed"),
                 f"{j.value:g}",
@@ -119,7 +119,9 @@ def budget_lines(plan: Plan) -> list[str]:
     b, chosen = plan.budget, [j.chosen for j in plan.chosen]
     tag = grade_tag(plan.energy_grade())
     t = sum(o.plan_time_s for o in chosen)
-    out = [f"budget used: time {fmt_time(t)}" + (f" of {fmt_time(b.time_s)}" if b.time_s else "")]
+    out = [
+        f"budget used: time {fmt_seconds(t)}" + (f" of {fmt_seconds(b.time_s)}" if b.time_s else "")
+    ]
     energies = [o.plan_energy_J for o in chosen]
     if None not in energies:
         e = sum(energies)
@@ -168,7 +170,7 @@ def tradeoff_lines(plan: Plan) -> list[str]:
             if len({o.freq for o in opts}) < 2:
                 continue
             parts = [
-                f"{_freq(o)}: {fmt_time(o.time_s)}, {fmt_energy(o.energy_J)}{grade_tag(o.grade)}"
+                f"{_freq(o)}: {fmt_seconds(o.time_s)}, {fmt_energy(o.energy_J)}{grade_tag(o.grade)}"
                 for o in sorted(opts, key=lambda o: o.time_s)
             ]
             out.append(
@@ -197,11 +199,6 @@ def launch(o: Option, run_dir: Path, python: str = sys.executable) -> list[str]:
     if o.freq is not None:
         rf += ["-S", f"cpu_freq={o.freq}"]
     return [*argv, "--", *rf]
-
-
-def is_cluster(system: str) -> bool:
-    """Whether a system is one of the site's Slurm clusters (site-config/clusters/)."""
-    return (paths.site_dir() / "clusters" / f"{system.split(':')[0]}.yaml").is_file()
 
 
 def slurm_script(plan: Plan, out_dir: Path, overhead_s: float, python: str = sys.executable) -> str:
@@ -247,7 +244,7 @@ def slurm_script(plan: Plan, out_dir: Path, overhead_s: float, python: str = sys
         lines += [
             _comment(
                 f"job {i}: {j.app} {o.label}, {o.nodes} node(s), frequency {_freq(o)}, "
-                f"expected {fmt_time(o.plan_time_s)}, {energy}, value {j.value:g}"
+                f"expected {fmt_seconds(o.plan_time_s)}, {energy}, value {j.value:g}"
             ),
             _comment(f"  recorded launch: {shlex.join(recorded)}"),
             f"prev=$({shlex.join(sb)} ${{prev:+--dependency=afterany:$prev}} "
@@ -331,9 +328,9 @@ def check(plan: dict, run_dirs: list[str | Path]) -> tuple[list[str], bool]:
             e_grades.add(grade)
         peaks.append((r.energy.peak_power_W if r.energy else None, job["app"], grade))
         lines.append(
-            f"{job['app']} {job['environment']}/{job['variant']}: time {fmt_time(t)}, expected "
-            f"{fmt_time(job['time_s'])} ({_err(t, job['time_s'])}; planned "
-            f"{fmt_time(job['plan_time_s'])})"
+            f"{job['app']} {job['environment']}/{job['variant']}: time {fmt_seconds(t)}, expected "
+            f"{fmt_seconds(job['time_s'])} ({_err(t, job['time_s'])}; planned "
+            f"{fmt_seconds(job['plan_time_s'])})"
             + (
                 f"; energy {fmt_energy(e)}{grade_tag(grade)}, expected "
                 f"{fmt_energy(job['energy_J'])}{grade_tag(job['energy_grade'])} "
@@ -346,7 +343,7 @@ def check(plan: dict, run_dirs: list[str | Path]) -> tuple[list[str], bool]:
         within = t_sum <= budget["time_s"]
         ok = ok and within
         lines.append(
-            f"total time {fmt_time(t_sum)} of the budget's {fmt_time(budget['time_s'])}: "
+            f"total time {fmt_seconds(t_sum)} of the budget's {fmt_seconds(budget['time_s'])}: "
             + ("within the budget" if within else "OVER the budget")
         )
     if budget.get("energy_J"):

@@ -35,7 +35,7 @@ import yaml
 
 from .. import paths, templating
 from ..core import recipes, sources
-from ..core.datachecks import _rel
+from ..core.ccwrap import SOURCE_LANGUAGE
 from ..errors import ApptuneError
 from ..models import NAME_RE, SHA256_RE, SourceSpec
 from ..models.source import TARBALL_NAME_RE, url_problem
@@ -53,29 +53,6 @@ BUILD_FILES = (
     ("makefile", "make"),
 )
 BUILD_KINDS = ("cmake", "configure", "autoreconf", "make")
-#: Source file extensions -> recipe language.
-LANGUAGE_EXT = {
-    ".c": "c",
-    **dict.fromkeys((".cc", ".cpp", ".cxx", ".C", ".c++"), "cxx"),
-    **dict.fromkeys(
-        (
-            ".f",
-            ".F",
-            ".f77",
-            ".F77",
-            ".for",
-            ".f90",
-            ".F90",
-            ".f95",
-            ".F95",
-            ".f03",
-            ".F03",
-            ".f08",
-            ".F08",
-        ),
-        "fortran",
-    ),
-}
 #: What ``--version`` may be: it is written into the recipe and its comments.
 VERSION_RE = r"[A-Za-z0-9][A-Za-z0-9._+~-]*"
 ARCHIVE_EXT = re.compile(r"(\.orig)?\.(tar\.(gz|bz2|xz|zst)|tgz|tbz2|txz|tar)$")
@@ -376,7 +353,7 @@ def guess_build(top: list[str]) -> tuple[str, str]:
 
 
 def guess_languages(files: list[str]) -> list[str]:
-    found = {LANGUAGE_EXT.get(PurePosixPath(f).suffix) for f in files}
+    found = {SOURCE_LANGUAGE.get(PurePosixPath(f).suffix) for f in files}
     return [lang for lang in ("c", "cxx", "fortran") if lang in found] or ["c"]
 
 
@@ -439,9 +416,9 @@ def targets(app: str) -> list[Path]:
 def _refuse_existing(files) -> None:
     there = [f for f in files if f.exists()]
     if there:
-        more = f" (also {', '.join(_rel(f) for f in there[1:])})" if len(there) > 1 else ""
+        more = f" (also {', '.join(paths.rel(f) for f in there[1:])})" if len(there) > 1 else ""
         raise ApptuneError(
-            _rel(there[0]), None, f"already exists: apptune new never overwrites a file{more}"
+            paths.rel(there[0]), None, f"already exists: apptune new never overwrites a file{more}"
         )
 
 
@@ -538,7 +515,7 @@ def write(s: Scaffold) -> None:
 def next_steps(s: Scaffold) -> str:
     """What the person does next, with the commands."""
     recipe, check = list(s.files)[:2]
-    recipe, checks = _rel(recipe), _rel(check.parent)
+    recipe, checks = paths.rel(recipe), paths.rel(check.parent)
     fill = "\n".join(f"       {f}: {what}" for f, what in s.to_fill)
     return f"""\
 Next (docs/adding-an-application.md, "In 15 minutes"):

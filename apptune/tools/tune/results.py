@@ -12,7 +12,7 @@ from ...core.spaces import recommended_path
 from ...yamlio import edit_yaml_text
 
 
-def _trial_row(tr) -> dict:
+def trial_row(tr) -> dict:
     return {
         "number": tr.number,
         "state": tr.state.name,

@@ -15,16 +15,16 @@ from ... import paths
 from ...core.spaces import load_space, space_path
 from ...errors import ApptuneError
 from ...yamlio import atomic_write_json, atomic_write_text
-from .results import _trial_row, recommended_diff, report_md
+from .results import recommended_diff, report_md, trial_row
 from .space import Config, fixed_build_params, medians, score, suggest, target_values
 from .trials import (
     Tuner,
-    _best_built,
-    _cfg_args,
-    _enqueue_neighbour,
-    _same_config,
-    _unseen_neighbour,
+    best_built,
+    config_args,
+    enqueue_neighbour,
     ranked_trials,
+    same_config,
+    unseen_neighbour,
 )
 
 
@@ -148,7 +148,7 @@ class Search:
         study, t, space = self.study, self.t, self.t.space
         step = centre = None
         if polishing and self.runs_used() >= self.budget - self.polish:
-            step = _unseen_neighbour(study, t, t.fresh_builds() < self.max_builds, best_only=True)
+            step = unseen_neighbour(study, t, t.fresh_builds() < self.max_builds, best_only=True)
             if step is None:
                 t.log(
                     "apptune: tune: polish: every neighbour of the best trial is measured: "
@@ -159,7 +159,7 @@ class Search:
                 centre = ranked_trials(study)[0]
                 study.enqueue_trial(step, skip_if_exists=False)
         if step is None and t.fresh_builds() >= self.max_builds:
-            best = _best_built(study, t)
+            best = best_built(study, t)
             if best is not None:
                 study.enqueue_trial(
                     fixed_build_params(best, space, t.recipe, t.site(best.environment).toolchain),
@@ -192,7 +192,7 @@ class Search:
             self.stale += 1
             trial.set_user_attr("note", "build budget used up")
             study.tell(trial, state=states.PRUNED)
-            if not _enqueue_neighbour(study, t, self.max_builds) and self.stale > 20:
+            if not enqueue_neighbour(study, t, self.max_builds) and self.stale > 20:
                 t.log("apptune: tune: no built configuration left to sample: stopping")
                 return "stop"
             return "settled"
@@ -200,7 +200,7 @@ class Search:
             trial.set_user_attr("note", t.builds[key]["error"])
             study.tell(trial, state=states.FAIL)
             return "settled"
-        same = _same_config(study, c, trial.number)
+        same = same_config(study, c, trial.number)
         if same is None:
             return None
         # TPE proposed a configuration already measured: its result stands, no run spent
@@ -214,7 +214,7 @@ class Search:
             study.tell(trial, same.value)
         else:
             study.tell(trial, state=states.PRUNED)
-        if not _enqueue_neighbour(study, t, self.max_builds) and self.stale > 20:
+        if not enqueue_neighbour(study, t, self.max_builds) and self.stale > 20:
             t.log("apptune: tune: every configuration within reach has been measured: stopping")
             return "stop"
         return "settled"
@@ -283,7 +283,7 @@ def confirm_best(study, t: Tuner, top: int, confirm: int) -> tuple[list[dict], d
     best verified row that is not the baseline (None: no candidate beat it)."""
     chosen = []
     for tr in ranked_trials(study):
-        c = Config(**_cfg_args(tr.user_attrs["config"]))
+        c = Config(**config_args(tr.user_attrs["config"]))
         if c not in chosen and len(chosen) < top:
             chosen.append(c)
     bc = t.baseline_config()
@@ -362,7 +362,7 @@ def tune(
         "confirm": confirm,
         "polish": polish,
         "work": str(work),
-        "trials": [_trial_row(tr) for tr in study.get_trials(deepcopy=False)],
+        "trials": [trial_row(tr) for tr in study.get_trials(deepcopy=False)],
         "baseline": base,
         "confirmation": rows,
         "winner": winner,

@@ -158,7 +158,7 @@ class Tuner:
 DISTURBED_RETRIES = 2
 
 
-def _cfg_args(d: dict) -> dict:
+def config_args(d: dict) -> dict:
     rt = d.get("runtime") or {}
     return {
         "environment": d["environment"],
@@ -172,7 +172,7 @@ def _cfg_args(d: dict) -> dict:
     }
 
 
-def _same_config(study, c: Config, number: int):
+def same_config(study, c: Config, number: int):
     """An earlier finished trial with exactly this configuration, if any."""
     import optuna
 
@@ -196,18 +196,18 @@ def _is_build_param(name: str) -> bool:
     return name in BUILD_PARAMS or name.startswith("axis.")
 
 
-def _enqueue_neighbour(study, t: Tuner, max_builds: int) -> bool:
+def enqueue_neighbour(study, t: Tuner, max_builds: int) -> bool:
     """TPE concentrates on what it has seen: when it proposes a measured or unbuildable
     configuration, queue an unmeasured neighbour of the best trials instead (one knob
     changed), so a small space is walked to the end rather than abandoned while budget
     is left. False when no such neighbour is left."""
-    nb = _unseen_neighbour(study, t, fresh_builds_left=t.fresh_builds() < max_builds)
+    nb = unseen_neighbour(study, t, fresh_builds_left=t.fresh_builds() < max_builds)
     if nb is not None:
         study.enqueue_trial(nb, skip_if_exists=False)
     return nb is not None
 
 
-def _unseen_neighbour(
+def unseen_neighbour(
     study, t: Tuner, fresh_builds_left: bool, best_only: bool = False
 ) -> dict | None:
     """Parameters one categorical step away from a measured trial, never asked before.
@@ -232,7 +232,7 @@ def _unseen_neighbour(
     for tr in trials:
         cfg = tr.user_attrs.get("config")
         if cfg and tr.user_attrs.get("runs"):
-            key = Config(**_cfg_args(cfg)).build_id
+            key = Config(**config_args(cfg)).build_id
             if t.builds.get(key, {}).get("ok"):
                 built.add(tuple(sorted((k, v) for k, v in tr.params.items() if _is_build_param(k))))
     ranked = ranked_trials(study)
@@ -260,10 +260,10 @@ def _unseen_neighbour(
     return None
 
 
-def _best_built(study, t: Tuner) -> Config | None:
+def best_built(study, t: Tuner) -> Config | None:
     best = None
     for tr in ranked_trials(study):
-        c = Config(**_cfg_args(tr.user_attrs["config"]))
+        c = Config(**config_args(tr.user_attrs["config"]))
         key = c.build_id
         if t.builds.get(key, {}).get("ok"):
             best = c
