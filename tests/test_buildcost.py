@@ -199,14 +199,14 @@ def test_a_first_run_says_the_empty_cache_once_and_no_build_says_it_again(cache,
     line = buildcost.empty_cache_line(builds, [])
     assert line == (
         f"the build cache ({cache}) is empty: this run builds its 3 variant(s) of 2 "
-        "application(s) from source: about ~10 min for 1 of them (this machine's recorded "
+        "application(s) from source: ~10 min for 1 of them (this machine's recorded "
         "builds and the recipes' build.estimate), unknown for the other 2 (no build recorded "
         "on this machine, no build.estimate in the recipe: hpcc)"
     )
     times = [{"app": "hpcc", "environment": "gnu", "variant": v, "seconds": 30.0} for v in
              ("baseline", "tuned")]  # fmt: skip
     assert buildcost.empty_cache_line(builds, times).endswith(
-        "from source, about ~11 min in all (this machine's recorded builds and the recipes' "
+        "from source, ~11 min in all (this machine's recorded builds and the recipes' "
         "build.estimate)"
     )
     assert buildcost.empty_cache_line(builds[1:], []).endswith(

@@ -131,10 +131,10 @@ def test_bisect_between_tests_what_it_can_undo_and_names_the_rest():
         partition="default",
     )
     chs = list(dims.values())
-    p, s, params = between._config(chs, set(), plan, site)  # everything as the baseline had it
+    p, s, params = between.undo_config(chs, set(), plan, site)  # everything as the baseline had it
     assert p["cflags"] == ["-O3", "-march=native"] and "B" not in s.env and "B" in s.unset
     assert params == {"n": 1000}
-    p, s, params = between._config(chs, {"env B"}, plan, site)  # only the variable changed
+    p, s, params = between.undo_config(chs, {"env B"}, plan, site)  # only the variable changed
     assert p["cflags"] == ["-O3", "-march=native"] and s.env["B"] == "tcp" and params == {"n": 1000}
 
 

@@ -26,7 +26,7 @@ def _recipe():
 def _settings(variant="tuned", tc=GNU):
     plan = recipes.resolve(_recipe(), variant, tc).to_dict()
     ctx = dict(plan, cc="/w/apptune-cc", cxx="/w/apptune-cxx", ftn="/w/apptune-ftn")
-    return plan, build._jinja().get_template("nwchem/apptune.mk.j2").render(**ctx)
+    return plan, build.jinja_env().get_template("nwchem/apptune.mk.j2").render(**ctx)
 
 
 def test_settings_carry_compilers_flags_libraries_and_integer_handling():

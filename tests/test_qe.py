@@ -78,7 +78,7 @@ def test_make_inc_carries_the_variant_and_family_flags(tmp_path):
     gnu = gnu_mpi_toolchain()
     plan = recipes.resolve(r, "tuned+fft=internal", gnu).to_dict()
     ctx = dict(plan, cc="/w/cc", cxx="/w/cxx", ftn="/w/ftn")
-    text = build._jinja().get_template("qe/make.inc.j2").render(**ctx)
+    text = build.jinja_env().get_template("qe/make.inc.j2").render(**ctx)
     assert re.search(r"^DFLAGS\s+= -D__FFTW -D__MPI$", text, re.M)
     assert re.search(
         r"^FFLAGS\s+= -fallow-argument-mismatch -O3 -march=native -funroll-loops$", text, re.M

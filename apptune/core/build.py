@@ -84,7 +84,7 @@ def write_wrappers(plan: dict, stage: Path, src: Path, compilers: dict) -> dict[
     return shims
 
 
-def _jinja() -> jinja2.Environment:
+def jinja_env() -> jinja2.Environment:
     env = data_environment(jinja2.FileSystemLoader(paths.recipes_dir() / "templates"))
     env.filters["makeflags"] = make_flags
     return env
@@ -93,7 +93,7 @@ def _jinja() -> jinja2.Environment:
 def render_word(word: str, ctx: dict, field: str, app: str) -> str:
     """One word of a build step or product path: a template, never split or shell-parsed."""
     try:
-        return _jinja().from_string(word).render(**ctx)
+        return jinja_env().from_string(word).render(**ctx)
     except jinja2.TemplateError as e:
         raise ApptuneError(paths.recipes_dir() / f"{app}.yaml", field, f"{word!r}: {e}") from None
 
@@ -135,7 +135,7 @@ def tree_paths(recipe, ctx: dict) -> list[str]:
 
 def rendered_templates(recipe, ctx: dict) -> dict[str, str]:
     """The build's template files (``build.templates``) rendered for ``ctx``: dest -> text."""
-    env = _jinja()
+    env = jinja_env()
     out = {}
     for t in recipe.build.templates:
         try:

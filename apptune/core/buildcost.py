@@ -149,11 +149,11 @@ def empty_cache_line(builds: list[tuple], times: list[dict] | None = None) -> st
     why = "no build recorded on this machine, no build.estimate in the recipe"
     names = ", ".join(dict.fromkeys(unknown))
     if not unknown:
-        return f"{head}, about {fmt_seconds(known, approx=True)} in all ({_WHENCE})"
+        return f"{head}, {fmt_seconds(known, approx=True)} in all ({_WHENCE})"
     if len(unknown) == len(builds):
         return f"{head}; how long is unknown ({why}: {names})"
     return (
-        f"{head}: about {fmt_seconds(known, approx=True)} for {len(builds) - len(unknown)} of them "
+        f"{head}: {fmt_seconds(known, approx=True)} for {len(builds) - len(unknown)} of them "
         f"({_WHENCE}), unknown for the other {len(unknown)} ({why}: {names})"
     )
 

@@ -33,7 +33,7 @@ class SiteFacts:
     config: str = paths.DEFAULT_CONFIG
 
 
-def _collect(found: list, fn, *args, **kw):
+def collect_problems(found: list, fn, *args, **kw):
     """``fn(...)``, or None with its problems appended to ``found``."""
     try:
         return fn(*args, **kw)
@@ -47,7 +47,7 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
     """Every problem of one application's recipe, inputs and references: each keeps the
     application from being built or verified (its baselines: :func:`baseline_problems`)."""
     found: list[ApptuneError] = []
-    r = _collect(found, recipes.load_recipe, app)
+    r = collect_problems(found, recipes.load_recipe, app)
     if r is None:
         return found
     rfile = recipes.recipe_path(app)
@@ -69,7 +69,7 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
             (f"run.scratch.files[{i}].file", f.file) for i, f in enumerate(r.run.scratch.files)
         ]
     for tier in tiers:
-        loaded = _collect(found, inputs.load_input, app, tier)
+        loaded = collect_problems(found, inputs.load_input, app, tier)
         params = None
         if loaded is not None:
             d, spec = loaded
@@ -77,7 +77,7 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
             params = set(spec.parameters) | {"ranks"}
             if r.run.scratch is not None:  # the run's scratch directory
                 params.add("scratch")
-            _collect(found, inputs.check_stands_for, app, tier, tiers)
+            collect_problems(found, inputs.check_stands_for, app, tier, tiers)
             _check_stdin(r, rfile, d / "input.yaml", spec, tier, found)
             for tmpl in spec.files.values():
                 _check_names(
@@ -115,7 +115,7 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
     _check_numbers(app, specs, found)
     found += faults.problems(app, r)
     _check_patches(r, found)
-    return _unique(found)
+    return unique_problems(found)
 
 
 def _is_number(v) -> bool:
@@ -393,9 +393,9 @@ def _check_build_templates(r: Recipe, rfile: Path, found: list) -> None:
         ]
     for i, p in enumerate(b.products):
         words.append((f"build.products[{i}]", p if isinstance(p, str) else p.src))
-    from .build import _jinja  # the build's environment (its filters: makeflags)
+    from .build import jinja_env  # the build's environment (its filters: makeflags)
 
-    env = _jinja()
+    env = jinja_env()
     for field, w in words:
         _check_names(found, w, known, rfile, field, what, w, env)
     for t in b.templates:
@@ -475,7 +475,7 @@ def _check_reference(
             )
         )
         return
-    loaded = _collect(found, verify.load_reference, app, tier)
+    loaded = collect_problems(found, verify.load_reference, app, tier)
     if loaded is None:
         return
     _, ref = loaded
@@ -516,7 +516,7 @@ def _check_reference(
                 )
 
 
-def _unique(found: list[ApptuneError]) -> list[ApptuneError]:
+def unique_problems(found: list[ApptuneError]) -> list[ApptuneError]:
     seen, out = set(), []
     for p in found:
         if str(p) not in seen:

@@ -32,7 +32,7 @@ from ..models import FlagLadders, Libraries
 from ..models.cluster import QUIET_WAIT_MAX, line_break_problems
 from ..yamlio import load_model, load_yaml
 from . import baselines, quality, recipes
-from .datachecks import SiteFacts, _collect, _unique, app_problems
+from .datachecks import SiteFacts, app_problems, collect_problems, unique_problems
 from .site import load_reframe_config
 
 #: The site's data files besides flag-ladders.yaml (held to one line per value too).
@@ -108,8 +108,8 @@ def load_site_facts(
     """
     found: list[ApptuneError] = []
     ladders_file = paths.site_dir() / "flag-ladders.yaml"
-    ladders = _collect(found, load_model, ladders_file, FlagLadders)
-    libraries = _collect(found, load_model, paths.site_dir() / "libraries.yaml", Libraries)
+    ladders = collect_problems(found, load_model, ladders_file, FlagLadders)
+    libraries = collect_problems(found, load_model, paths.site_dir() / "libraries.yaml", Libraries)
     cfg = Path(config) if config is not None else paths.site_dir() / "settings.py"
     if not cfg.is_absolute():
         cfg = paths.root() / cfg
@@ -118,7 +118,7 @@ def load_site_facts(
     found += site_value_problems(cfg, environments or [], systems or [])
     for f in (ladders_file, *(paths.site_dir() / n for n in SITE_DATA_FILES)):
         # the site's flags reach Makefiles and command lines: one line each, as every value
-        found += _collect([], lambda f: line_break_problems(f, load_yaml(f)), f) or []
+        found += collect_problems([], lambda f: line_break_problems(f, load_yaml(f)), f) or []
     families: dict[str, str | None] | None = None
     if environments is not None:
         families = {}
@@ -218,8 +218,8 @@ def baseline_problems(app: str) -> list[ApptuneError]:
     found: list[ApptuneError] = []
     for bdir in sorted((paths.root() / "reference" / "baselines").glob("*")):
         if bdir.is_dir():
-            _collect(found, baselines.load, bdir.name, app)
-    return _unique(found)
+            collect_problems(found, baselines.load, bdir.name, app)
+    return unique_problems(found)
 
 
 # --------------------------------------------------------------------------- others
@@ -243,5 +243,5 @@ def tuning_problems(apps: dict[str, list] | None = None) -> list[ApptuneError]:
                 )
             )
         elif not (apps or {}).get(f.stem):
-            _collect(found, load_space, f.stem, f)
+            collect_problems(found, load_space, f.stem, f)
     return found

@@ -37,7 +37,7 @@ def _one_line(v: str) -> str:
 OneLine = Annotated[str, AfterValidator(_one_line)]
 
 
-def _valid_regex(v: str) -> str:
+def valid_regex(v: str) -> str:
     try:
         re.compile(v)
     except re.error as e:
@@ -49,7 +49,7 @@ def _valid_regex(v: str) -> str:
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _env_names(env: dict) -> dict:
+def env_names(env: dict) -> dict:
     bad = [k for k in env if not ENV_NAME_RE.match(k)]
     if bad:
         raise ValueError(

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator
 
 from ..errors import LINE_BREAKING, ApptuneError, escape_line_breaks, field_path
-from .base import Strict, _env_names, _valid_regex
+from .base import Strict, env_names, valid_regex
 
 #: The longest wait for a quiet node a partition may ask for (seconds: a day).
 QUIET_WAIT_MAX = 86400
@@ -58,7 +58,7 @@ def job_variables(env: dict[str, str]) -> dict[str, str]:
     substitution. ReFrame expands a value where it runs (``$(cmd)`` and backquotes run in a
     shell on the login node each time it writes a job script, dry runs too), and writes it
     unquoted into the job script, where ``$HOME`` and ``$SLURM_JOB_ID`` expand."""
-    _env_names(env)
+    env_names(env)
     for k, v in env.items():
         if "`" in v or "$(" in v:
             raise ValueError(
@@ -172,4 +172,4 @@ class Cluster(Strict):
     @field_validator("hostnames")
     @classmethod
     def _regexes(cls, v):
-        return [_valid_regex(x) for x in v]
+        return [valid_regex(x) for x in v]

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import Strict, _env_names
+from .base import Strict, env_names
 
 
 class EnvFile(Strict):
@@ -53,7 +53,7 @@ class Install(Strict):
     @field_validator("env")
     @classmethod
     def _env(cls, v):
-        return _env_names(v)
+        return env_names(v)
 
     @field_validator("source_paths")
     @classmethod
@@ -89,7 +89,7 @@ class InstallTree(Strict):
     @field_validator("env")
     @classmethod
     def _env(cls, v):
-        return _env_names(v)
+        return env_names(v)
 
 
 class BuildEstimate(Strict):

@@ -19,8 +19,8 @@ from .base import (
     NAME_RE,
     OneLine,
     Strict,
-    _env_names,
-    _valid_regex,
+    env_names,
+    valid_regex,
 )
 from .install import BuildEstimate, EnvFile, Install, InstallTree
 from .scratch import RunScratchSpec
@@ -115,7 +115,7 @@ class ExpectedBuildFailure(Strict):
     @field_validator("match")
     @classmethod
     def _regex(cls, v):
-        return _valid_regex(v)
+        return valid_regex(v)
 
 
 class PatchWhen(Strict):
@@ -241,7 +241,7 @@ class RegexField(Strict):
     @field_validator("pattern")
     @classmethod
     def _regex(cls, v):
-        return _valid_regex(v)
+        return valid_regex(v)
 
 
 class CurveDerived(Strict):
@@ -369,7 +369,7 @@ class OwnCheck(Strict):
     @field_validator("pattern")
     @classmethod
     def _regex(cls, v):
-        return _valid_regex(v)
+        return valid_regex(v)
 
 
 class ErrorMessage(Strict):
@@ -386,7 +386,7 @@ class ErrorMessage(Strict):
     @field_validator("pattern")
     @classmethod
     def _regex(cls, v):
-        return _valid_regex(v)
+        return valid_regex(v)
 
     @model_validator(mode="after")
     def _names(self):
@@ -488,7 +488,7 @@ class RunSpec(Strict):
     @field_validator("env")
     @classmethod
     def _env(cls, v):
-        return _env_names(v)
+        return env_names(v)
 
     @property
     def outputs(self) -> list[OutputSpec]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import Strict, _env_names
+from .base import Strict, env_names
 
 
 # --------------------------------------------------------------------------- tuning
@@ -101,7 +101,7 @@ class TuningSpace(Strict):
     @field_validator("env")
     @classmethod
     def _env(cls, v):
-        return _env_names(v)
+        return env_names(v)
 
     def input_knobs(self) -> dict[str, TuneInputKnob]:
         return {

@@ -43,7 +43,7 @@ from ...history import records
 from ...models import RunRecord
 from .search import bisect_search
 from .undo import Change, Here, dimensions
-from .undo import config as _config
+from .undo import config as undo_config
 
 __all__ = ["Between", "Change", "between", "dimensions", "report_md"]
 
@@ -207,7 +207,7 @@ class _Trials:
 
     def _build(self, applied: set[str]):
         h = self.here
-        plan, site, params = _config(self.chs, applied, h.plan, h.site, h)
+        plan, site, params = undo_config(self.chs, applied, h.plan, h.site, h)
         key = json.dumps([plan, site.environment], sort_keys=True).encode()
         stage = self.work / "builds" / hashlib.sha256(key).hexdigest()[:12]
         localrun.build_variant(self.recipe, plan, site, stage)
