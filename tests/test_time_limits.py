@@ -6,6 +6,7 @@ import re
 
 from apptune.core import quality, run
 from apptune.history import records
+from apptune.models import RunQuality
 
 DISTURBED = {
     "grade": "disturbed",
@@ -80,7 +81,7 @@ def test_a_slurm_time_limit_says_what_the_monitor_saw(tmp_path):
         unfinished=said,
         require_provenance=False,
     )
-    assert r.verification.summary == f"{said}; {quality.at_time_limit(DISTURBED)}"
+    assert r.verification.summary == f"{said}; {quality.at_time_limit(RunQuality(**DISTURBED))}"
     assert "the node was busy" in r.verification.summary
 
 
