@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from apptune.core import quality, run, runner
+from apptune.core import quality, runner
 from apptune.errors import ApptuneError
 from apptune.models import RunnerRecord
 from apptune.yamlio import atomic_write_json
@@ -80,28 +80,3 @@ def test_a_record_that_is_not_a_runners_is_one_line_naming_its_file_and_field(tm
         runner.load_record(tmp_path)
     assert runner.RECORD_FILE in str(e.value) and said in str(e.value)
     assert "\n" not in str(e.value)
-
-
-def test_a_run_whose_record_is_not_a_runners_fails_saying_so(tmp_path):
-    (tmp_path / runner.RECORD_FILE).write_text('{"wall_s": "long"}')
-
-    class NoEnergy:
-        def to_dict(self):
-            return {"trust": "none"}
-
-    r = run.evaluate(
-        None,
-        "ci",
-        tmp_path,
-        {"app": "toy", "tier": "ci", "variant": "tuned", "environment": "gnu"},
-        build_dir=tmp_path,
-        stdout="",
-        energy_record=NoEnergy(),
-        environment="gnu",
-        variant="tuned",
-        unfinished="job exceeded its time limit (1:00)",
-        require_provenance=False,
-    )
-    assert not r.verification.ok
-    assert r.verification.summary.startswith("job exceeded its time limit (1:00); ")
-    assert runner.RECORD_FILE in r.verification.summary and "wall_s" in r.verification.summary
