@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from apptune.core import quality, runner
+from apptune.core import quality, run, runner
+from apptune.core.scratch import ScratchSpec
 from apptune.errors import ApptuneError
 from apptune.models import RunnerRecord
 from apptune.yamlio import atomic_write_json
@@ -80,3 +81,25 @@ def test_a_record_that_is_not_a_runners_is_one_line_naming_its_file_and_field(tm
         runner.load_record(tmp_path)
     assert runner.RECORD_FILE in str(e.value) and said in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_the_launch_is_read_from_the_runners_spec_and_nothing_from_one_that_is_not(tmp_path):
+    spec = runner.Spec(
+        steps=[
+            runner.Step(label="run.prerun[0]", argv=["true"]),
+            runner.Step(label="run", argv=["mpirun", "-np", "2", "/opt/x/prog", "-x"]),
+        ],
+        program="/opt/x/prog",
+        env={"OUT": "/scratch/abc/out", "OMP_NUM_THREADS": "2"},
+        scratch=ScratchSpec(root="/scratch", path="/scratch/abc"),
+    )
+    runner.write_spec(tmp_path / runner.SPEC_FILE, spec)
+    site = {"modules": ["gcc/12"]}
+    assert run.launch_facts(tmp_path, site) == {
+        "modules": ["gcc/12"],
+        "launcher": ["mpirun", "-np", "2"],
+        # the run's own scratch directory is new each run: not a change of the launch
+        "env_vars": {"OMP_NUM_THREADS": "2", "OUT": "{{ scratch }}/out"},
+    }
+    (tmp_path / runner.SPEC_FILE).write_text('{"steps": "mpirun -np 2 prog"}')
+    assert run.launch_facts(tmp_path, site) == site

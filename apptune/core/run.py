@@ -330,17 +330,16 @@ def launch_facts(run_dir: Path, site: dict | None) -> dict:
     as :func:`recorded_launch` keeps them)."""
     out = dict(site or {})
     try:
-        spec = json.loads((run_dir / runner.SPEC_FILE).read_text())
-    except (OSError, ValueError):
+        spec = runner.Spec.model_validate_json((run_dir / runner.SPEC_FILE).read_text())
+    except (OSError, ValueError):  # none, or not a runner's spec (ValidationError included)
         return out
-    steps = [s for s in spec.get("steps") or [] if s.get("label") == "run"]
-    argv = steps[-1].get("argv") or [] if steps else []
-    program = spec.get("program")
-    if program in argv:
-        out["launcher"] = argv[: argv.index(program)]
-    if spec.get("env"):
-        env = dict(spec["env"])
-        path = (spec.get("scratch") or {}).get("path")
+    steps = [s for s in spec.steps if s.label == "run"]
+    argv = steps[-1].argv if steps else []
+    if spec.program in argv:
+        out["launcher"] = argv[: argv.index(spec.program)]
+    if spec.env:
+        env = dict(spec.env)
+        path = spec.scratch.path if spec.scratch else None
         if path:  # the run's own scratch directory is new each run: no change of the launch
             env = {k: v.replace(path, "{{ scratch }}") for k, v in env.items()}
         out["env_vars"] = dict(envrecord.record(env, data=True), **out.get("env_vars", {}))
