@@ -16,7 +16,7 @@ from apptune.models import RunnerRecord
 from apptune.yamlio import atomic_write_json
 
 #: A NetPIPE check's runner record (two srun launches, a quiet wait, the ranks' binding and
-#: libraries) from an ``apptune run --mode ci`` of the hpcc and netpipe checks (gnu, tuned,
+#: libraries) from a ``reframe ... --mode ci -r`` of the hpcc and netpipe checks (gnu, tuned,
 #: ``--system localslurm:exclusive``, 3 repeats) on m-558d23d960 (Intel Ice Lake, 2 CPUs, KVM).
 NETPIPE = Path(__file__).parent / "data/runner/netpipe-2026-11-28.json"
 
