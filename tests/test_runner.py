@@ -52,7 +52,8 @@ def run_spec_process(tmp_path, steps, preexec_fn=None, **kw) -> tuple[int, dict,
         timeout=120,
         preexec_fn=preexec_fn,
     )
-    return p.returncode, runner.load_record(tmp_path) or {}, p.stderr
+    rec = runner.load_record(tmp_path)
+    return p.returncode, rec.data() if rec else {}, p.stderr
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
@@ -174,7 +175,7 @@ def test_sigterm_reaches_the_program_and_is_the_runs_status(tmp_path):
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=30) == 143
     rec = runner.load_record(tmp_path)
-    assert rec["exit_status"] == 143 and rec["message"] == "run ended by signal SIGTERM during run"
+    assert rec.exit_status == 143 and rec.message == "run ended by signal SIGTERM during run"
     assert child and not any(Path(f"/proc/{c}").exists() for c in child)
 
 

@@ -6,6 +6,7 @@ import re
 
 from apptune.core import quality, run
 from apptune.history import records
+from apptune.models import RunQuality
 
 DISTURBED = {
     "grade": "disturbed",
@@ -59,20 +60,19 @@ def test_a_quiet_node_or_no_record_is_said_as_such(tmp_path):
     assert "no run-quality record" in gone["reason"]
 
 
-def test_a_slurm_time_limit_says_what_the_monitor_saw(tmp_path):
-    (tmp_path / ".apptune-run.json").write_text(json.dumps({"quality": DISTURBED}))
+def _stopped_run(run_dir, said: str):
+    """The run record of a toy run in ``run_dir`` stopped at its time limit (``said``)."""
 
     class NoEnergy:
         def to_dict(self):
             return {"trust": "none"}
 
-    said = "job exceeded its time limit (1:00) (Slurm job 12: TIMEOUT, reason TimeLimit)"
-    r = run.evaluate(
+    return run.evaluate(
         None,
         "ci",
-        tmp_path,
+        run_dir,
         {"app": "toy", "tier": "ci", "variant": "tuned", "environment": "gnu"},
-        build_dir=tmp_path,
+        build_dir=run_dir,
         stdout="",
         energy_record=NoEnergy(),
         environment="gnu",
@@ -80,8 +80,28 @@ def test_a_slurm_time_limit_says_what_the_monitor_saw(tmp_path):
         unfinished=said,
         require_provenance=False,
     )
-    assert r.verification.summary == f"{said}; {quality.at_time_limit(DISTURBED)}"
+
+
+def test_a_slurm_time_limit_says_what_the_monitor_saw(tmp_path):
+    (tmp_path / ".apptune-run.json").write_text(json.dumps({"quality": DISTURBED}))
+    said = "job exceeded its time limit (1:00) (Slurm job 12: TIMEOUT, reason TimeLimit)"
+    r = _stopped_run(tmp_path, said)
+    assert r.verification.summary == f"{said}; {quality.at_time_limit(RunQuality(**DISTURBED))}"
     assert "the node was busy" in r.verification.summary
+
+
+def test_a_run_whose_record_is_not_a_runners_fails_saying_so(tmp_path):
+    (tmp_path / ".apptune-run.json").write_text('{"wall_s": "long"}')
+    r = _stopped_run(tmp_path, "job exceeded its time limit (1:00)")
+    assert not r.verification.ok
+    assert r.verification.summary.startswith("job exceeded its time limit (1:00); ")
+    assert ".apptune-run.json: wall_s: " in r.verification.summary
+
+
+def test_a_report_on_a_record_that_is_not_a_runners_says_so(tmp_path):
+    case = _stopped_case(tmp_path, "ci", {"grade": 5})
+    f = records.failure(case)
+    assert f"{TIMED_OUT}; " in f["reason"] and ".apptune-run.json: quality.grade: " in f["reason"]
 
 
 #: Runs on the slower machine kind take up to 1.5 times as long; the rest of the headroom

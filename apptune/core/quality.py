@@ -514,19 +514,19 @@ def summary(q: RunQuality | None) -> str:
     return f"{q.grade or 'unmeasured'}: {'; '.join(q.reasons or ['no reason recorded'])}"
 
 
-def at_time_limit(q: dict | None) -> str:
+def at_time_limit(q: RunQuality | None) -> str:
     """What the monitor saw of a run stopped at its time limit (``q``: the runner record's
     quality), one phrase: a busy node makes a run slow; on a quiet one the limit is too
     short for the run, or the run hung."""
-    if not q or not q.get("grade"):
+    if q is None or not q.grade:
         return "no run-quality record (the run was stopped before its runner wrote one)"
-    if q["grade"] == "clean":
+    if q.grade == "clean":
         return (
             "the run-quality monitor saw the node quiet (clean): the limit is too short for "
             "this run on this machine, or the run hung"
         )
-    reasons = "; ".join(q.get("reasons") or ["no reason recorded"])
-    return f"the node was busy: the run-quality monitor graded the run {q['grade']} ({reasons})"
+    reasons = "; ".join(q.reasons or ["no reason recorded"])
+    return f"the node was busy: the run-quality monitor graded the run {q.grade} ({reasons})"
 
 
 def quiet_wait_s(extras: dict, environ=None) -> float:

@@ -28,7 +28,7 @@ import pydantic
 from .. import energy, placement
 from ..constants import CURVES_DIR, RESULT_FILE
 from ..errors import ApptuneError, format_validation_error, printable
-from ..models import READER_FIELDS, Recipe, RunRecord
+from ..models import READER_FIELDS, Recipe, RunnerRecord, RunRecord, as_data
 from ..yamlio import atomic_write_json
 from . import envrecord, inputs, knobs, outputs, quality, recipes, runner, scratch, verify
 from .runplan import RunPlan
@@ -277,10 +277,10 @@ def _rule(line: str) -> bool:
     return len(line) >= 10 and set(line) <= set("-=*")
 
 
-def run_summary(rec: dict) -> dict:
+def run_summary(rec: RunnerRecord) -> dict:
     """The parts of the runner's record a result keeps (machine and quality are kept whole)."""
     keys = ("exit_status", "failed_step", "message", "wall_s", "t_start", "quiet_wait", "completed")
-    return {k: rec.get(k) for k in keys}
+    return {k: getattr(rec, k) for k in keys}
 
 
 def figures(recipe: Recipe, values: dict, wall_s: float | None, energy_record) -> dict:
@@ -330,17 +330,16 @@ def launch_facts(run_dir: Path, site: dict | None) -> dict:
     as :func:`recorded_launch` keeps them)."""
     out = dict(site or {})
     try:
-        spec = json.loads((run_dir / runner.SPEC_FILE).read_text())
-    except (OSError, ValueError):
+        spec = runner.Spec.model_validate_json((run_dir / runner.SPEC_FILE).read_text())
+    except (OSError, ValueError):  # none, or not a runner's spec (ValidationError included)
         return out
-    steps = [s for s in spec.get("steps") or [] if s.get("label") == "run"]
-    argv = steps[-1].get("argv") or [] if steps else []
-    program = spec.get("program")
-    if program in argv:
-        out["launcher"] = argv[: argv.index(program)]
-    if spec.get("env"):
-        env = dict(spec["env"])
-        path = (spec.get("scratch") or {}).get("path")
+    steps = [s for s in spec.steps if s.label == "run"]
+    argv = steps[-1].argv if steps else []
+    if spec.program in argv:
+        out["launcher"] = argv[: argv.index(spec.program)]
+    if spec.env:
+        env = dict(spec.env)
+        path = spec.scratch.path if spec.scratch else None
         if path:  # the run's own scratch directory is new each run: no change of the launch
             env = {k: v.replace(path, "{{ scratch }}") for k, v in env.items()}
         out["env_vars"] = dict(envrecord.record(env, data=True), **out.get("env_vars", {}))
@@ -380,10 +379,13 @@ def evaluate(
         json.loads(prov.read_text()) if prov.is_file() or require_provenance else None
     )
     result["energy"] = energy_record.to_dict()
-    rec = runner.load_record(run_dir)
+    try:
+        rec = runner.load_record(run_dir)
+    except ApptuneError as e:  # not the runner's record: the one line is the verdict
+        return failed(result, f"{unfinished}; {e}" if unfinished else str(e), run_dir)
     if unfinished:
         if "time limit" in unfinished:  # slow on a busy node, or hung on a quiet one
-            unfinished += f"; {quality.at_time_limit((rec or {}).get('quality'))}"
+            unfinished += f"; {quality.at_time_limit(rec.quality if rec else None)}"
         return failed(result, unfinished, run_dir)
     if rec is None:
         tail = last_line(stderr)
@@ -393,35 +395,34 @@ def evaluate(
             + (f"; {tail}" if tail else ""),
             run_dir,
         )
-    if rec.get("libraries"):
-        result["launch"]["loaded"] = rec["libraries"]
-    q = dict(rec.get("quality") or {})
+    if rec.libraries:
+        result["launch"]["loaded"] = as_data(rec.libraries)
+    q = as_data(rec.quality) or {}
     if nodes > 1 and q:
         # the runner watches the node its job script runs on; the others are not measured
         q["scope"] = f"measured on the first of the job's {nodes} nodes"
-    if rec.get("scratch") is not None:
-        result["scratch"] = rec["scratch"]
+    if rec.scratch is not None:
+        result["scratch"] = rec.scratch.data()
     result.update(
         quality=q or None,
-        machine=rec.get("machine"),
-        machine_id=rec.get("machine_id"),
+        machine=as_data(rec.machine),
+        machine_id=rec.machine_id,
         run=run_summary(rec),
     )
     if identity.get("knobs"):
         result["knobs"] = knob_record(identity["knobs"], rec)
-        if rec.get("failed_step") == "knobs":  # refused on the node: nothing ran
-            return failed(result, rec.get("message") or "a knob was refused", run_dir)
+        if rec.failed_step == "knobs":  # refused on the node: nothing ran
+            return failed(result, rec.message or "a knob was refused", run_dir)
     crash = None
-    if rec.get("exit_status") != 0:
+    if rec.exit_status != 0:
         tail = last_line(stderr)
-        crash = rec.get("message") or f"run exited with status {rec.get('exit_status')}"
+        crash = rec.message or f"run exited with status {rec.exit_status}"
         if tail and tail not in crash and not tail.startswith("apptune: error:"):
             crash += f" ({tail})"
     run = recipe.run
     said = app_error(recipe, run_dir, [stdout, stderr]) if crash else None
     if said:  # the application said why, one line: that is the verdict
-        steps = rec.get("steps") or [{}]
-        prog = Path((steps[-1].get("argv") or ["the run"])[0]).name
+        prog = Path(((rec.steps[-1].argv if rec.steps else None) or ["the run"])[0]).name
         return failed(result, f"{said} ({prog}: {crash})", run_dir)
     try:
         values, curves = outputs.parse_all(run.outputs, run_dir, stdout, tier)
@@ -449,9 +450,9 @@ def evaluate(
     # the CPUs the ranks could run on against the binding asked for: a result measured in
     # another placement than its name says would be compared with the wrong baseline
     lay = identity.get("placement_layout") or {}
-    result["binding"] = rec.get("binding")
+    result["binding"] = as_data(rec.binding)
     wrong = placement.binding_problem(
-        rec.get("binding"), lay.get("binding"), lay.get("threads_per_rank") or 1
+        result["binding"], lay.get("binding"), lay.get("threads_per_rank") or 1
     )
     if wrong:
         v.ok = False
@@ -459,7 +460,7 @@ def evaluate(
     for line in (result.get("knobs") or {}).get("problems") or []:
         v.ok = False
         v.own_checks.append(verify.failed_check("knobs", line))
-    result["figures"] = figures(recipe, values, rec.get("wall_s"), energy_record)
+    result["figures"] = figures(recipe, values, rec.wall_s, energy_record)
     verify.check_figures(v, result["figures"])
     verify.judge_known_wrong(v)
     atomic_write_json(run_dir / "verification.json", v.to_dict())
@@ -467,14 +468,15 @@ def evaluate(
     return _typed(run_dir, result)
 
 
-def knob_record(asked: dict, rec: dict) -> dict:
+def knob_record(asked: dict, rec: RunnerRecord) -> dict:
     """The run record's knob part: what was asked, the runner's record of the node and of
     what was in effect, and one line per knob that was not (:func:`apptune.core.knobs.problems`)."""
-    out = dict(asked, **(rec.get("knobs") or {}))
+    ran = as_data(rec.knobs)
+    out = dict(asked, **(ran or {}))
     out["problems"] = knobs.problems(
-        knobs.Asked.of(**out.get("asked", {})), rec.get("knobs"), rec.get("binding")
+        knobs.Asked.of(**out.get("asked", {})), ran, as_data(rec.binding)
     )
-    if not rec.get("knobs"):
+    if not ran:
         out["problems"] = ["the runner recorded no knobs: what was in effect is unknown"]
     return out
 

@@ -40,14 +40,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import machine
 from ..constants import STACK_LIMIT_PATTERN
+from ..errors import ApptuneError, format_validation_error
 from ..yamlio import atomic_write_json
 from . import knobs, quality, scratch
 from .scratch import ScratchSpec
+
+if TYPE_CHECKING:
+    from ..models import RunnerRecord
 
 #: The run record's default name in the run's directory.
 RECORD_FILE = ".apptune-run.json"
@@ -296,12 +301,23 @@ def _timed(spec, cwd, env, sig, rec, limits, who, state, kn=None) -> None:
     )
 
 
-def load_record(run_dir: str | os.PathLike, name: str = RECORD_FILE) -> dict | None:
-    """The run record of a run directory, None if the runner did not write one."""
+def load_record(run_dir: str | os.PathLike, name: str = RECORD_FILE) -> RunnerRecord | None:
+    """The runner's record of a run directory (:class:`apptune.models.RunnerRecord`), None
+    if the runner did not write one (or was stopped before it was whole). A record that is
+    not one (hand-edited, of another program) is an error naming the file and field."""
+    from ..models import RunnerRecord  # here: the runner itself never reads a record
+
+    path = Path(run_dir, name)
     try:
-        return json.loads(Path(run_dir, name).read_text())
+        data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
+    if not isinstance(data, dict):
+        raise ApptuneError(path, None, "not a runner record: not a JSON object")
+    try:
+        return RunnerRecord.model_validate(data)
+    except ValidationError as e:
+        raise format_validation_error(path, e, data, RunnerRecord, hint=None) from None
 
 
 def write_spec(path: str | os.PathLike, spec: Spec) -> None:

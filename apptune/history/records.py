@@ -178,8 +178,11 @@ def timed_out(tc: dict, reason: str) -> str:
     from ..core import quality, runner, verify
 
     stage = tc.get("stagedir")
-    rec = runner.load_record(stage) if stage else None
-    out = f"{reason}; {quality.at_time_limit((rec or {}).get('quality'))}"
+    try:
+        rec = runner.load_record(stage) if stage else None
+    except ApptuneError as e:  # not the runner's record: say so, not what it would say
+        return f"{reason}; {e}"
+    out = f"{reason}; {quality.at_time_limit(rec.quality if rec else None)}"
     app, tier = tc.get("app"), tc.get("tier")
     variant = re.search(r"%build\.variant=(\S+)", tc.get("display_name") or "")
     if isinstance(app, str) and isinstance(tier, str) and variant:

@@ -6,7 +6,8 @@ one-line message naming the field rather than a silently ignored setting.
 One module per kind of file: :mod:`~apptune.models.recipe`, :mod:`~apptune.models.data`
 (inputs, references, baselines, the site's ladders and libraries),
 :mod:`~apptune.models.tuning` (and the plan's values) and :mod:`~apptune.models.record`
-(with :mod:`~apptune.models.provenance`, how a run's program was made and launched); the
+(with :mod:`~apptune.models.provenance`, how a run's program was made and launched, and
+:mod:`~apptune.models.runnerrecord`, the runner's record it is made from); the
 shared pieces are in :mod:`~apptune.models.base` and :mod:`~apptune.models.part`. Every
 model is importable from here.
 """
@@ -113,6 +114,7 @@ from .record import (
     RunSummary,
     RunVerification,
 )
+from .runnerrecord import RunnerRecord, RunnerStep
 from .runreport import RunReport
 from .source import DebianSource, SourceComponent, SourceSpec, SystemRequirements
 from .tuning import (
@@ -204,6 +206,8 @@ __all__ = [
     "RunMachine",
     "RunQuality",
     "RunReport",
+    "RunnerRecord",
+    "RunnerStep",
     "RunRecord",
     "RunSpec",
     "RunScratch",

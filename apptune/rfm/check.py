@@ -36,7 +36,7 @@ from ..core import (
     slurm,
 )
 from ..errors import ApptuneError
-from ..models import BaselineVerdicts, RunRecord
+from ..models import BaselineVerdicts, RunnerRecord, RunRecord
 from ..yamlio import atomic_write_json
 from .fixtures import (
     KNOWN_WRONG,
@@ -409,8 +409,9 @@ class AppRun(rfm.RunOnlyRegressionTest):
         atomic_write_json(os.path.join(self.stagedir, "energy.json"), self.energy_record.to_dict())
 
     # ----------------------------------------------------------------- results
-    def run_record(self) -> dict | None:
-        """What the runner wrote: exit status, wall time, run quality, machine."""
+    def run_record(self) -> RunnerRecord | None:
+        """What the runner wrote (:func:`apptune.core.runner.load_record`): exit status,
+        wall time, run quality, machine."""
         if not hasattr(self, "_run_record"):
             self._run_record = runner.load_record(self.stagedir)
         return self._run_record
