@@ -36,13 +36,13 @@ from ..core import (
     slurm,
 )
 from ..errors import ApptuneError
-from ..models import BaselineVerdicts, RunnerRecord, RunRecord
+from ..models import BaselineVerdicts, RunRecord
 from ..yamlio import atomic_write_json
 from .fixtures import (
     KNOWN_WRONG,
-    _site_environments,
     expected_wrong_result,
     selected_environment_patterns,
+    site_environments,
 )
 from .reference import reframe_reference
 
@@ -127,7 +127,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     def select_environments(self):
         r = self.recipe
         envs = recipes.environments_for(r, self.tier, self.build_variant)
-        known = _site_environments()
+        known = site_environments()
         unknown = [e for e in envs if known and e not in known]
         if unknown:
             err = ApptuneError(
@@ -409,13 +409,6 @@ class AppRun(rfm.RunOnlyRegressionTest):
         atomic_write_json(os.path.join(self.stagedir, "energy.json"), self.energy_record.to_dict())
 
     # ----------------------------------------------------------------- results
-    def run_record(self) -> RunnerRecord | None:
-        """What the runner wrote (:func:`apptune.core.runner.load_record`): exit status,
-        wall time, run quality, machine."""
-        if not hasattr(self, "_run_record"):
-            self._run_record = runner.load_record(self.stagedir)
-        return self._run_record
-
     @run_after("run")
     def record_run(self):
         """The run record (:func:`apptune.core.run.evaluate`) with this machine's baseline verdict,

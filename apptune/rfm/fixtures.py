@@ -74,7 +74,7 @@ def selected_environment_patterns() -> list[str] | None:
     return patterns or None
 
 
-def _site_environments() -> set[str]:
+def site_environments() -> set[str]:
     """Environment names defined in the session's ReFrame configuration (empty outside one)."""
     return {e["name"] for e in _session_environments() or []}
 
