@@ -448,7 +448,7 @@ def _judge_repeats(
         out.why = f"recipe unusable: {e}"
         return out
     judged = baselines.verdicts(system.split(":")[0], app, runs, specs)
-    return BaselineVerdicts.model_validate(first.data() | judged)
+    return first.model_copy(update={k: getattr(judged, k) for k in judged.model_fields_set})
 
 
 def _readable_time(stamp):
