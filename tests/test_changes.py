@@ -150,7 +150,7 @@ def test_a_report_row_keeps_what_its_verdict_compares(tmp_path):
     r = {"app": "toy", "tier": "ci", "environment": "gnu", "variant": "tuned"}
     d = write_run(tmp_path / "run", "u1", 1.7e9, [dict(r, figures={"rate": 1.0}, launch=launch)])
     (row,) = collect(d / "report.json")["results"]
-    assert row["launch"].data() == launch
+    assert row.launch.data() == launch
 
 
 def test_a_shift_with_nothing_changed_is_unexplained_and_a_named_change_is_a_regression(toy_root):

@@ -106,8 +106,8 @@ def test_report_orders_failures_first_and_marks_best(tmp_path):
     m = s["apps"][0]
     # the fast-but-wrong variant is never the best
     assert m["best"]["HPL"] == "gnu/tuned" and m["best"]["wall_time"] == "gnu/tuned"
-    tuned = next(r for r in m["rows"] if r["variant"] == "tuned")
-    assert tuned["speedup"]["HPL"] == 1.5
+    tuned = next(r for r in m["rows"] if r.variant == "tuned")
+    assert tuned.speedup["HPL"] == 1.5
     md, html = (p.read_text() for p in report.render(s, tmp_path)[1:])
     assert md.index("## Failures") < md.index("## Skipped") < md.index("## hpcc")
     assert "**15**" in md and "| verified | ✗ | ✓ | ✓ |" in md
@@ -130,7 +130,7 @@ def test_a_run_record_that_fails_validation_is_a_failure_naming_its_file_and_fie
         json.dumps({"session_info": {"num_cases": 2}, "runs": [{"testcases": [good, bad]}]})
     )
     s = report.collect(rep)
-    assert [r["variant"] for r in s["results"]] == ["baseline"]
+    assert [r.variant for r in s["results"]] == ["baseline"]
     (failed,) = s["failures"]
     assert failed["test"] == "HPCCCheck tuned"
     assert failed["reason"].startswith(f"{f}: verification.ok: ") and "\n" not in failed["reason"]
@@ -594,8 +594,8 @@ def test_repeats_are_judged_on_their_medians_from_their_run_records(tmp_path, to
         rec.write_text(json.dumps(data))
     (a,) = report.collect(run_dir / "report.json")["apps"]
     (row,) = a["rows"]
-    assert row["baseline"].why.startswith("no baseline file"), row["baseline"]
-    assert row["baseline"].repeats == 2  # the two verified (and clean) repeats
+    assert row.baseline.why.startswith("no baseline file"), row.baseline
+    assert row.baseline.repeats == 2  # the two verified (and clean) repeats
 
 
 @pytest.mark.unit

@@ -200,7 +200,7 @@ def test_the_history_column_names_its_regressions_or_says_why_it_has_none():
     change["provenance_diff"] = ["flags -O2 → -O1"]
     h = only_row(summarised(rows, history=hist))["history"]
     assert h["named"][0]["changed"] == "changed: flags -O2 → -O1"
-    rows[0]["history_verdicts"] = {"wall_time": "insufficient data"}
+    rows[0].history_verdicts = {"wall_time": "insufficient data"}
     h = only_row(summarised(rows, history=dict(hist, changes=[])))["history"]
     assert h["text"].startswith("insufficient data")
     assert only_row(summarised(rows))["history"] is None  # the report was written without it
@@ -320,7 +320,7 @@ def test_variants_are_ratios_to_the_distributions_build_when_there_is_no_gnu_bas
     rows = [row("tuned", 8.0), row("zz-distro", 10.0), row("tuned", 5.0, env="llvm")]
     (a,) = collect.matrices_of(rows)
     assert a["reference_variant"] == "gnu/zz-distro"
-    ratios = {(r["environment"], r["variant"]): r["speedup"]["wall_time"] for r in a["rows"]}
+    ratios = {(r.environment, r.variant): r.speedup["wall_time"] for r in a["rows"]}
     assert ratios[("gnu", "tuned")] == pytest.approx(10.0 / 8.0)
     assert ratios[("llvm", "tuned")] == pytest.approx(2.0)
 

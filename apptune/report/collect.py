@@ -99,7 +99,7 @@ def brief(reason: str, failed: list[str]) -> str:
 
 def _failure(tc: dict, row: Row | None = None, r: RunRecord | None = None) -> dict:
     """A failed test case (:func:`apptune.history.records.failure`) with its :func:`brief`."""
-    f = records.failure(tc, row)
+    f = records.failure(tc, row.verification if row else None)
     failed = [x.field for x in (r.verification.fields or []) if not x.ok] if r else []
     return f | {"brief": brief(f["reason"], failed)}
 
@@ -321,8 +321,8 @@ def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
         (a, r, n, c)
         for a in apps
         for r in a["rows"]
-        if r["baseline"]
-        for n, c in r["baseline"].figures.items()
+        if r.baseline
+        for n, c in r.baseline.figures.items()
     ]
     counts: dict[str, int] = {}
     for *_, c in judged:
@@ -330,15 +330,10 @@ def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
     return {
         "decides": "the exit code of apptune run (ReFrame's performance check of each test case)",
         "files": sorted(
-            {
-                r["baseline"].file
-                for a in apps
-                for r in a["rows"]
-                if r["baseline"] and r["baseline"].file
-            }
+            {r.baseline.file for a in apps for r in a["rows"] if r.baseline and r.baseline.file}
         ),
         "performance_failures": [f for f in failures if f["phase"] == "performance"],
-        "repeated": any(r.get("repeats", 1) > 1 for a in apps for r in a["rows"]),
+        "repeated": any(r.repeats > 1 for a in apps for r in a["rows"]),
         "counts": counts,
         "changes": [
             {
@@ -432,7 +427,7 @@ def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
         mode = h.mode_of(uuid)
         order = {r["session_uuid"]: i for i, r in enumerate(h.runs(mode=mode))}
         verdicts = []
-        for system, app in sorted({(r["system"], r["app"]) for r in summary["results"]}):
+        for system, app in sorted({(r.system, r.app) for r in summary["results"]}):
             verdicts += regressions.check(h, system=system, mode=mode, app=app)
     verdicts.sort(key=lambda v: (regressions.ORDER[v.verdict], v.name))
     summary["history_verdicts"] = {

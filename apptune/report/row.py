@@ -43,7 +43,6 @@ KEYS = (
 )
 #: What the report adds to a row after collecting it, in ``summary.json`` when set.
 ADDED = ("scratch_reads", "speedup", "baseline_verdicts", "input_own", "history_verdicts")
-_READ = frozenset(KEYS + ADDED + ("repeats", "spread"))
 
 
 @dataclass(eq=False)
@@ -132,18 +131,3 @@ class Row:
         if self.repeats > 1:
             out |= {"repeats": self.repeats, "spread": self.spread}
         return out | {k: getattr(self, k) for k in ADDED if getattr(self, k) is not None}
-
-    # the readers of the report that still read a row as the mapping it was
-    def __getitem__(self, key: str):
-        if key not in _READ:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __setitem__(self, key: str, value) -> None:
-        if not any(f.name == key for f in dataclasses.fields(self)):
-            raise KeyError(key)
-        setattr(self, key, value)
-
-    def get(self, key: str, default=None):
-        v = getattr(self, key) if key in _READ else None
-        return default if v is None else v
