@@ -88,29 +88,29 @@ def test_the_threshold_rule_and_its_cap():
 def test_verdicts_follow_direction_and_noise():
     b = bfile()
     c = judged(b, {"HPL": 30.0, "lat": 1.02})
-    assert c["HPL"]["verdict"] == "regression" and c["HPL"]["change"] == pytest.approx(-0.25)
-    assert c["lat"]["verdict"] == "within noise"
+    assert c["HPL"].verdict == "regression" and c["HPL"].change == pytest.approx(-0.25)
+    assert c["lat"].verdict == "within noise"
     c = judged(b, {"HPL": 50.0, "lat": 2.0})
-    assert c["HPL"]["verdict"] == "improvement" and c["lat"]["verdict"] == "regression"
+    assert c["HPL"].verdict == "improvement" and c["lat"].verdict == "regression"
     # a 2x slowdown of one figure is always a regression where the figure is judged
-    assert judged(b, {"HPL": 20.0})["HPL"]["verdict"] == "regression"
+    assert judged(b, {"HPL": 20.0})["HPL"].verdict == "regression"
 
 
 def test_reframe_reference_holds_only_judged_figures():
     b = bfile()
     c = judged(b, {"HPL": 39.0, "lat": 1.0, "energy_J": 500.0}, energy_trust="modelled")
     ref = reframe_reference(c, FIGS)
-    t = c["HPL"]["threshold"]
+    t = c["HPL"].threshold
     # a rate's lower bound is the baseline over (1 + t): the ratio the verdict weighs
     lower = -t / (1 + t)
     assert ref == {"*": {"HPL": (40.0, lower, None, "Gflop/s"), "lat": (1.0, None, t, "us")}}
-    assert c["energy_J"]["verdict"] == "no verdict" and "modelled" in c["energy_J"]["why"]
+    assert c["energy_J"].verdict == "no verdict" and "modelled" in c["energy_J"].why
     # ReFrame's bound and the verdict agree on either side of it
     for value, verdict in (
         (40.0 * (1 + lower) * 0.999, "regression"),
         (40.0 * (1 + lower) * 1.001, "within noise"),
     ):
-        assert judged(b, {"HPL": value})["HPL"]["verdict"] == verdict
+        assert judged(b, {"HPL": value})["HPL"].verdict == verdict
 
 
 def test_a_noisy_rate_that_collapses_is_a_regression_although_its_threshold_is_beyond_100_percent():
@@ -119,17 +119,17 @@ def test_a_noisy_rate_that_collapses_is_a_regression_although_its_threshold_is_b
     falls 22x is 2100 % worse, as a time that grows 22x is."""
     b = bfile(noise=0.44, runs=5)
     t = judged(b, {"HPL": 40.0})["HPL"]
-    assert t["verdict"] == "no verdict" and "only a change beyond" in t["why"]
+    assert t.verdict == "no verdict" and "only a change beyond" in t.why
     c = judged(b, {"HPL": 40.0 / 22, "lat": 22.0})
-    assert c["HPL"]["change"] == pytest.approx(1 / 22 - 1)
-    assert c["HPL"]["threshold"] > 1 and c["HPL"]["verdict"] == "regression"
-    assert "the rate fell 22x" in c["HPL"]["why"]
-    assert c["lat"]["verdict"] == "regression"
+    assert c["HPL"].change == pytest.approx(1 / 22 - 1)
+    assert c["HPL"].threshold > 1 and c["HPL"].verdict == "regression"
+    assert "the rate fell 22x" in c["HPL"].why
+    assert c["lat"].verdict == "regression"
     # and symmetric: the same ratio the other way is an improvement of either kind
     c = judged(b, {"HPL": 40.0 * 22, "lat": 1 / 22})
-    assert c["HPL"]["verdict"] == c["lat"]["verdict"] == "improvement"
+    assert c["HPL"].verdict == c["lat"].verdict == "improvement"
     # a rate of zero is infinitely worse
-    assert judged(b, {"HPL": 0.0})["HPL"]["verdict"] == "regression"
+    assert judged(b, {"HPL": 0.0})["HPL"].verdict == "regression"
 
 
 def test_a_baseline_of_another_machine_gives_no_verdict_and_says_how_to_record_one(tmp_path):
@@ -141,7 +141,7 @@ def test_a_baseline_of_another_machine_gives_no_verdict_and_says_how_to_record_o
     )
     assert "apptune baseline" not in why  # the advice is said once per run, not per figure
     c = judged(b, {"HPL": 1.0}, blocked=why)
-    assert c["HPL"]["verdict"] == "no verdict" and c["HPL"]["why"] == why
+    assert c["HPL"].verdict == "no verdict" and c["HPL"].why == why
     assert reframe_reference(c, FIGS) == {}
 
 
@@ -150,8 +150,8 @@ def test_the_advice_names_the_tier_system_and_partition_of_the_run(toy_root):
         update={"tier": "nightly", "system": "cluster", "partition": "compute"}
     )
     v = baselines.verdicts("cluster", "hpcc", [r], FIGS)
-    assert v["why"].startswith("no baseline file (reference/baselines/cluster/hpcc.yaml)")
-    assert v["advice"] == (
+    assert v.why.startswith("no baseline file (reference/baselines/cluster/hpcc.yaml)")
+    assert v.advice == (
         "apptune baseline record -c reframe-checks/hpcc --mode nightly -- --system cluster:compute"
     )
     assert baselines.record_command(["netpipe", "hpcc"], "ci") == (
@@ -161,13 +161,13 @@ def test_the_advice_names_the_tier_system_and_partition_of_the_run(toy_root):
 
 def test_noisy_figures_and_short_baselines_are_not_judged():
     c = judged(bfile(noise=0.06), {"HPL": 37.0})  # -7.5 %: could be noise, could hide -10 %
-    assert c["HPL"]["verdict"] == "no verdict" and c["HPL"]["why"].startswith(
+    assert c["HPL"].verdict == "no verdict" and c["HPL"].why.startswith(
         "not judged here: noise 6.0% per run"
     )
-    assert c["HPL"]["threshold"] is None
+    assert c["HPL"].threshold is None
     assert reframe_reference(c, FIGS) == {}
     c = judged(bfile(noise=None, runs=1), {"HPL": 20.0})
-    assert c["HPL"]["verdict"] == "no verdict" and "1 clean run(s)" in c["HPL"]["why"]
+    assert c["HPL"].verdict == "no verdict" and "1 clean run(s)" in c["HPL"].why
 
 
 @pytest.mark.parametrize("value, verdict", [(20.0, "regression"), (80.0, "improvement")])
@@ -175,9 +175,9 @@ def test_a_change_beyond_the_threshold_of_a_noisy_figure_is_judged(value, verdic
     """Too noisy to vouch for "within noise", but a halving is no noise: the verdict is
     given, and ReFrame gets the threshold as its reference."""
     c = judged(bfile(noise=0.06), {"HPL": value})
-    t = c["HPL"]["threshold"]
-    assert c["HPL"]["verdict"] == verdict and 0.2 < t < 0.5, c["HPL"]
-    assert "noise 6.0% per run: a change inside it would not be judged" in c["HPL"]["why"]
+    t = c["HPL"].threshold
+    assert c["HPL"].verdict == verdict and 0.2 < t < 0.5, c["HPL"]
+    assert "noise 6.0% per run: a change inside it would not be judged" in c["HPL"].why
     assert reframe_reference(c, FIGS)["*"]["HPL"] == (40.0, -t / (1 + t), None, "Gflop/s")
 
 
@@ -340,38 +340,36 @@ def _write(toy_root, b: BaselineFile):
 def test_a_figure_that_is_not_a_finite_number_gets_no_verdict(toy_root, value):
     _write(toy_root, bfile())
     v = baselines.verdicts("local", "hpcc", [result(value, "a", lat=1.0)], FIGS)
-    hpl = v["figures"]["HPL"]
-    assert hpl["verdict"] == "no verdict" and hpl["change"] is None, hpl
-    assert hpl["why"].startswith("not a finite number")
-    assert v["figures"]["lat"]["verdict"] == "within noise"  # the other figures are judged
+    hpl = v.figures["HPL"]
+    assert hpl.verdict == "no verdict" and hpl.change is None, hpl
+    assert hpl.why.startswith("not a finite number")
+    assert v.figures["lat"].verdict == "within noise"  # the other figures are judged
     # among repeats, no median hides it
     rs = [result(40.0, "a"), result(value, "b"), result(41.0, "c")]
-    assert baselines.verdicts("local", "hpcc", rs, FIGS)["figures"]["HPL"]["verdict"] == (
-        "no verdict"
-    )
+    assert baselines.verdicts("local", "hpcc", rs, FIGS).figures["HPL"].verdict == ("no verdict")
 
 
 def test_an_unverified_run_gets_no_performance_verdict(toy_root):
     _write(toy_root, bfile())
     v = baselines.verdicts("local", "hpcc", [result(10.0, "a", ok=False)], FIGS)
-    assert v["why"] == "not verified" and v["figures"]["HPL"]["verdict"] == "no verdict"
-    assert v["figures"]["HPL"]["why"] == "not verified"
+    assert v.why == "not verified" and v.figures["HPL"].verdict == "no verdict"
+    assert v.figures["HPL"].why == "not verified"
     # repeats: only the verified and clean ones are judged
     rs = [result(10.0, "a", ok=False), result(40.5, "b"), result(39.5, "c")]
     v = baselines.verdicts("local", "hpcc", rs, FIGS)
-    assert v["figures"]["HPL"]["verdict"] == "within noise" and v["repeats"] == 2
+    assert v.figures["HPL"].verdict == "within noise" and v.repeats == 2
 
 
 def test_a_disturbed_run_and_a_bad_baseline_withhold_only_the_verdict(toy_root):
     _write(toy_root, bfile())
     disturbed = {"grade": "disturbed", "reasons": ["other processes used 40 % of the 2 CPUs"]}
     v = baselines.verdicts("local", "hpcc", [result(10.0, "a", quality=disturbed)], FIGS)
-    assert v["why"].startswith("run disturbed") and v["figures"]["HPL"]["verdict"] == "no verdict"
+    assert v.why.startswith("run disturbed") and v.figures["HPL"].verdict == "no verdict"
     f = toy_root / "reference/baselines/local/hpcc.yaml"
     f.write_text(f.read_text().replace("value: 40.0", "value: .nan"))
     v = baselines.verdicts("local", "hpcc", [result(10.0, "a")], FIGS)
-    assert v["why"].startswith("baseline unusable: ") and "hpcc.yaml" in v["why"], v["why"]
-    assert v["figures"]["HPL"]["verdict"] == "no verdict"
+    assert v.why.startswith("baseline unusable: ") and "hpcc.yaml" in v.why, v.why
+    assert v.figures["HPL"].verdict == "no verdict"
 
 
 def test_a_few_agreeing_runs_are_not_taken_for_a_machine_without_noise():
@@ -381,7 +379,7 @@ def test_a_few_agreeing_runs_are_not_taken_for_a_machine_without_noise():
     assert baselines.effective_noise(0.0006, 10) == pytest.approx(0.0083, abs=0.0002)
     assert baselines.effective_noise(0.03, 5) == 0.03  # a noisy figure keeps its noise
     c = judged(bfile(noise=0.0006, runs=3), {"HPL": 37.8})  # -5.5 %
-    assert c["HPL"]["verdict"] == "within noise" and c["HPL"]["threshold"] > 0.055
+    assert c["HPL"].verdict == "within noise" and c["HPL"].threshold > 0.055
 
 
 def test_a_discrete_figure_is_not_judged_on_one_run():
@@ -395,12 +393,12 @@ def test_a_discrete_figure_is_not_judged_on_one_run():
     b = bfile(half_peak_size=4093.0)
     entry = baselines.lookup(b, this_machine()[0], "gnu", "tuned", "ci")
     one = baselines.compare(b, entry, figs, {"half_peak_size": 65539.0}, energy_trust="measured")
-    assert one["half_peak_size"]["verdict"] == "no verdict"
-    assert one["half_peak_size"]["why"].startswith("discrete figure (its values lie on a grid)")
+    assert one["half_peak_size"].verdict == "no verdict"
+    assert one["half_peak_size"].why.startswith("discrete figure (its values lie on a grid)")
     three = baselines.compare(
         b, entry, figs, {"half_peak_size": 65539.0}, energy_trust="measured", repeats=3
     )
-    assert three["half_peak_size"]["verdict"] == "no verdict"
+    assert three["half_peak_size"].verdict == "no verdict"
 
 
 # mpi-micro's pingpong_latency (us), gnu/tuned@bound at ci size on a private one-node Slurm
@@ -439,13 +437,13 @@ def test_repeats_do_not_shrink_the_noise_between_nights(toy_root):
     nights = BaselineFile.model_validate(__import__("yaml").safe_load(text))
     sixth = statistics.median(NIGHTS[5])
     c = judged(nights, {"lat": sixth}, repeats=3)
-    assert c["lat"]["verdict"] != "regression", c["lat"]
-    assert "between sessions" in c["lat"]["why"]
-    assert judged(nights, {"lat": 3 * sixth}, repeats=3)["lat"]["verdict"] == "regression"
+    assert c["lat"].verdict != "regression", c["lat"]
+    assert "between sessions" in c["lat"].why
+    assert judged(nights, {"lat": 3 * sixth}, repeats=3)["lat"].verdict == "regression"
     back_to_back = [result(40.0, f"s{i}", lat=v) for i, v in enumerate([0.1695, 0.1606, 0.1646])]
     _, text, _ = baselines.merge("local", "hpcc", back_to_back)
     tight = BaselineFile.model_validate(__import__("yaml").safe_load(text))
-    assert judged(tight, {"lat": sixth}, repeats=3)["lat"]["verdict"] == "regression"
+    assert judged(tight, {"lat": sixth}, repeats=3)["lat"].verdict == "regression"
 
 
 def test_a_figure_noisier_than_its_own_size_is_never_judged():
@@ -453,6 +451,6 @@ def test_a_figure_noisier_than_its_own_size_is_never_judged():
     unchanged night's median 12x its baseline. No threshold of standard deviations holds
     such a spread: not judged, saying why."""
     c = judged(bfile(noise=2.47, runs=12, lat=1343.2), {"lat": 16280.3}, repeats=3)
-    assert c["lat"]["verdict"] == "no verdict" and "beyond 100%" in c["lat"]["why"]
+    assert c["lat"].verdict == "no verdict" and "beyond 100%" in c["lat"].why
     c = judged(bfile(noise=0.4, runs=12, lat=0.2), {"lat": 10.0}, repeats=3)  # TCP: x50
-    assert c["lat"]["verdict"] == "regression"
+    assert c["lat"].verdict == "regression"

@@ -36,10 +36,10 @@ def test_a_node_gone_quiet_is_the_cause_of_a_24x_speedup_not_the_flags(toy_root)
     slip = {"cflags": ("-O1", "-march=native"), "fflags": ("-O1",)}
     run = record(**slip, **result(48.0, "d", quality=QUIET).data())
     v = baselines.verdicts("local", "hpcc", [run], FIGS)
-    hpl = v["figures"]["HPL"]
-    assert hpl["verdict"] == "unexplained" and hpl["direction"] == "improvement", hpl
-    assert "the node's state explains it" in hpl["why"] and "an improvement once" in hpl["why"]
-    node, flags = v["changed"]
+    hpl = v.figures["HPL"]
+    assert hpl.verdict == "unexplained" and hpl.direction == "improvement", hpl
+    assert "the node's state explains it" in hpl.why and "an improvement once" in hpl.why
+    node, flags = v.changed
     assert node == "node: other processes used 80% → 2% of its CPUs, load per CPU 7.6 → 0.1"
     assert flags.startswith("flags -O3 → -O1 (changed alongside, does not explain it: a flag")
     assert "a flag set moves a figure 3x at most, not 23.8x" in flags
@@ -52,8 +52,8 @@ def test_a_node_gone_busy_cannot_explain_a_faster_run(toy_root):
     slip = {"cflags": ("-O2", "-march=native"), "fflags": ("-O2",)}
     run = record(**slip, **result(2.6, "d", quality=BUSY).data())
     v = baselines.verdicts("local", "hpcc", [run], FIGS)
-    assert v["figures"]["HPL"]["verdict"] == "improvement"
-    flags, node = v["changed"]
+    assert v.figures["HPL"].verdict == "improvement"
+    flags, node = v.changed
     assert flags == "flags -O3 → -O2"
     assert node.endswith(
         "(changed alongside, does not explain it: the node was busier, and the figure got better)"
@@ -68,8 +68,8 @@ def test_a_transport_variable_can_explain_a_50x_latency(toy_root):
     }
     run = record(launch=launch, **result(2.0, "d", quality=QUIET, lat=2500.0).data())
     v = baselines.verdicts("local", "hpcc", [run], FIGS)
-    assert v["figures"]["lat"]["verdict"] == "regression"
-    assert v["changed"] == ["env OMPI_MCA_btl: (none) → tcp"]
+    assert v.figures["lat"].verdict == "regression"
+    assert v.changed == ["env OMPI_MCA_btl: (none) → tcp"]
 
 
 def test_the_rules(toy_root):

@@ -150,7 +150,7 @@ def test_a_report_row_keeps_what_its_verdict_compares(tmp_path):
     r = {"app": "toy", "tier": "ci", "environment": "gnu", "variant": "tuned"}
     d = write_run(tmp_path / "run", "u1", 1.7e9, [dict(r, figures={"rate": 1.0}, launch=launch)])
     (row,) = collect(d / "report.json")["results"]
-    assert row["launch"].data() == launch
+    assert row.launch.data() == launch
 
 
 def test_a_shift_with_nothing_changed_is_unexplained_and_a_named_change_is_a_regression(toy_root):
@@ -167,15 +167,15 @@ def test_a_shift_with_nothing_changed_is_unexplained_and_a_named_change_is_a_reg
     f.write_text(text)
     same = record(**result(16.0, "d").data())
     v = baselines.verdicts("local", "hpcc", [same], FIGS)
-    hpl = v["figures"]["HPL"]
-    assert v["changed"] == [] and hpl["verdict"] == "unexplained", hpl
-    assert hpl["direction"] == "regression" and "nothing recorded changed" in hpl["why"]
-    assert reframe_reference(v["figures"], FIGS)["*"]["HPL"][1:3] == (None, None)
+    hpl = v.figures["HPL"]
+    assert v.changed == [] and hpl.verdict == "unexplained", hpl
+    assert hpl.direction == "regression" and "nothing recorded changed" in hpl.why
+    assert reframe_reference(v.figures, FIGS)["*"]["HPL"][1:3] == (None, None)
     slip = record(cflags=("-O0",), **result(16.0, "e").data())
     v = baselines.verdicts("local", "hpcc", [slip], FIGS)
-    assert v["changed"] == ["cflags -O3 -march=native → -O0"]
-    assert v["figures"]["HPL"]["verdict"] == "regression"
-    low, high = reframe_reference(v["figures"], FIGS)["*"]["HPL"][1:3]
+    assert v.changed == ["cflags -O3 -march=native → -O0"]
+    assert v.figures["HPL"].verdict == "regression"
+    low, high = reframe_reference(v.figures, FIGS)["*"]["HPL"][1:3]
     assert low < 0 and high is None  # the threshold below the baseline fails ReFrame
 
 

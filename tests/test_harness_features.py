@@ -290,7 +290,8 @@ def test_report_lists_expected_failures_and_the_runs_they_skip(tmp_path):
 
 
 def test_curve_columns_without_a_finite_value_are_not_plotted(tmp_path):
-    from apptune.models import RunCurve
+    from apptune.models import RunCurve, RunRecord, RunVerification
+    from apptune.report.row import Row
 
     out = tmp_path / "out"
     (out / "curves").mkdir(parents=True)
@@ -298,23 +299,16 @@ def test_curve_columns_without_a_finite_value_are_not_plotted(tmp_path):
         "bytes,same_socket_us,other_socket_us\n125,0.5,nan\n5000,1.5,nan\n"
     )
     plot = {"x": "bytes", "y": ["same_socket_us", "other_socket_us"]}
-    summary = {
-        "apps": [
-            {
-                "app": "mpi-micro",
-                "tier": "ci",
-                "rows": [
-                    {
-                        "environment": "gnu",
-                        "variant": "tuned",
-                        "verified": True,
-                        "outputdir": str(out),
-                        "curves": {"placement": RunCurve(file="curves/placement.csv", plot=plot)},
-                    }
-                ],
-            }
-        ]
-    }
+    record = RunRecord(
+        app="mpi-micro",
+        tier="ci",
+        environment="gnu",
+        variant="tuned",
+        verification=RunVerification(ok=True, summary=""),
+        curves={"placement": RunCurve(file="curves/placement.csv", plot=plot)},
+    )
+    row = Row.of({"display_name": "MPIMicroCheck", "outputdir": str(out)}, record, "pass")
+    summary = {"apps": [{"app": "mpi-micro", "tier": "ci", "rows": [row]}]}
     report.curve_plots(summary, tmp_path)
     report.write_figures()
     assert [p["y"] for p in summary["apps"][0]["curve_plots"]] == ["same_socket_us"]

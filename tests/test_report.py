@@ -106,8 +106,8 @@ def test_report_orders_failures_first_and_marks_best(tmp_path):
     m = s["apps"][0]
     # the fast-but-wrong variant is never the best
     assert m["best"]["HPL"] == "gnu/tuned" and m["best"]["wall_time"] == "gnu/tuned"
-    tuned = next(r for r in m["rows"] if r["variant"] == "tuned")
-    assert tuned["speedup"]["HPL"] == 1.5
+    tuned = next(r for r in m["rows"] if r.variant == "tuned")
+    assert tuned.speedup["HPL"] == 1.5
     md, html = (p.read_text() for p in report.render(s, tmp_path)[1:])
     assert md.index("## Failures") < md.index("## Skipped") < md.index("## hpcc")
     assert "**15**" in md and "| verified | ✗ | ✓ | ✓ |" in md
@@ -130,7 +130,7 @@ def test_a_run_record_that_fails_validation_is_a_failure_naming_its_file_and_fie
         json.dumps({"session_info": {"num_cases": 2}, "runs": [{"testcases": [good, bad]}]})
     )
     s = report.collect(rep)
-    assert [r["variant"] for r in s["results"]] == ["baseline"]
+    assert [r.variant for r in s["results"]] == ["baseline"]
     (failed,) = s["failures"]
     assert failed["test"] == "HPCCCheck tuned"
     assert failed["reason"].startswith(f"{f}: verification.ok: ") and "\n" not in failed["reason"]
@@ -594,8 +594,8 @@ def test_repeats_are_judged_on_their_medians_from_their_run_records(tmp_path, to
         rec.write_text(json.dumps(data))
     (a,) = report.collect(run_dir / "report.json")["apps"]
     (row,) = a["rows"]
-    assert row["baseline"].why.startswith("no baseline file"), row["baseline"]
-    assert row["baseline"].repeats == 2  # the two verified (and clean) repeats
+    assert row.baseline.why.startswith("no baseline file"), row.baseline
+    assert row.baseline.repeats == 2  # the two verified (and clean) repeats
 
 
 @pytest.mark.unit
@@ -608,3 +608,34 @@ def test_the_exit_status_counts_a_regression_of_the_medians(tmp_path):
         "status": 1,
         "why": ["regression against this machine's baseline: hpcc/ci"],
     }
+
+
+@pytest.mark.unit
+def test_summary_json_holds_each_row_as_the_record_holds_its_parts(tmp_path):
+    """summary.json keeps a row's keys (the history and other tools read it): the test
+    case's fields, the run record's parts as the record holds them, and what the report
+    added; merged repeats also their count and spread."""
+    base = {"app": "hpcc", "tier": "ci", "environment": "gnu", "energy": {"trust": "modelled"}}
+    rows = [
+        dict(base, variant="baseline", repeat=i, figures={"HPL": 30.0 + i, "wall_time": 9.0})
+        for i in range(2)
+    ] + [dict(base, variant="tuned", figures={"HPL": 40.0, "wall_time": 8.0})]
+    run_dir = write_run(tmp_path / "run", "u1", 1.7e9, rows, mode="ci")
+    report.render(report.collect(run_dir / "report.json"), run_dir)
+    s = json.loads((run_dir / "summary.json").read_text())
+    record = {"test", "app", "tier", "variant", "environment", "system", "result", "verified"}
+    record |= {"fail_phase", "fail_reason", "verification", "figures", "baseline", "energy"}
+    record |= {"provenance", "outputdir", "ranks", "input", "values", "curves", "job"}
+    record |= {"placement_layout", "launch", "quality", "machine_id", "machine", "run"}
+    record |= {"scratch", "knobs"}
+    added = {"scratch_reads", "speedup", "baseline_verdicts", "input_own"}
+    single = next(r for r in s["apps"][0]["rows"] if r["variant"] == "tuned")
+    assert set(single) == record | added, set(single) ^ (record | added)
+    assert single["energy"] == {"trust": "modelled"} and single["values"] == {}
+    assert single["system"] == "local:default" and single["figures"]["HPL"] == 40.0
+    merged = next(r for r in s["apps"][0]["rows"] if r["variant"] == "baseline")
+    assert set(merged) == record | added | {"repeats", "spread"}
+    assert merged["repeats"] == 2 and merged["figures"]["HPL"] == 30.5
+    assert merged["spread"]["HPL"] == pytest.approx(1 / 30.5)
+    assert "%.repeat_no" not in merged["test"]
+    assert [set(r) for r in s["results"]] == [record] * 2 + [record | added]

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.unit
 
 def md_row(variant, ns_per_day, env="gnu", ok=True):
     r = row(variant, 100.0 / ns_per_day, env=env, app="gromacs", ok=ok)
-    r["figures"]["ns_per_day"] = ns_per_day
+    r.figures["ns_per_day"] = ns_per_day
     return r
 
 

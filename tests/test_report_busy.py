@@ -219,7 +219,7 @@ def test_nothing_is_ranked_from_disturbed_runs():
     assert r["fastest"] is None and r["speedup"] is None
     assert r["no_ranking"] == "no ranking by cg_rate: gnu/baseline, gnu/tuned: disturbed run"
     (a,) = s["apps"]
-    assert a["best"] == {} and all(not x["speedup"] for x in a["rows"])
+    assert a["best"] == {} and all(not x.speedup for x in a["rows"])
     line = report.summary_line(s["summary"][0])
     assert "fastest" not in line and "no ranking by cg_rate: gnu/baseline, gnu/tuned" in line
     # one clean run, one disturbed: the clean one ranks, the other is named as left out
@@ -240,7 +240,7 @@ def test_nothing_is_ranked_from_a_figure_too_short_to_time():
         "gnu/tuned": "timed over 0.0028 s (less than 0.1 s)",
     }
     tuned = a["rows"][1]
-    assert tuned["speedup"]["cg_rate"] == 2.48 and "mg_rate" not in tuned["speedup"]
+    assert tuned.speedup["cg_rate"] == 2.48 and "mg_rate" not in tuned.speedup
 
 
 def test_each_variants_input_is_shown(tmp_path):

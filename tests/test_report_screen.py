@@ -9,8 +9,9 @@ import pytest
 
 from apptune import report
 from apptune.core import baselines, changes
-from apptune.models import BaselineVerdicts, EnergyRecord, RunQuality
+from apptune.models import BaselineVerdicts, EnergyRecord, RunQuality, RunRecord, RunVerification
 from apptune.report import screen
+from apptune.report.row import Row
 
 collect = importlib.import_module("apptune.report.collect")  # report.collect: the function
 
@@ -20,26 +21,24 @@ CLEAN = {"grade": "clean"}
 
 def row(variant, wall, env="gnu", app="toyapp", ok=True, energy=None, trust="modelled", **kw):
     """One variant's row as the report collects it (an app without a recipe ranks by
-    wall_time, lower is better)."""
+    wall_time, lower is better); ``kw``: more parts of its run record."""
     figures = {"wall_time": wall} | ({"energy_J": energy} if energy is not None else {})
     baseline = kw.pop("baseline", None)
-    return {
-        "app": app,
-        "tier": "ci",
-        "environment": env,
-        "variant": variant,
-        "verified": ok,
-        "figures": figures,
-        "energy": EnergyRecord(trust=trust),
-        "baseline": BaselineVerdicts.model_validate(baseline) if baseline else None,
-        "quality": RunQuality.model_validate(kw.pop("quality", CLEAN)),
-        "system": "local:default",
-        "outputdir": None,
-        "provenance": {},
-        "verification": "",
-        "curves": {},
+    record = RunRecord(
+        app=app,
+        tier="ci",
+        environment=env,
+        variant=variant,
+        system="local",
+        partition="default",
+        figures=kw.pop("figures", figures),
+        energy=EnergyRecord(trust=trust),
+        baseline=BaselineVerdicts.model_validate(baseline) if baseline else None,
+        quality=RunQuality.model_validate(kw.pop("quality", CLEAN)),
+        verification=RunVerification(ok=ok, summary=""),
         **kw,
-    }
+    )
+    return Row.of({"display_name": f"{app} {env}/{variant}"}, record, "pass" if ok else "fail")
 
 
 def judged(*verdicts, found=True):
@@ -112,7 +111,7 @@ def test_regressions_are_named_by_variant_largest_first_with_what_changed(tmp_pa
         slower("c", 2.0),
         slower("d", 0.05),
         # a variant that is not verified has no performance verdict
-        dict(slower("e", 9.0), verified=False),
+        slower("e", 9.0).merged(verified=False),
     ]
     r = only_row(summarised(rows))
     assert r["verdict"] == "regression" and r["judged"] == 7
@@ -201,7 +200,7 @@ def test_the_history_column_names_its_regressions_or_says_why_it_has_none():
     change["provenance_diff"] = ["flags -O2 → -O1"]
     h = only_row(summarised(rows, history=hist))["history"]
     assert h["named"][0]["changed"] == "changed: flags -O2 → -O1"
-    rows[0]["history_verdicts"] = {"wall_time": "insufficient data"}
+    rows[0].history_verdicts = {"wall_time": "insufficient data"}
     h = only_row(summarised(rows, history=dict(hist, changes=[])))["history"]
     assert h["text"].startswith("insufficient data")
     assert only_row(summarised(rows))["history"] is None  # the report was written without it
@@ -321,7 +320,7 @@ def test_variants_are_ratios_to_the_distributions_build_when_there_is_no_gnu_bas
     rows = [row("tuned", 8.0), row("zz-distro", 10.0), row("tuned", 5.0, env="llvm")]
     (a,) = collect.matrices_of(rows)
     assert a["reference_variant"] == "gnu/zz-distro"
-    ratios = {(r["environment"], r["variant"]): r["speedup"]["wall_time"] for r in a["rows"]}
+    ratios = {(r.environment, r.variant): r.speedup["wall_time"] for r in a["rows"]}
     assert ratios[("gnu", "tuned")] == pytest.approx(10.0 / 8.0)
     assert ratios[("llvm", "tuned")] == pytest.approx(2.0)
 

@@ -44,7 +44,7 @@ import yaml
 from .. import machine, paths
 from ..errors import ApptuneError
 from ..figures import worse_better
-from ..models import BaselineFile, Figure, RunRecord
+from ..models import BaselineFile, BaselineVerdicts, Figure, FigureVerdict, RunRecord
 from ..yamlio import atomic_write_text, dump_yaml_roundtrip, edit_yaml_text, load_model, load_yaml
 from . import causes, changes, quality
 
@@ -202,42 +202,42 @@ def judge(
     blocked: str | None,
     energy_trust: str | None,
     repeats: int = 1,
-) -> dict:
+) -> FigureVerdict:
     """One figure's comparison: value, baseline, change, noise, threshold, verdict, why."""
     from .recipes import is_energy_figure
 
-    out = {
-        "value": value,
-        "baseline": base.value if base else None,
-        "change": None,
-        "noise": base.noise if base else None,
-        "threshold": None,
-        "verdict": "no verdict",
-        "why": "",
-    }
+    out = FigureVerdict(
+        value=value,
+        baseline=base.value if base else None,
+        change=None,
+        noise=base.noise if base else None,
+        threshold=None,
+        verdict="no verdict",
+        why="",
+    )
     finite = _finite(value)
     if base is not None and finite and base.value:
-        out["change"] = (value - base.value) / base.value
+        out.change = (value - base.value) / base.value
     why_energy = energy_no_verdict(energy_trust) if is_energy_figure(name) else None
     if why_energy:
-        out["why"] = why_energy
+        out.why = why_energy
     elif blocked:
-        out["why"] = blocked
+        out.why = blocked
     elif not finite:
-        out["why"] = f"not a finite number ({value!r})"
+        out.why = f"not a finite number ({value!r})"
     elif fig.discrete:
-        out["why"] = (
+        out.why = (
             "discrete figure (its values lie on a grid): a step between grid points is no "
             "evidence, even as the median of repeats; the history's change points judge it"
         )
     elif base is None:
-        out["why"] = "no baseline for this figure"
+        out.why = "no baseline for this figure"
     elif base.noise is None or base.runs < MIN_RUNS:
-        out["why"] = (
+        out.why = (
             f"noise unknown: the baseline comes from {base.runs} clean run(s), it needs {MIN_RUNS}"
         )
     elif base.noise > NOISE_MAX:
-        out["why"] = (
+        out.why = (
             f"not judged: noise {_noise_words(base.noise, base)}, beyond {NOISE_MAX:.0%}: its "
             "clean runs differ by more than their own size (a few stalled runs make its "
             "spread), so no multiple of it is evidence"
@@ -248,21 +248,21 @@ def judge(
         worse, better = worse_better(value, base.value, fig.better)
         bad, good = worse > t, better > t
         rule = f"threshold {t:.1%} = max({FLOOR:.0%}, {SIGMAS:g} x noise of the difference)"
-        if bad and fig.better == "higher" and out["change"] >= -t:
+        if bad and fig.better == "higher" and out.change >= -t:
             rule += f"; the rate fell {1 + worse:.3g}x (the baseline over this run)"
         if judged:
-            out["threshold"] = round(t, 4)
-            out["verdict"] = "regression" if bad else "improvement" if good else "within noise"
-            out["why"] = rule
+            out.threshold = round(t, 4)
+            out.verdict = "regression" if bad else "improvement" if good else "within noise"
+            out.why = rule
         elif bad or good:
             # too noisy to vouch for "within noise", but a change beyond 4 sd is no noise
-            out["threshold"] = round(t, 4)
-            out["verdict"] = "regression" if bad else "improvement"
-            out["why"] = (
+            out.threshold = round(t, 4)
+            out.verdict = "regression" if bad else "improvement"
+            out.why = (
                 f"{rule}; noise {_noise_words(noise, base)}: a change inside it would not be judged"
             )
         else:
-            out["why"] = (
+            out.why = (
                 f"not judged here: noise {_noise_words(noise, base)} (a {DETECT:.0%} change "
                 f"would be missed more than 1 time in 10 with {repeats} run(s); only a change "
                 f"beyond {t:.1%} would be)"
@@ -286,7 +286,7 @@ def compare(
     blocked: str | None = None,
     energy_trust: str | None = None,
     repeats: int = 1,
-) -> dict:
+) -> dict[str, FigureVerdict]:
     """Every figure of a run against its baseline entry. ``blocked``: why no figure of
     this run can be judged (another machine, a disturbed run), or None."""
     if entry is None and blocked is None:
@@ -307,18 +307,20 @@ def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def verdicts(system: str, app: str, runs: list[RunRecord], figures: dict[str, Figure]) -> dict:
+def verdicts(
+    system: str, app: str, runs: list[RunRecord], figures: dict[str, Figure]
+) -> BaselineVerdicts:
     """The performance verdict of one run, or of the repeats of one variant (their medians,
     with the threshold for that many repeats): ``runs`` are run records of one app, tier,
     environment, variant and machine. The one place that decides what may be judged: a
     readable baseline of this machine, verified runs, clean runs, finite figures.
 
-    Returns ``{file, found, why, repeats, figures: {name: judge(...)}}``; ``why`` says why
-    no figure of the runs can be judged (None: each figure's own ``why`` says)."""
+    The verdicts' ``why`` says why no figure of the runs can be judged (None: each
+    figure's own ``why`` says); ``advice`` and ``changed`` are set only when they apply."""
 
     first = runs[0]
     env, variant, tier = first.environment, first.variant, first.tier
-    out = {"file": paths.rel(paths.baselines_file(system, app)), "found": False, "why": None}
+    out = BaselineVerdicts(file=paths.rel(paths.baselines_file(system, app)), found=False, why=None)
     try:
         bfile, b = load(system, app)
         blocked = None
@@ -326,7 +328,7 @@ def verdicts(system: str, app: str, runs: list[RunRecord], figures: dict[str, Fi
         bfile, b, blocked = paths.baselines_file(system, app), None, f"baseline unusable: {e}"
     mid = first.machine_id
     entry = lookup(b, mid, env, variant, tier)
-    out["found"] = entry is not None
+    out.found = entry is not None
     verified = [r for r in runs if r.verification.ok]
     clean = [r for r in verified if _grade(r) == "clean"]
     blocked = blocked or not_applicable(b, bfile, mid, system, app)
@@ -348,25 +350,25 @@ def verdicts(system: str, app: str, runs: list[RunRecord], figures: dict[str, Fi
             continue
         bad = [v for v in vals if not _finite(v)]  # no median hides a non-finite repeat
         values[n] = bad[0] if bad else statistics.median(vals)
-    out["why"] = blocked
-    if not out["found"] and not (blocked or "").startswith("baseline unusable"):
+    out.why = blocked
+    if not out.found and not (blocked or "").startswith("baseline unusable"):
         # the one piece of advice of a run without a baseline here (said once per run)
-        out["advice"] = record_command(app, tier, system, first.partition)
+        out.advice = record_command(app, tier, system, first.partition)
     if entry is not None:
-        out["changed"] = what_changed(entry, first)
-    out["repeats"] = max(1, len(clean))
-    out["figures"] = compare(
+        out.changed = what_changed(entry, first)
+    out.repeats = max(1, len(clean))
+    out.figures = compare(
         b,
         entry,
         figures,
         values,
         blocked=blocked,
         energy_trust=first.energy.trust if first.energy else None,
-        repeats=out["repeats"],
+        repeats=out.repeats,
     )
-    if out.get("changed") is not None:
+    if out.changed is not None:
         now = causes.typical([causes.condition(r.quality) for r in clean or runs])
-        out["changed"] = causes.weigh_changes(entry, out["changed"], out["figures"], figures, now)
+        out.changed = causes.weigh_changes(entry, out.changed, out.figures, figures, now)
     return out
 
 

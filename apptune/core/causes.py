@@ -35,6 +35,7 @@ import statistics
 from dataclasses import dataclass
 
 from ..figures import worse_better
+from ..models import FigureVerdict
 from . import changes
 
 #: The most a flag set moves a figure (either way), as a factor.
@@ -176,15 +177,17 @@ def said(causes: list[Cause]) -> list[str]:
     return [c.said() for c in causes if c.explains] + [c.said() for c in causes if not c.explains]
 
 
-def weigh_changes(entry, changed: list[str], judged: dict, figures: dict, now) -> list[str]:
+def weigh_changes(
+    entry, changed: list[str], judged: dict[str, FigureVerdict], figures: dict, now
+) -> list[str]:
     """What changed since the baseline's runs, the node's state among it, each weighed
     against the figures beyond their threshold (:func:`weigh`): a
     figure no change of the build or the launch can explain becomes ``unexplained``."""
     moves = {}
     for name, j in judged.items():
         fig = figures.get(name)
-        if j["verdict"] in ("regression", "improvement") and fig is not None:
-            moves[name] = factor(j["value"], j["baseline"], fig.better)
+        if j.verdict in ("regression", "improvement") and fig is not None:
+            moves[name] = factor(j.value, j.baseline, fig.better)
     for name, move in moves.items():
         cs = weigh(changed, [move], entry.quality, now)
         if not build_explains(cs):
@@ -193,16 +196,16 @@ def weigh_changes(entry, changed: list[str], judged: dict, figures: dict, now) -
     return said(weigh(changed, list(moves.values()), entry.quality, now))
 
 
-def unexplained(j: dict, sessions: int | None, weighed: list | None = None) -> None:
+def unexplained(j: FigureVerdict, sessions: int | None, weighed: list | None = None) -> None:
     """A verdict beyond the threshold that no recorded change of the build or the launch
     since the baseline's runs can explain becomes ``unexplained``: a VM can run a whole
     night at another level, which a few baseline sessions need not show; ``apptune
     check-regressions`` confirms it (CONFIRM). ``weighed``: what changed, weighed
     (:func:`weigh`)."""
-    if j["verdict"] not in ("regression", "improvement"):
+    if j.verdict not in ("regression", "improvement"):
         return
     seen = f"its {sessions} session(s)" if sessions else "its runs"
-    j["direction"], j["verdict"] = j["verdict"], "unexplained"
+    j.direction, j.verdict = j.verdict, "unexplained"
     state = [c.line for c in weighed or () if c.explains]
     other = [c.said() for c in weighed or () if not c.explains]
     if state:
@@ -216,7 +219,7 @@ def unexplained(j: dict, sessions: int | None, weighed: list | None = None) -> N
         )
     if other:
         words += f"; {'; '.join(other)}"
-    j["why"] = f"{j['why']}; {words}; {confirmed(j['direction'])}"
+    j.why = f"{j.why}; {words}; {confirmed(j.direction)}"
 
 
 def confirmed(direction: str) -> str:

@@ -215,7 +215,7 @@ def _result(tc: dict) -> ResultRec:
         )
     rec = _record_result(r, test, repeat, res or "?", tc.get("fail_phase"))
     if res == "fail":
-        rec.reason = records.failure(tc, {"verification": rec.reason})["reason"]
+        rec.reason = records.failure(tc, rec.reason or "")["reason"]
     return rec
 
 

@@ -199,16 +199,17 @@ def timed_out(tc: dict, reason: str) -> str:
     return out
 
 
-def failure(tc: dict, row: dict | None = None) -> dict:
+def failure(tc: dict, verification: str | None = None) -> dict:
     """A failed test case as the report and the history show it: test, environment, phase and
     the one-line reason (a run record that is not one, the verification's, the build's or
-    job's last apptune error, or the scheduler's explanation), with its stage directory."""
+    job's last apptune error, or the scheduler's explanation), with its stage directory.
+    ``verification``: the summary of its run record's verification (None: no record read)."""
     reason = tc.get("fail_reason") or "failed"
     phase = tc.get("fail_phase")
     if TIMED_OUT in reason:
         reason = timed_out(tc, reason)
-    elif row and row.get("verification") and phase == "sanity":
-        reason = row["verification"]
+    elif verification and phase == "sanity":
+        reason = verification
     elif phase in ("compile", "compile_wait") and tc.get("stagedir"):
         err = last_error_line(Path(tc["stagedir"]) / "rfm_build.err")
         reason = err or reason
@@ -218,7 +219,7 @@ def failure(tc: dict, row: dict | None = None) -> dict:
     # the scheduler's part (sbatch could not reach slurmctld, job blocked on down nodes)
     reason = slurm.explain_reframe_failure(tc.get("fail_reason")) or reason
     # a run record that is not one: whatever else the case says, it has no verified result
-    problem = None if row else record_problem(tc)
+    problem = None if verification is not None else record_problem(tc)
     reason = problem or reason
     return {
         "test": tc["display_name"],

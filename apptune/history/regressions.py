@@ -343,14 +343,14 @@ def against_baseline(v: Verdict, base: BaselineFigure, spec: Figure | None) -> d
     out = {
         "value": base.value,
         "current": last[-1].value,
-        "change": j["change"],
-        "threshold": j["threshold"],
-        "verdict": j["verdict"],
-        "why": j["why"],
-        "held": sum(x["verdict"] == j["verdict"] for x in js),
+        "change": j.change,
+        "threshold": j.threshold,
+        "verdict": j.verdict,
+        "why": j.why,
+        "held": sum(x.verdict == j.verdict for x in js),
         "cause": [],
     }
-    if j["verdict"] in ("regression", "improvement") and len(v.points) > 1:
+    if j.verdict in ("regression", "improvement") and len(v.points) > 1:
         a, b = v.points[-2:]
         weighed = causes.weigh(
             provenance_diff(a.provenance, b.provenance),
@@ -360,9 +360,9 @@ def against_baseline(v: Verdict, base: BaselineFigure, spec: Figure | None) -> d
         )
         out["cause"] = causes.said(weighed)
         if not causes.build_explains(weighed) and out["held"] < baselines.CONFIRM:
-            out["direction"], out["verdict"] = j["verdict"], "unexplained"
-    elif j["verdict"] in ("regression", "improvement") and out["held"] < baselines.CONFIRM:
-        out["direction"], out["verdict"] = j["verdict"], "unexplained"
+            out["direction"], out["verdict"] = j.verdict, "unexplained"
+    elif j.verdict in ("regression", "improvement") and out["held"] < baselines.CONFIRM:
+        out["direction"], out["verdict"] = j.verdict, "unexplained"
     return out
 
 

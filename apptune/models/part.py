@@ -23,6 +23,8 @@ def as_data(part):
     JSON object."""
     if isinstance(part, Part):
         return part.data()
+    if callable(getattr(part, "data", None)):  # a row of a report (apptune/report/row.py)
+        return as_data(part.data())
     if isinstance(part, dict):
         return {k: as_data(v) for k, v in part.items()}
     if isinstance(part, (list, tuple)):

@@ -16,7 +16,7 @@ import re
 
 from ..core import recipes
 from ..errors import ApptuneError
-from .values import number_or_none
+from .values import number_or_none, variant_key
 
 #: The build variant of a skipped test case, from its display name.
 _VARIANT = re.compile(r"%(?:build\.)?variant=(\S+)")
@@ -70,13 +70,13 @@ def axis_tables(apps: list[dict], skipped: list[dict] = ()) -> list[dict]:
             continue
         groups: dict[tuple[str, str], dict] = {}
         for r in a["rows"]:
-            parts = _split(r["variant"], recipe)
+            parts = _split(r.variant, recipe)
             if parts is None:
                 continue
             ladder, chosen, labels = parts
             for axis in recipe.axes:
                 g = groups.setdefault(
-                    (axis, _context(recipe, r["environment"], ladder, chosen, axis, labels)),
+                    (axis, _context(recipe, r.environment, ladder, chosen, axis, labels)),
                     {"runs": {}, "not_measured": {}},
                 )
                 g["runs"][chosen[axis]] = r
@@ -109,7 +109,7 @@ def _table(a: dict, recipe, axis: str, context: str, g: dict) -> dict:
         set(g["runs"]) | set(g["not_measured"]),
         key=lambda o: order.index(o) if o in order else len(order),
     )
-    verified = [o for o in options if o in g["runs"] and g["runs"][o]["verified"]]
+    verified = [o for o in options if o in g["runs"] and g["runs"][o].verified]
     ref = default if default in verified else next(iter(verified), None)
     better = a.get("better") or {}
     columns = []
@@ -120,16 +120,16 @@ def _table(a: dict, recipe, axis: str, context: str, g: dict) -> dict:
             continue
         col = {
             "option": o,
-            "variant": f"{r['environment']}/{r['variant']}",
-            "verified": r["verified"],
-            "disturbed": bool(r.get("quality") and r["quality"].grade != "clean"),
-            "figures": {n: r["figures"].get(n) for n in a["figures"]},
+            "variant": variant_key(r),
+            "verified": r.verified,
+            "disturbed": bool(r.quality and r.quality.grade != "clean"),
+            "figures": {n: r.figures.get(n) for n in a["figures"]},
             "ratios": {},
         }
-        if r["verified"] and ref is not None:
-            base = g["runs"][ref]["figures"]
+        if r.verified and ref is not None:
+            base = g["runs"][ref].figures
             for n in a["figures"]:
-                x = _ratio(r["figures"].get(n), base.get(n), better.get(n, "higher"))
+                x = _ratio(r.figures.get(n), base.get(n), better.get(n, "higher"))
                 if x is not None:
                     col["ratios"][n] = x
         columns.append(col)

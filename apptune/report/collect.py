@@ -20,6 +20,7 @@ from ..models import BaselineVerdicts, RunRecord
 from .axes import axis_tables
 from .knob_table import knob_tables
 from .matrices import matrices_of
+from .row import Row
 from .scaling import scaling_tables
 from .screen import app_summary, changed_since_baseline, first_screen, untested_summaries
 from .values import number_or_none, variant_key
@@ -96,9 +97,9 @@ def brief(reason: str, failed: list[str]) -> str:
     return f"{cut} … (all in report.html)"
 
 
-def _failure(tc: dict, row: dict | None = None, r: RunRecord | None = None) -> dict:
+def _failure(tc: dict, row: Row | None = None, r: RunRecord | None = None) -> dict:
     """A failed test case (:func:`apptune.history.records.failure`) with its :func:`brief`."""
-    f = records.failure(tc, row)
+    f = records.failure(tc, row.verification if row else None)
     failed = [x.field for x in (r.verification.fields or []) if not x.ok] if r else []
     return f | {"brief": brief(f["reason"], failed)}
 
@@ -137,9 +138,7 @@ def collect(report_file: Path) -> dict:
         session[k] = _readable_time(session[k])
     apps = matrices_of(_merge_repeats(rows, c["runs"]))
     machines = {
-        r["machine_id"]: machine.describe(r["machine"].data())
-        for r in rows
-        if r["machine_id"] and r["machine"]
+        r.machine_id: machine.describe(r.machine.data()) for r in rows if r.machine_id and r.machine
     }
     summaries = [app_summary(a) for a in apps] + untested_summaries(
         cases, apps, failures, c["xfailed"], skipped, c["aborted"]
@@ -203,48 +202,12 @@ def _sorted_cases(cases: list[dict], by_name: dict) -> dict[str, list]:
         if r is None:
             out["failures"].append(_failure(tc))
             continue
-        row = _row(tc, r, res)
+        row = Row.of(tc, r, res)
         out["rows"].append(row)
         out["runs"].append(r)
         if res != "pass":
             out["failures"].append(_failure(tc, row, r))
     return out
-
-
-def _row(tc: dict, r: RunRecord, res: str) -> dict:
-    """A test case with a run record, as the matrices and the history show it."""
-    return {
-        "test": tc["display_name"],
-        "app": r.app,
-        "tier": r.tier,
-        "variant": r.variant,
-        "environment": r.environment,
-        "system": f"{r.system}:{r.partition}",
-        "result": res,
-        "fail_phase": tc.get("fail_phase"),
-        "fail_reason": tc.get("fail_reason"),
-        "verified": r.verification.ok,
-        "verification": r.verification.summary,
-        "figures": r.figures or {},
-        # the parts of the run record, typed (summary.json holds them as the record does)
-        "baseline": r.baseline,
-        "energy": r.energy,
-        "provenance": r.provenance,
-        "outputdir": tc.get("outputdir") if res == "pass" else tc.get("stagedir"),
-        "ranks": r.ranks,
-        "input": r.input,
-        "values": r.values or {},
-        "curves": r.curves or {},
-        "job": r.job,
-        "placement_layout": r.placement_layout,
-        "launch": r.launch,
-        "quality": r.quality,
-        "machine_id": r.machine_id,
-        "machine": r.machine,
-        "run": r.run,
-        "scratch": r.scratch,
-        "knobs": r.knobs,
-    }
 
 
 def _aborted(tc: dict) -> dict:
@@ -331,15 +294,15 @@ def outcome(
     return {"status": status, "why": why or ["every test case that ran passed"]}
 
 
-def baseline_advice(rows: list[dict]) -> list[str]:
+def baseline_advice(rows: list[Row]) -> list[str]:
     """How to record the baselines this run lacked: one line per tier and system, naming
     its applications and the one command (said once per run, not per figure)."""
     from ..core.baselines import record_advice
 
     groups: dict[tuple[str, str], set[str]] = {}
     for r in rows:
-        if r["baseline"] and r["baseline"].advice:
-            groups.setdefault((r["tier"], r["system"]), set()).add(r["app"])
+        if r.baseline and r.baseline.advice:
+            groups.setdefault((r.tier, r.system), set()).add(r.app)
     out = []
     for (tier, system), apps in sorted(groups.items()):
         name, _, part = system.partition(":")
@@ -358,8 +321,8 @@ def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
         (a, r, n, c)
         for a in apps
         for r in a["rows"]
-        if r["baseline"]
-        for n, c in r["baseline"].figures.items()
+        if r.baseline
+        for n, c in r.baseline.figures.items()
     ]
     counts: dict[str, int] = {}
     for *_, c in judged:
@@ -367,15 +330,10 @@ def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
     return {
         "decides": "the exit code of apptune run (ReFrame's performance check of each test case)",
         "files": sorted(
-            {
-                r["baseline"].file
-                for a in apps
-                for r in a["rows"]
-                if r["baseline"] and r["baseline"].file
-            }
+            {r.baseline.file for a in apps for r in a["rows"] if r.baseline and r.baseline.file}
         ),
         "performance_failures": [f for f in failures if f["phase"] == "performance"],
-        "repeated": any(r.get("repeats", 1) > 1 for a in apps for r in a["rows"]),
+        "repeated": any(r.repeats > 1 for a in apps for r in a["rows"]),
         "counts": counts,
         "changes": [
             {
@@ -392,16 +350,16 @@ def _baseline_verdicts(apps: list[dict], failures: list[dict]) -> dict:
     }
 
 
-def _merge_repeats(rows: list[dict], runs: list[RunRecord]) -> list[dict]:
+def _merge_repeats(rows: list[Row], runs: list[RunRecord]) -> list[Row]:
     """Repeats of a test (``--repeat``) as one matrix column: the median of each figure,
     its spread ((max - min) / median), verified only when every repeat was. ``runs``: the
     run record of each row, which the verdicts of the repeats' medians are judged from."""
     import statistics
 
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[Row]] = {}
     records_of: dict[tuple, list[RunRecord]] = {}
     for r, run in zip(rows, runs, strict=True):
-        key = (r["app"], r["tier"], r["environment"], r["variant"], r["system"])
+        key = (r.app, r.tier, r.environment, r.variant, r.system)
         groups.setdefault(key, []).append(r)
         records_of.setdefault(key, []).append(run)
     out = []
@@ -409,27 +367,24 @@ def _merge_repeats(rows: list[dict], runs: list[RunRecord]) -> list[dict]:
         if len(rs) == 1:
             out.append(rs[0])
             continue
-        m = dict(
-            rs[0],
-            test=re.sub(r"\s*%\.repeat_no=\d+", "", rs[0]["test"]),
+        bad = [r for r in rs if not r.verified]
+        m = rs[0].merged(
+            test=re.sub(r"\s*%\.repeat_no=\d+", "", rs[0].test),
             repeats=len(rs),
-            verified=all(r["verified"] for r in rs),
+            verified=not bad,
             figures={},
             spread={},
+            verification=(bad[0] if bad else rs[0]).verification + f" ({len(rs)} repeats)",
         )
-        for n in {n for r in rs for n in r["figures"]}:
-            vals = [r["figures"][n] for r in rs if number_or_none(r["figures"].get(n)) is not None]
+        for n in {n for r in rs for n in r.figures}:
+            vals = [r.figures[n] for r in rs if number_or_none(r.figures.get(n)) is not None]
             if vals:
                 med = statistics.median(vals)
-                m["figures"][n] = med
-                m["spread"][n] = (max(vals) - min(vals)) / abs(med) if med else None
-        bad = [r for r in rs if not r["verified"]]
-        m["verification"] = (
-            bad[0]["verification"] if bad else rs[0]["verification"]
-        ) + f" ({len(rs)} repeats)"
+                m.figures[n] = med
+                m.spread[n] = (max(vals) - min(vals)) / abs(med) if med else None
         first = records_of[key][0].baseline
         if first and first.file:  # the verdicts, again, for the clean repeats' medians
-            m["baseline"] = _judge_repeats(key[0], key[4], rs[0]["baseline"], records_of[key])
+            m.baseline = _judge_repeats(key[0], key[4], rs[0].baseline, records_of[key])
         out.append(m)
     return out
 
@@ -448,7 +403,7 @@ def _judge_repeats(
         out.why = f"recipe unusable: {e}"
         return out
     judged = baselines.verdicts(system.split(":")[0], app, runs, specs)
-    return BaselineVerdicts.model_validate(first.data() | judged)
+    return first.model_copy(update={k: getattr(judged, k) for k in judged.model_fields_set})
 
 
 def _readable_time(stamp):
@@ -472,7 +427,7 @@ def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
         mode = h.mode_of(uuid)
         order = {r["session_uuid"]: i for i, r in enumerate(h.runs(mode=mode))}
         verdicts = []
-        for system, app in sorted({(r["system"], r["app"]) for r in summary["results"]}):
+        for system, app in sorted({(r.system, r.app) for r in summary["results"]}):
             verdicts += regressions.check(h, system=system, mode=mode, app=app)
     verdicts.sort(key=lambda v: (regressions.ORDER[v.verdict], v.name))
     summary["history_verdicts"] = {
@@ -490,11 +445,11 @@ def history_verdicts(summary: dict, history_dir: Path) -> tuple[list, dict]:
         ]
         for r in a["rows"]:
             # the series of this run's input (or of no recorded input)
-            r["history_verdicts"] = {
+            r.history_verdicts = {
                 v.figure: v.verdict
                 for v in vs
-                if (v.environment, v.variant) == (r["environment"], r["variant"])
-                and v.input in (None, r.get("input") or None)
+                if (v.environment, v.variant) == (r.environment, r.variant)
+                and v.input in (None, r.input or None)
             }
     return verdicts, order
 

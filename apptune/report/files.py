@@ -80,7 +80,7 @@ def render(
     env.filters.update(
         quality=quality.summary,
         filesystem=scratch.describe,
-        wrote_files=lambda rows: any(r.get("scratch") for r in rows),
+        wrote_files=lambda rows: any(r.scratch for r in rows),
         summary_line=summary_line,
         fmt=functools.partial(fmt_figure, missing="–"),
         pct=fmt_pct,

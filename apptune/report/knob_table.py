@@ -12,10 +12,14 @@ setting drew).
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ..core import knobs
 from ..models import KnobsObserved
 from .values import number_or_none, variant_key
+
+if TYPE_CHECKING:
+    from .row import Row
 
 #: A knob's line in a skip reason (apptune.knobs.unavailable and problems), up to the next.
 _LINE = re.compile(
@@ -42,17 +46,17 @@ def _label(knob: str, value: str | None) -> str:
     return DEFAULT if value is None else f"{knobs.LABELS[knob]}={value}"
 
 
-def _in_effect(knob: str, row: dict, value: str | None) -> str:
+def _in_effect(knob: str, row: Row, value: str | None) -> str:
     """What was in effect, as measured: the frequency of the ranks' CPUs (of the node for
     the node's own setting), the turbo switch; a run with a knob asked ran only where it was
     in effect (the check skips it otherwise)."""
-    k = row["knobs"]  # the run record's typed part (RunKnobs), None without knobs
+    k = row.knobs  # the run record's typed part (RunKnobs), None without knobs
     seen = (k.observed if k else None) or KnobsObserved()
     if knob == "cpu_freq":
         f = seen.frequency
         if f and f.median_mhz is not None:
             return f"{f.median_mhz:g} MHz measured (median on CPUs {f.cpus})"
-        span = row["quality"].freq_mhz if row.get("quality") else None
+        span = row.quality.freq_mhz if row.quality else None
         if span:
             lo, hi = span
             return f"{lo:g}–{hi:g} MHz measured on the node" if lo != hi else f"{lo:g} MHz measured"
@@ -62,8 +66,8 @@ def _in_effect(knob: str, row: dict, value: str | None) -> str:
     return "the node's own" if value is None else "in effect (checked after the run)"
 
 
-def _asked(row: dict) -> dict:
-    k = row["knobs"]
+def _asked(row: Row) -> dict:
+    k = row.knobs
     return k.asked.given() if k else {}
 
 
@@ -85,7 +89,7 @@ def knob_tables(apps: list[dict], skipped: list[dict]) -> list[dict]:
         for r in a["rows"]:
             asked = _asked(r)
             for knob in knobs.KNOBS:
-                g = group(a["app"], a["tier"], knob, r["environment"], r["variant"], asked)
+                g = group(a["app"], a["tier"], knob, r.environment, r.variant, asked)
                 g["runs"][asked.get(knob)] = r
     for s in skipped:
         asked = {k: str(v) for k, v in (s.get("knobs") or {}).items()}
@@ -121,7 +125,7 @@ def _table(app, tier, knob, base, other, g, values, matrix) -> dict:
     units.setdefault("energy_J", "J")
     better = (matrix or {}).get("better") or {}
     ref_value = next(
-        (v for v in settings if v in g["runs"] and g["runs"][v]["verified"]), "no reference"
+        (v for v in settings if v in g["runs"] and g["runs"][v].verified), "no reference"
     )
     ref = g["runs"].get(ref_value)
     columns = []
@@ -132,19 +136,19 @@ def _table(app, tier, knob, base, other, g, values, matrix) -> dict:
             col["not_measured"] = g["not_measured"][v]
             columns.append(col)
             continue
-        grade = r["energy"].trust if r.get("energy") else "none"
+        grade = r.energy.trust if r.energy else "none"
         col.update(
             variant=variant_key(r),
-            verified=r["verified"],
+            verified=r.verified,
             in_effect=_in_effect(knob, r, v),
             grade=grade,
-            figures={n: number_or_none(r["figures"].get(n)) for n in figures},
+            figures={n: number_or_none(r.figures.get(n)) for n in figures},
             ratios={},
         )
         for n in figures:
             x = col["figures"][n]
-            b = number_or_none(ref["figures"].get(n)) if ref else None
-            if r["verified"] and x is not None and b:
+            b = number_or_none(ref.figures.get(n)) if ref else None
+            if r.verified and x is not None and b:
                 col["ratios"][n] = x / b
         if grade not in ("measured", "measured-shared"):
             col["energy_note"] = grade  # modelled (or none): never shown as measured

@@ -126,10 +126,10 @@ def power_plots(summary: dict, run_dir: Path) -> None:
     for a in summary["apps"]:
         traces = []
         for r in a["rows"]:
-            f = Path(r["outputdir"] or "") / TRACE_FILE
-            if r.get("outputdir") and f.is_file():
+            f = Path(r.outputdir or "") / TRACE_FILE
+            if r.outputdir and f.is_file():
                 try:
-                    trust = r["energy"].trust if r["energy"] else "?"
+                    trust = r.energy.trust if r.energy else "?"
                     traces.append((variant_key(r), trust, read_trace(f)))
                 except (OSError, ValueError, KeyError):
                     continue
@@ -174,10 +174,10 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
         a["curve_plots"] = []
         found: dict[tuple[str, str], list] = {}
         for r in a["rows"]:
-            for name, c in r["curves"].items():
+            for name, c in r.curves.items():
                 plot = c.plot
-                f = Path(r.get("outputdir") or "") / c.file
-                if plot is None or not r.get("outputdir") or not f.is_file():
+                f = Path(r.outputdir or "") / c.file
+                if plot is None or not r.outputdir or not f.is_file():
                     continue
                 try:
                     data = _read_curve(f)
@@ -188,7 +188,7 @@ def curve_plots(summary: dict, run_dir: Path) -> None:
                     # would be empty axes
                     if any(math.isfinite(v) for v in data.get(y, [])):
                         found.setdefault((name, y), []).append(
-                            (variant_key(r), r["verified"], plot, data)
+                            (variant_key(r), r.verified, plot, data)
                         )
         if not found:
             continue

@@ -11,15 +11,20 @@ better), and of the wall time.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..placement import without_labels
 from .values import number_or_none, variant_key
+
+if TYPE_CHECKING:
+    from .row import Row
 
 #: The runtime labels that make the steps of a series (apptune/placement.py label).
 SERIES_LABELS = ("ranks=", "tpr=")
 
 
-def _threads(row: dict) -> int:
-    lay = row.get("placement_layout")
+def _threads(row: Row) -> int:
+    lay = row.placement_layout
     return (lay.threads_per_rank if lay is not None else None) or 1
 
 
@@ -36,48 +41,48 @@ def scaling_tables(apps: list[dict]) -> list[dict]:
     for a in apps:
         series: dict[tuple[str, str], list[dict]] = {}
         for r in a["rows"]:
-            if r.get("ranks"):
-                base = without_labels(r["variant"], SERIES_LABELS)
-                series.setdefault((r["environment"], base), []).append(r)
+            if r.ranks:
+                base = without_labels(r.variant, SERIES_LABELS)
+                series.setdefault((r.environment, base), []).append(r)
         for (env, base), rows in sorted(series.items()):
-            cores = {r["ranks"] * _threads(r) for r in rows}
+            cores = {r.ranks * _threads(r) for r in rows}
             if len(cores) > 1:
                 out.append(_table(a, env, base, rows))
     return out
 
 
-def _table(a: dict, env: str, base: str, rows: list[dict]) -> dict:
+def _table(a: dict, env: str, base: str, rows: list[Row]) -> dict:
     primary = a.get("primary") or "wall_time"
     better = (a.get("better") or {}).get(primary, "higher")
-    rows = sorted(rows, key=lambda r: (r["ranks"] * _threads(r), r["ranks"]))
-    ref = next((r for r in rows if r["verified"]), None)
-    c0 = ref["ranks"] * _threads(ref) if ref else None
+    rows = sorted(rows, key=lambda r: (r.ranks * _threads(r), r.ranks))
+    ref = next((r for r in rows if r.verified), None)
+    c0 = ref.ranks * _threads(ref) if ref else None
     steps = []
     for r in rows:
-        cores = r["ranks"] * _threads(r)
+        cores = r.ranks * _threads(r)
         x, wall = (
-            number_or_none(r["figures"].get(primary)),
-            number_or_none(r["figures"].get("wall_time")),
+            number_or_none(r.figures.get(primary)),
+            number_or_none(r.figures.get("wall_time")),
         )
         step = {
             "variant": variant_key(r),
-            "ranks": r["ranks"],
+            "ranks": r.ranks,
             "threads_per_rank": _threads(r),
             "cores": cores,
-            "verified": r["verified"],
+            "verified": r.verified,
             "value": x,
             "wall_time": wall,
             "speedup": None,
             "efficiency": None,
             "wall_speedup": None,
-            "disturbed": bool(r.get("quality") and r["quality"].grade != "clean"),
+            "disturbed": bool(r.quality and r.quality.grade != "clean"),
         }
-        if r["verified"] and ref is not None:
-            s = _speedup(x, number_or_none(ref["figures"].get(primary)), better)
+        if r.verified and ref is not None:
+            s = _speedup(x, number_or_none(ref.figures.get(primary)), better)
             step["speedup"] = s
             step["efficiency"] = s * c0 / cores if s is not None else None
             step["wall_speedup"] = _speedup(
-                wall, number_or_none(ref["figures"].get("wall_time")), "lower"
+                wall, number_or_none(ref.figures.get("wall_time")), "lower"
             )
         steps.append(step)
     return {
@@ -88,7 +93,7 @@ def _table(a: dict, env: str, base: str, rows: list[dict]) -> dict:
         "primary": primary,
         "unit": (a.get("units") or {}).get(primary, ""),
         "better": better,
-        "reference": f"{ref['ranks'] * _threads(ref)} core(s)" if ref else None,
+        "reference": f"{ref.ranks * _threads(ref)} core(s)" if ref else None,
         #: the wall time has columns of its own unless it is the primary figure
         "wall_columns": primary != "wall_time",
         "steps": steps,

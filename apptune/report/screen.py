@@ -15,9 +15,13 @@ noise); modelled energy ranks nothing, so it is never the greenest.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ..core import baselines, recipes
 from .values import fmt_pct, number_or_none, variant_key
+
+if TYPE_CHECKING:
+    from .row import Row
 
 #: How many regressed variants a cell of the first screen names, and how many of each one's
 #: figures; the others are counted.
@@ -55,7 +59,7 @@ def app_summary(a: dict) -> dict:
     energy is measured, and the performance verdict against this machine's baseline, or why
     there is none."""
     rows = a["rows"]
-    ok = [r for r in rows if r["verified"]]
+    ok = [r for r in rows if r.verified]
     p = a["primary"]
     fastest = a["best"].get(p)
     f_row = next((r for r in rows if variant_key(r) == fastest), None)
@@ -64,11 +68,11 @@ def app_summary(a: dict) -> dict:
         "tier": a["tier"],
         "variants": len(rows),
         "verified": len(ok),
-        "not_verified": [variant_key(r) for r in rows if not r["verified"]],
+        "not_verified": [variant_key(r) for r in rows if not r.verified],
         "primary": p,
         "fastest": fastest,
         "reference": a["reference_variant"],
-        "speedup": (f_row or {}).get("speedup", {}).get(p) if f_row else None,
+        "speedup": (f_row.speedup or {}).get(p) if f_row else None,
         "tied": a.get("ties", {}).get(p, []),
         # verified runs left out of the ranking, and why (disturbed, too short to time)
         "unranked": [f"{k}: {w}" for k, w in a.get("unranked", {}).get(p, {}).items()],
@@ -76,31 +80,27 @@ def app_summary(a: dict) -> dict:
         if fastest or not ok
         else no_ranking(p, a.get("unranked", {}).get(p, {})),
         # a variant's entry in this machine's baseline (the others are advised to record one)
-        "baseline": "applies"
-        if any(r["baseline"] and r["baseline"].found for r in rows)
-        else "none",
+        "baseline": "applies" if any(r.baseline and r.baseline.found for r in rows) else "none",
         # the report says how to record one (baseline_advice)
-        "advice": any(r["baseline"] and r["baseline"].advice for r in rows),
+        "advice": any(r.baseline and r.baseline.advice for r in rows),
     }
     measured = [
         r
         for r in ok
-        if r["energy"]
-        and r["energy"].trust == "measured"
-        and r["quality"]
-        and r["quality"].grade == "clean"
-        and number_or_none(r["figures"].get("energy_J")) is not None
+        if r.energy
+        and r.energy.trust == "measured"
+        and r.quality
+        and r.quality.grade == "clean"
+        and number_or_none(r.figures.get("energy_J")) is not None
     ]
-    green = min(measured, key=lambda r: r["figures"]["energy_J"]) if measured else None
+    green = min(measured, key=lambda r: r.figures["energy_J"]) if measured else None
     out["greenest"] = variant_key(green) if green else None
     out["greenest_tied"] = a.get("ties", {}).get("energy_J", []) if green else []
     out["greenest_why"] = (
         None
         if measured
         else "energy not measured here ("
-        + ", ".join(
-            sorted({r["energy"].trust if r["energy"] else "none" for r in ok}) or ["no run"]
-        )
+        + ", ".join(sorted({r.energy.trust if r.energy else "none" for r in ok}) or ["no run"])
         + ")"
     )
     out.update(_baseline_verdict(rows))
@@ -122,12 +122,12 @@ def no_ranking(primary: str, why: dict[str, str], named: int = 3) -> str:
     return f"no ranking by {primary}: " + ("; ".join(parts) or "no verified figure")
 
 
-def changed_since_baseline(row: dict) -> str:
+def changed_since_baseline(row: Row) -> str:
     """What differs between a run and the runs of its baseline, in one line
     (apptune/core/changes.py); what is unknown is said as such."""
     from ..core import baselines, changes
 
-    b = row["baseline"]
+    b = row.baseline
     if b is None or not b.found:
         return "no baseline entry to compare with"
     if b.changed is None:
@@ -151,15 +151,15 @@ def regressed(found: list[tuple[str, str, float | None, str]]) -> list[dict]:
     return sorted(by.values(), key=lambda g: -size(g["figures"][0]))
 
 
-def _baseline_verdict(rows: list[dict]) -> dict:
+def _baseline_verdict(rows: list[Row]) -> dict:
     """The verdict of an application's rows against this machine's baseline: the
     regressions per variant with what changed since the baseline's runs (the largest change
     first), the number of figures judged, or why none was."""
     judged, found, whys, shifted = 0, [], {}, []
     for r in rows:
-        if not r["verified"]:  # a wrong number is no performance: only the failure counts
+        if not r.verified:  # a wrong number is no performance: only the failure counts
             continue
-        b = r["baseline"]
+        b = r.baseline
         for n, c in b.figures.items() if b else ():
             if c.verdict == "regression":
                 found.append((variant_key(r), n, c.change, changed_since_baseline(r)))
@@ -352,7 +352,7 @@ def _history(a: dict, history: dict) -> dict:
             if c.get("verdict") == "regression" and (c["app"], c["tier"]) == (a["app"], a["tier"])
         ]
     )
-    verdicts = [v for r in a["rows"] for v in (r.get("history_verdicts") or {}).values()]
+    verdicts = [v for r in a["rows"] for v in (r.history_verdicts or {}).values()]
     judged = sum(v in ("unchanged", "improvement", "regression") for v in verdicts)
     if regs:
         out = {"verdict": "regression", "text": None}

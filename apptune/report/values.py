@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .row import Row
 
 
-def variant_key(r: dict) -> str:
+def variant_key(r: Row) -> str:
     """A variant's name in the report: ``environment/variant`` (with its placement)."""
-    return f"{r['environment']}/{r['variant']}"
+    return f"{r.environment}/{r.variant}"
 
 
 def number_or_none(v):

@@ -453,13 +453,12 @@ class AppRun(rfm.RunOnlyRegressionTest):
 
     def judge_performance(self, result: RunRecord) -> BaselineVerdicts:
         """This run against this machine's baseline (:func:`apptune.core.baselines.verdicts`)."""
-        verdicts = baselines.verdicts(
+        return baselines.verdicts(
             self.baseline_system or self.current_system.name,
             self.app,
             [result],
             recipes.figure_specs(self.recipe),
         )
-        return BaselineVerdicts.model_validate(verdicts)
 
     # ------------------------------------------------------------- performance
     @run_before("performance")
@@ -474,8 +473,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         # `apptune run --repeats N`: the verdict is the median of the N repeats, given after
         # the run (one repeat's outlier is no regression); ReFrame judges no single repeat
         repeated = int(os.environ.get(REPEATS_ENV, "1") or 1) > 1
-        judged_figures = judged.data()["figures"]
-        self.reference = {} if repeated else reframe_reference(judged_figures, specs)
+        self.reference = {} if repeated else reframe_reference(judged.figures, specs)
         self.perf_variables = {
             name: sn.make_performance_function(self._figure(name), fig.unit)
             for name, fig in specs.items()
