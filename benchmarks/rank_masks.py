@@ -59,7 +59,7 @@ def one(launch: list[str], program: str, args: list[str], old: bool) -> dict:
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     mon = quality.Monitor(program=program)
     if old:
-        mon.ranks.seen = lambda pid, key, launch: settled_read(mon.ranks, pid, key, launch)
+        mon.ranks.seen = lambda pid, key, launch, **_: settled_read(mon.ranks, pid, key, launch)
     mon.start()
     time.sleep(random.uniform(0, mon.period))  # the launch at any phase of the samples
     mon.begin_launch("run")
