@@ -125,7 +125,7 @@ run:
     format: keyvalue
     begin: BEGIN
     end: END
-    keys: [n, result, sum, kernel_seconds]
+    keys: [n, result, sum, dot, kernel_seconds]
   primary: kernel_time
   figures:
     kernel_time: {field: kernel_seconds, unit: s, better: lower}
