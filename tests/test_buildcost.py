@@ -281,9 +281,25 @@ def test_apptune_run_counts_the_builds_of_its_mode_and_selection(cache):
     a = SimpleNamespace(config="site-config/settings.py", mode="ci", reframe_args=[])
     sel = selection.Selection(apps=["netpipe"], envs=["gnu"])
     n = len(recipes.load_recipe("netpipe").tiers["ci"].variants["gnu"])
-    line = empty_cache_line(a, sel, recipes.list_recipes(), [])
+    line = empty_cache_line(a, sel, recipes.list_recipes(), ["reframe-checks"])
     assert line.startswith(
         f"the build cache ({cache}) is empty: this run builds its {n} variant(s) of 1 "
         "application(s) from source"
     ), line
-    assert empty_cache_line(a, selection.Selection(envs=["nosuch"]), ["netpipe"], []) is None
+    nosuch = selection.Selection(envs=["nosuch"])
+    assert empty_cache_line(a, nosuch, ["netpipe"], ["reframe-checks"]) is None
+
+
+def test_a_recipe_without_a_check_directory_is_not_counted_as_a_build(cache):
+    """npb-official's recipe ships without a check (a site adds one): a run of every check
+    builds nothing of it, and the first line does not count it."""
+    from apptune.commands.run import empty_cache_line
+    from apptune.core import selection
+
+    a = SimpleNamespace(config="site-config/settings.py", mode="ci", reframe_args=[])
+    everything = empty_cache_line(
+        a, selection.Selection(), recipes.list_recipes(), ["reframe-checks"]
+    )
+    assert "npb-official" in recipes.list_recipes() and "npb-official" not in everything
+    only = empty_cache_line(a, selection.Selection(), ["npb-official"], ["reframe-checks"])
+    assert only is None

@@ -123,9 +123,16 @@ def empty_cache_line(a, sel, apps: list[str], checks: list[str]) -> str | None:
         cfg = site.load_reframe_config(paths.root() / a.config)
     except ApptuneError:  # validate said why; the run says it again
         return None
-    # -c reframe-checks/hpcc (or --app hpcc): that application; -c reframe-checks/: all
-    named = {part for c in checks for part in Path(c).with_suffix("").parts[-2:]} & set(apps)
-    apps = [x for x in apps if (not named or x in named) and (not sel.apps or x in sel.apps)]
+
+    # -c reframe-checks/hpcc (or --app hpcc): that application; -c reframe-checks/: those
+    # with a check directory in it (a recipe without one, npb-official's, builds nothing)
+    def has_check(x: str, c: str) -> bool:
+        where = Path(c) if Path(c).is_absolute() else paths.root() / c
+        return x in Path(c).with_suffix("").parts[-2:] or (where / x).is_dir()
+
+    apps = [
+        x for x in apps if any(has_check(x, c) for c in checks) and (not sel.apps or x in sel.apps)
+    ]
     system = next((x.split("=", 1)[1] for x in a.reframe_args if x.startswith("--system=")), None)
     options = [
         o
