@@ -52,7 +52,7 @@ AXES = ("machine", "environment", "variant")
 
 
 @dataclass
-class Machine:
+class ComparedMachine:
     """One side of a comparison: a machine (or system), or an environment or a variant
     (``axis``) with the machines and systems it ran on."""
 
@@ -156,8 +156,8 @@ class Row:
 
 @dataclass
 class Comparison:
-    a: Machine
-    b: Machine
+    a: ComparedMachine
+    b: ComparedMachine
     mode: str | None
     rows: list[Row] = field(default_factory=list)  # application figures on both
     micro: list[Row] = field(default_factory=list)  # micro-benchmark figures on both
@@ -338,7 +338,7 @@ def compare(
             )
     fps = history.machines()
     ma, mb = (
-        Machine(
+        ComparedMachine(
             sel,
             sorted(seen[sel][0]),
             sorted(seen[sel][1]),
