@@ -81,7 +81,7 @@ class Side:
 
 
 @dataclass
-class Row:
+class ComparedFigure:
     app: str
     tier: str
     environment: str | None  # None where environments are compared
@@ -159,8 +159,8 @@ class Comparison:
     a: ComparedMachine
     b: ComparedMachine
     mode: str | None
-    rows: list[Row] = field(default_factory=list)  # application figures on both
-    micro: list[Row] = field(default_factory=list)  # micro-benchmark figures on both
+    rows: list[ComparedFigure] = field(default_factory=list)  # application figures on both
+    micro: list[ComparedFigure] = field(default_factory=list)  # micro-benchmark figures on both
     kinds: dict[str, float] = field(default_factory=dict)  # kind -> geometric mean speed-up
     only: dict[str, int] = field(default_factory=dict)  # figures measured on one side only
     by: str = "machine"
@@ -351,7 +351,7 @@ def compare(
     for key in sorted(set(sides[a]) & set(sides[b]), key=lambda k: tuple(x or "" for x in k)):
         unit, better = meta[key]
         mid, app_, tier, env, variant, figure, inp = key
-        row = Row(
+        row = ComparedFigure(
             app_,
             tier,
             env,
