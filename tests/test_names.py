@@ -21,12 +21,19 @@ def shared_class_names(pkg: Path = PKG) -> dict[str, list[str]]:
 
 
 def test_a_class_name_defined_twice_is_found(tmp_path):
-    pkg = tmp_path / "apptune"
-    (pkg / "sub").mkdir(parents=True)
-    (pkg / "a.py").write_text("class Plan:\n    pass\n\n\nclass _Private:\n    pass\n")
-    (pkg / "sub/b.py").write_text("class Plan:\n    pass\n\n\nclass _Private:\n    pass\n")
-    (pkg / "sub/c.py").write_text("def f():\n    class Plan:\n        pass\n")
-    assert shared_class_names(pkg) == {"Plan": ["apptune/a.py", "apptune/sub/b.py"]}
+    """Two modules' public class Plan; private classes and a class inside a function are not
+    the package's names."""
+    two = "class Plan:\n    pass\n\n\nclass _Private:\n    pass\n"
+    for name, text in {
+        "a.py": two,
+        "sub/b.py": two,
+        "sub/c.py": "def f():\n    class Plan: ...\n",
+    }.items():
+        (tmp_path / "apptune" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "apptune" / name).write_text(text)
+    assert shared_class_names(tmp_path / "apptune") == {
+        "Plan": ["apptune/a.py", "apptune/sub/b.py"]
+    }
 
 
 def test_no_two_classes_of_the_package_share_a_name():
