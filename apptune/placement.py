@@ -277,7 +277,7 @@ def cores_per_node(num_cpus: int | None, scheduler: str) -> int | None:
 
 
 @dataclass(frozen=True)
-class Plan:
+class PlacementPlan:
     """Where the ranks of one run go, and how the launcher is told."""
 
     layout: Layout
@@ -312,7 +312,7 @@ def plan(
     binding: str | None = None,
     cores_per_node: int | None = None,
     run_env: dict | None = None,
-) -> Plan:
+) -> PlacementPlan:
     """The placement of ``ranks`` ranks started by ReFrame's launcher ``launcher`` (its
     registered name) with MPI ``mpi``: the recipe's named placement ``name`` (its
     ``run.placements``: what the ranks get, :class:`apptune.models.Placement`), then ranks
@@ -349,7 +349,7 @@ def plan(
     lay = layout(ranks, ranks_per_node, threads_per_rank, cores_per_node)
     options = binding_options(binding, launcher, mpi, threads_per_rank, distribution)
     env = thread_env(run_env or {}, threads_per_rank) if threads_per_rank != 1 else {}
-    return Plan(lay, options, env, binding or None, distribution)
+    return PlacementPlan(lay, options, env, binding or None, distribution)
 
 
 def binding_problem(observed: dict | None, binding: str | None, threads_per_rank: int = 1):

@@ -104,7 +104,7 @@ def test_without_a_tty_or_yes_nothing_is_written(toy_root, tmp_path, monkeypatch
         )
         return 0
 
-    monkeypatch.setattr(baseline_command, "cmd_run", fake_run)
+    monkeypatch.setattr(baseline_command, "run_session", fake_run)
     monkeypatch.setattr(sys, "stdin", open(os.devnull))
     a = record_args(sessions=3, yes=False)
     assert baseline_command.cmd_baseline_record(a) == 1

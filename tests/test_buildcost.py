@@ -275,10 +275,10 @@ def test_the_builds_of_a_run_are_those_its_mode_and_selection_name(toy_root):
 def test_apptune_run_counts_the_builds_of_its_mode_and_selection(cache):
     """`apptune run --app netpipe --env gnu` on an empty cache: the line counts the gnu
     variants of NetPIPE's ci tier (from the site config's ci mode), no other."""
-    from apptune.commands.run import empty_cache_line
+    from apptune.commands.run import RunOptions, empty_cache_line
     from apptune.core import selection
 
-    a = SimpleNamespace(config="site-config/settings.py", mode="ci", reframe_args=[])
+    a = RunOptions(mode="ci", checks=[], config="site-config/settings.py", reframe_args=[])
     sel = selection.Selection(apps=["netpipe"], envs=["gnu"])
     n = len(recipes.load_recipe("netpipe").tiers["ci"].variants["gnu"])
     line = empty_cache_line(a, sel, recipes.list_recipes(), ["reframe-checks"])

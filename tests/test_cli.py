@@ -1,5 +1,6 @@
 """The CLI: validate names bad data in one line; run composes a plain reframe command."""
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -53,3 +54,40 @@ def test_run_command_is_plain_reframe(tmp_path):
     assert cmd[1:3] == ["-C", str(REPO / "site-config/settings.py")]
     assert ["--mode", "ci"] == cmd[cmd.index("--mode") : cmd.index("--mode") + 2]
     assert str(tmp_path / "report.json") in cmd and cmd[-2:] == ["-p", "gnu"]
+
+
+def test_run_options_are_the_run_command_line_and_nothing_else():
+    """`apptune run`'s options reach the session as a RunOptions, each under its name; an
+    option the command line gains and RunOptions lacks (or the reverse) fails here."""
+    from apptune.commands import parser
+    from apptune.commands.run import RunOptions
+
+    argv = ["run", "--mode", "nightly", "-c", "reframe-checks/hpcc", "--repeats", "3"]
+    argv += ["--no-history", "--env", "gnu", "--env", "llvm", "--wait-for-quiet", "30"]
+    a = parser("apptune").parse_args([*argv, "--", "-n", "HPCC"])
+    assert RunOptions.from_args(a) == RunOptions(
+        mode="nightly",
+        checks=["reframe-checks/hpcc"],
+        config="site-config/settings.py",
+        reframe_args=["-n", "HPCC"],
+        no_history=True,
+        repeats=3,
+        wait_for_quiet=30.0,
+        env=["gnu", "llvm"],
+    )
+    dests = set(vars(parser("apptune").parse_args(["run"]))) - {"cmd", "traceback", "func"}
+    assert dests == {f.name for f in dataclasses.fields(RunOptions)}
+
+
+def test_a_run_is_judged_unless_its_options_ask_for_no_performance_verdict():
+    assert workflow.judged("ci", []) and workflow.judged("nightly", ["-n", "HPCC"])
+    assert not workflow.judged("dev", [])
+    assert not workflow.judged("ci", ["-n", "HPCC", "--skip-performance-check"])
+
+
+def test_trials_not_stored_have_no_callback_and_a_failed_store_replaces_success_only():
+    with workflow.trials_in_history("tune", store=False, history=None, argv=["tune"]) as t:
+        assert t.add is None
+    assert t.status(0) == 0 and t.status(1) == 1
+    failed = workflow.Trials(failed=3)
+    assert failed.status(0) == 3 and failed.status(1) == 1

@@ -2,7 +2,6 @@
 history or report that cannot be written says "no space left on ..." naming the directory
 and its free space, and the run exits 3 (README), never 2 (bad input)."""
 
-import argparse
 import os
 import subprocess
 
@@ -58,8 +57,7 @@ def test_a_full_history_says_no_space_and_exits_3(tiny_fs, tmp_path, capsys, mon
     hdir.mkdir()
     _fill(tiny_fs)
     monkeypatch.setenv("APPTUNE_HISTORY", str(hdir))
-    a = argparse.Namespace(no_history=False)
-    rc = workflow.store_run(a, run_dir, 0)
+    rc = workflow.store_run(run_dir, 0, history=True, judged=True)
     err = [ln for ln in capsys.readouterr().err.splitlines() if "history" in ln]
     assert rc == 3, err
     assert err == [
@@ -81,7 +79,7 @@ def test_a_full_run_directory_keeps_the_report_error_to_one_line(tmp_path, capsy
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(report, "write", full)
-    rc = workflow.store_run(argparse.Namespace(no_history=True), run_dir, 0)
+    rc = workflow.store_run(run_dir, 0, history=False, judged=True)
     err = capsys.readouterr().err.splitlines()
     assert rc == 3 and err[-1].startswith(
         f"apptune: error: report not written: no space left on the file system of {run_dir} ("

@@ -100,16 +100,20 @@ def _side(v, noise=0.01, runs=5):
 
 
 def test_ratios_speed_ups_and_noise():
-    hpl = compare.Row(
+    hpl = compare.ComparedFigure(
         "hpcc", "ci", "gnu", "tuned", "HPL", "Gflop/s", "higher", _side(10), _side(20)
     )
-    wall = compare.Row("x", "ci", "gnu", "tuned", "wall_time", "s", "lower", _side(10), _side(5))
+    wall = compare.ComparedFigure(
+        "x", "ci", "gnu", "tuned", "wall_time", "s", "lower", _side(10), _side(5)
+    )
     assert hpl.ratio == 2 and hpl.speedup == 2 and hpl.verdict == "B faster"
     assert wall.ratio == 0.5 and wall.speedup == 2 and wall.verdict == "B faster"
     assert wall.uncertainty == pytest.approx(math.sqrt(2 * 0.01**2 / 5))
-    close = compare.Row("x", "ci", "g", "v", "t", "s", "lower", _side(10), _side(10.05))
+    close = compare.ComparedFigure("x", "ci", "g", "v", "t", "s", "lower", _side(10), _side(10.05))
     assert close.verdict == "within noise"
-    unknown = compare.Row("x", "ci", "g", "v", "t", "s", "lower", _side(10, None, 1), _side(9))
+    unknown = compare.ComparedFigure(
+        "x", "ci", "g", "v", "t", "s", "lower", _side(10, None, 1), _side(9)
+    )
     assert unknown.uncertainty is None and unknown.verdict == "noise unknown"
 
 

@@ -11,7 +11,7 @@ import pytest
 from apptune import models, placement
 from apptune.core import quality, site, slurm
 from apptune.errors import ApptuneError
-from apptune.models.cluster import RunQuality
+from apptune.models.cluster import RunQualityLimits
 
 REPO = Path(__file__).resolve().parent.parent
 BASE_ENVS = [
@@ -133,7 +133,7 @@ def test_a_shared_partition_sets_its_run_quality_limits_and_quiet_wait(tmp_path)
     assert "quiet_wait_s" not in parts["default"]["extras"]
     assert quality.Limits.from_dict(parts["small"]["extras"]["run_quality"]).max_freq_spread == 0.1
     # the cluster's fields are the runner's limits, one for one
-    assert set(RunQuality.model_fields) == set(quality.Limits.__dataclass_fields__)
+    assert set(RunQualityLimits.model_fields) == set(quality.Limits.__dataclass_fields__)
     bad = tmp_path / "bad"  # ReFrame loads a config file once per process
     shutil.copytree(REPO / "site-config", bad)
     write(bad / "clusters", "shared", "partitions: {small: {run_quality: {max_outside_cpu: 5}}}")

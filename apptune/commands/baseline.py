@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from ..core import baselines
 from ..errors import ApptuneError
 from ..models import RunRecord
 from .options import COUNT, SECONDS, history_option
-from .run import cmd_run
+from .run import RunOptions, run_session
 from .workflow import runs_dir
 
 
@@ -168,21 +167,17 @@ def _run_sessions(a) -> tuple[list[Path], Path, int | None]:
     for i in range(1, a.sessions + 1):
         run_dir = base / f"session-{i}"
         print(f"apptune: baseline record: session {i} of {a.sessions} in {run_dir}", flush=True)
-        ra = argparse.Namespace(
-            mode=a.mode,
-            checks=a.checks,
-            app=[],
-            env=[],
-            variant=[],
-            placement=[],
-            config=a.config,
-            run_dir=str(run_dir),
-            repeats=1,
-            wait_for_quiet=a.wait_for_quiet,
-            no_history=a.no_history,
-            reframe_args=a.reframe_args,
+        rc = run_session(
+            RunOptions(
+                mode=a.mode,
+                checks=a.checks,
+                config=a.config,
+                reframe_args=a.reframe_args,
+                no_history=a.no_history,
+                run_dir=str(run_dir),
+                wait_for_quiet=a.wait_for_quiet,
+            )
         )
-        rc = cmd_run(ra)
         if rc >= 128 or rc in (2, paths.NO_SPACE_STATUS) and not (run_dir / "report.json").exists():
             print(
                 f"apptune: baseline record: stopped after session {i} (exit {rc})", file=sys.stderr

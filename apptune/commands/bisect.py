@@ -10,7 +10,7 @@ from .. import paths
 from ..core import recipes
 from ..errors import ApptuneError
 from .options import COUNT, trial_history_options
-from .workflow import history_status, trials_in_history
+from .workflow import trials_in_history
 
 
 def cmd_bisect(a) -> int:
@@ -25,7 +25,9 @@ def cmd_bisect(a) -> int:
         )
 
     site = load_site(a.environment, a.config, languages=recipes.load_recipe(a.app).build.languages)
-    with trials_in_history(a, "bisect") as on_trial:
+    with trials_in_history(
+        "bisect", store=not a.no_history, history=a.history, argv=a.argv
+    ) as trials:
         res = bisect.bisect(
             a.app,
             a.good,
@@ -38,7 +40,7 @@ def cmd_bisect(a) -> int:
             max_cycles=a.max_cycles,
             ranks=a.ranks,
             functions=a.functions,
-            on_trial=on_trial,
+            on_trial=trials.add,
         )
     print(bisect.report_md(res))
     if not res.verified:
@@ -55,7 +57,7 @@ def cmd_bisect(a) -> int:
         print(f"apptune: bisect: wrote the per_file rule into {f}")
     elif res.entries:
         print("apptune: bisect: recipe not changed (--write applies the diff above)")
-    return history_status(a, 0)
+    return trials.status(0)
 
 
 def cmd_between(a) -> int:
@@ -64,7 +66,9 @@ def cmd_between(a) -> int:
     from ..yamlio import atomic_write_json
 
     t0 = time.monotonic()
-    with trials_in_history(a, "bisect") as on_trial:
+    with trials_in_history(
+        "bisect", store=not a.no_history, history=a.history, argv=a.argv
+    ) as trials:
         res = between.between(
             Path(a.between),
             figure=a.figure,
@@ -73,7 +77,7 @@ def cmd_between(a) -> int:
             work=a.work_dir,
             config=a.config,
             max_cycles=a.max_cycles,
-            on_trial=on_trial,
+            on_trial=trials.add,
         )
     res.seconds = round(time.monotonic() - t0, 1)
     md = between.report_md(res)
@@ -83,7 +87,7 @@ def cmd_between(a) -> int:
     atomic_write_json(work / "between.json", res.to_dict())
     print(md)
     print(f"apptune: bisect --between: report in {work / 'between.md'}")
-    return history_status(a, 0 if res.culprits else 1)
+    return trials.status(0 if res.culprits else 1)
 
 
 def register(subparsers) -> None:

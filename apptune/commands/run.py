@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .. import paths
@@ -13,6 +14,7 @@ from ..errors import ApptuneError
 from .options import COUNT, SECONDS
 from .workflow import (
     checks_without,
+    judged,
     new_run_dir,
     reframe_command,
     reframe_storage_env,
@@ -21,7 +23,40 @@ from .workflow import (
 )
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of one session of ``apptune run`` (named as its command line's), from
+    that command line (:meth:`from_args`) or from ``apptune baseline record``'s sessions."""
+
+    mode: str
+    #: ``-c``: check files or directories (none: all of ``reframe-checks/``).
+    checks: list[str]
+    config: str
+    reframe_args: list[str]
+    no_history: bool = False
+    #: The run directory (None: a new ``runs/<time>-<mode>``).
+    run_dir: str | None = None
+    repeats: int = 1
+    wait_for_quiet: float | None = None
+    #: The selection: ``--app``, ``--env``, ``--variant``, ``--placement``.
+    app: list[str] = field(default_factory=list)
+    env: list[str] = field(default_factory=list)
+    variant: list[str] = field(default_factory=list)
+    placement: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_args(cls, a) -> RunOptions:
+        """The options of the parsed ``apptune run`` command line ``a``."""
+        return cls(**{f.name: getattr(a, f.name) for f in fields(cls)})
+
+
 def cmd_run(a) -> int:
+    return run_session(RunOptions.from_args(a))
+
+
+def run_session(a: RunOptions) -> int:
+    """Validate the data, run the checks through ReFrame, store and report: the exit
+    status."""
     from ..core import validate
 
     root = paths.root()
@@ -39,12 +74,13 @@ def cmd_run(a) -> int:
 
     sel = selection.Selection(a.app, a.env, a.variant, a.placement)
     sel_opts: list[str] = []
+    chosen = a.checks
     if sel:
         if a.checks and sel.apps:
             raise ApptuneError(None, "--app", "give the checks with -c or with --app, not both")
         envs = found.site_facts.environments if found.site_facts else None
         sel_checks, sel_opts = selection.reframe_options(sel, list(envs) if envs else None)
-        a.checks = a.checks or sel_checks
+        chosen = a.checks or sel_checks
     withheld = [app for app, ps in found.baselines.items() if ps and app not in found.bad_apps]
     if withheld:
         print(
@@ -52,7 +88,7 @@ def cmd_run(a) -> int:
             f"{', '.join(withheld)}: built, run and verified all the same",
             file=sys.stderr,
         )
-    checks = checks_without(root, a.checks, found.bad_apps)
+    checks = checks_without(root, chosen, found.bad_apps)
     if found.bad_apps:
         print(
             f"apptune: left out of the run: {', '.join(found.bad_apps)} (problems above)",
@@ -104,11 +140,17 @@ def cmd_run(a) -> int:
                 f"apptune: note: stopped what the run left running: {', '.join(sup.leftovers)}",
                 file=sys.stderr,
             )
-        rc = store_run(a, run_dir, rc, stopped_by=sup.signum)
+        rc = store_run(
+            run_dir,
+            rc,
+            history=not a.no_history,
+            judged=judged(a.mode, a.reframe_args),
+            stopped_by=sup.signum,
+        )
     return 128 + sup.signum if sup.signum else (rc or refused)
 
 
-def empty_cache_line(a, sel, apps: list[str], checks: list[str]) -> str | None:
+def empty_cache_line(a: RunOptions, sel, apps: list[str], checks: list[str]) -> str | None:
     """What a run on an empty build cache will build and what that costs, in one line
     (:func:`apptune.core.buildcost.empty_cache_line`); None when the cache holds a build.
     The builds are those of the run's mode (its tags in the site config) and selection, in

@@ -7,14 +7,16 @@ from pathlib import Path
 
 from .. import paths
 from .options import COUNT, COUNT0, trial_history_options
-from .workflow import history_status, trials_in_history
+from .workflow import trials_in_history
 
 
 def cmd_tune(a) -> int:
     from ..tools import tune
 
     try:
-        with trials_in_history(a, "tune") as on_trial:
+        with trials_in_history(
+            "tune", store=not a.no_history, history=a.history, argv=a.argv
+        ) as trials:
             res = tune.tune(
                 a.app,
                 objective=a.objective,
@@ -28,7 +30,7 @@ def cmd_tune(a) -> int:
                 polish=a.polish,
                 config_file=a.config,
                 tier=a.input,
-                on_trial=on_trial,
+                on_trial=trials.add,
             )
     except KeyboardInterrupt:
         print("apptune: tune: interrupted; the same command resumes the search", file=sys.stderr)
@@ -48,7 +50,7 @@ def cmd_tune(a) -> int:
             f"apptune: tune: {tune.recommended_path().name} not changed (--write applies the diff "
             "above)"
         )
-    return history_status(a, 0)
+    return trials.status(0)
 
 
 def register(subparsers) -> None:

@@ -16,6 +16,8 @@ import shlex
 import signal
 import sqlite3
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths
@@ -108,8 +110,13 @@ def point_latest(run_dir: Path) -> None:
         )
 
 
-def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
-    """After ReFrame: runs/latest, the history, the report; the run's exit status."""
+def store_run(
+    run_dir: Path, rc: int, *, history: bool, judged: bool, stopped_by: int | None = None
+) -> int:
+    """After ReFrame: runs/latest, the history (``history``: the run is stored), the report;
+    the run's exit status. ``judged``: a regression of the medians fails the run (with
+    repeats ReFrame judged no single repeat; :func:`judged` says whether a run's options ask
+    for a performance verdict)."""
     # runs/latest follows runs kept under runs/; an explicit --run-dir elsewhere leaves it alone
     if run_dir.parent == runs_dir().resolve():
         point_latest(run_dir)
@@ -121,7 +128,7 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
             note_stop(run_dir, stopped_by)
 
         hdir = None
-        if not a.no_history:
+        if history:
             from ..history import store
 
             try:
@@ -152,11 +159,6 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
             print("apptune: " + report.summary_line(s))
         for line in summary.get("advice", []):
             print("apptune: " + printable(line))
-        # with repeats, ReFrame judged no single repeat: the medians' regression fails the
-        # run, unless the run asked for no performance verdict (--mode dev)
-        judged = getattr(a, "mode", None) != "dev" and "--skip-performance-check" not in (
-            getattr(a, "reframe_args", None) or []
-        )
         if judged and any(s.get("verdict") == "regression" for s in summary.get("summary", [])):
             rc = rc or 1
         print(f"apptune: report {md} and {html}")
@@ -192,6 +194,12 @@ def store_run(a, run_dir: Path, rc: int, stopped_by: int | None = None) -> int:
     return rc
 
 
+def judged(mode: str, reframe_args: list[str]) -> bool:
+    """Whether a run in ``mode`` with the extra ReFrame options ``reframe_args`` asks for a
+    performance verdict: not with ``--mode dev`` nor ``--skip-performance-check``."""
+    return mode != "dev" and "--skip-performance-check" not in reframe_args
+
+
 def note_stop(run_dir: Path, signum: int) -> None:
     """Add to the run's notes (``apptune-run.json``) the signal that stopped it and the
     status the command exits with (128 + N), for its report."""
@@ -219,29 +227,40 @@ def reframe_storage_env(env: dict) -> dict:
     }
 
 
-@contextlib.contextmanager
-def trials_in_history(a, tool: str):
-    """What ``tune`` or ``bisect`` calls with each trial's run directory; when the command
-    ends, also by an error or an interrupt, the trials that ran are stored in the history as
-    one session (``--no-history``: nothing, ``--history DIR``: that history)."""
-    from ..history import store
+@dataclass
+class Trials:
+    """The trials of one ``tune`` or ``bisect`` command on their way to the history
+    (:func:`trials_in_history`)."""
 
-    if a.no_history:
-        yield None
+    #: What the tool calls with each trial's run directory; None: the trials are not stored.
+    add: Callable[[Path], None] | None = None
+    #: :func:`store_trials`' exit status once the command ends (0: stored, or nothing to store).
+    failed: int = 0
+
+    def status(self, rc: int) -> int:
+        """The command's exit status: instead of success, the status of a failed store."""
+        return self.failed or rc if rc == 0 else rc
+
+
+@contextlib.contextmanager
+def trials_in_history(tool: str, *, store: bool, history: str | None, argv: list[str]):
+    """The :class:`Trials` of ``tool`` (``tune`` or ``bisect``) run as ``apptune ARGV``; when
+    the command ends, also by an error or an interrupt, the trials that ran are stored as
+    one session in the history ``history`` (None: the default one); ``store`` False
+    (``--no-history``): nothing is stored."""
+    from ..history import store as history_store
+
+    trials = Trials()
+    if not store:
+        yield trials
         return
-    argv = getattr(a, "argv", sys.argv[1:])
-    session = store.TrialSession(tool, shlex.join(["apptune", *argv]))
+    session = history_store.TrialSession(tool, shlex.join(["apptune", *argv]))
+    trials.add = session.add
     try:
-        yield session.add
+        yield trials
     finally:
         if session.run_dirs:
-            a.history_failed = store_trials(session, a.history)
-
-
-def history_status(a, rc: int) -> int:
-    """The command's exit status: instead of success, :func:`store_trials`' status when its
-    trials were not stored."""
-    return getattr(a, "history_failed", 0) or rc if rc == 0 else rc
+            trials.failed = store_trials(session, history)
 
 
 def store_trials(session, directory: str | None) -> int:

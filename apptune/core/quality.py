@@ -112,7 +112,7 @@ OTHER = "other"
 
 
 @dataclass
-class Seen:
+class SeenProcess:
     """One process as the samples saw it: CPU seconds when first seen (0 when it started
     during the run) and when last seen."""
 
@@ -168,7 +168,7 @@ class Monitor:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.samples = 0
-        self.seen: dict[tuple[int, int], Seen] = {}
+        self.seen: dict[tuple[int, int], SeenProcess] = {}
         self.current: dict[int, tuple[int, int]] = {}
         self.harness: set[int] = set()
         self.freq: list[float] = []
@@ -201,7 +201,7 @@ class Monitor:
                 s = self.seen.get(key)
                 if s is None:
                     born = idx > 0
-                    self.seen[key] = Seen(
+                    self.seen[key] = SeenProcess(
                         pid,
                         st.comm,
                         st.ppid,
@@ -353,14 +353,14 @@ class Monitor:
     # ------------------------------------------------------------------ accounting
     def account(self) -> dict:
         """CPU seconds of the job's tasks (outside the runner's tree), of the harness and of
-        each other process, from the samples (:class:`Seen`)."""
+        each other process, from the samples (:class:`SeenProcess`)."""
         last = self.samples - 1
         kids = {key: s.kids - s.kids0 for key, s in self.seen.items()}
         by_pid: dict[int, list[tuple[int, int]]] = {}
         for key in self.seen:
             by_pid.setdefault(key[0], []).append(key)
 
-        def parent(s: Seen, at: int) -> tuple[int, int] | None:
+        def parent(s: SeenProcess, at: int) -> tuple[int, int] | None:
             for key in by_pid.get(s.ppid, ()):
                 if self.seen[key].first <= at <= self.seen[key].last:
                     return key

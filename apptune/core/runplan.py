@@ -46,7 +46,7 @@ class RunPlan:
     tier: str
     ranks: int
     #: Where the ranks go and how the launcher is told.
-    placement: pl.Plan
+    placement: pl.PlacementPlan
     #: The recipe's named placement (``default``: none).
     placement_name: str
     #: The input parameters (:func:`apptune.core.inputs.render`), rendered into ``stage``.

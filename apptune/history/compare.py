@@ -52,7 +52,7 @@ AXES = ("machine", "environment", "variant")
 
 
 @dataclass
-class Machine:
+class ComparedMachine:
     """One side of a comparison: a machine (or system), or an environment or a variant
     (``axis``) with the machines and systems it ran on."""
 
@@ -81,7 +81,7 @@ class Side:
 
 
 @dataclass
-class Row:
+class ComparedFigure:
     app: str
     tier: str
     environment: str | None  # None where environments are compared
@@ -156,11 +156,11 @@ class Row:
 
 @dataclass
 class Comparison:
-    a: Machine
-    b: Machine
+    a: ComparedMachine
+    b: ComparedMachine
     mode: str | None
-    rows: list[Row] = field(default_factory=list)  # application figures on both
-    micro: list[Row] = field(default_factory=list)  # micro-benchmark figures on both
+    rows: list[ComparedFigure] = field(default_factory=list)  # application figures on both
+    micro: list[ComparedFigure] = field(default_factory=list)  # micro-benchmark figures on both
     kinds: dict[str, float] = field(default_factory=dict)  # kind -> geometric mean speed-up
     only: dict[str, int] = field(default_factory=dict)  # figures measured on one side only
     by: str = "machine"
@@ -338,7 +338,7 @@ def compare(
             )
     fps = history.machines()
     ma, mb = (
-        Machine(
+        ComparedMachine(
             sel,
             sorted(seen[sel][0]),
             sorted(seen[sel][1]),
@@ -351,7 +351,7 @@ def compare(
     for key in sorted(set(sides[a]) & set(sides[b]), key=lambda k: tuple(x or "" for x in k)):
         unit, better = meta[key]
         mid, app_, tier, env, variant, figure, inp = key
-        row = Row(
+        row = ComparedFigure(
             app_,
             tier,
             env,

@@ -84,7 +84,7 @@ class ClusterEnvironment(Strict):
     prepare_cmds: list[str] = []
 
 
-class RunQuality(Strict):
+class RunQualityLimits(Strict):
     """Run-quality limits of a partition's runs (apptune/core/quality.py ``Limits``); unset ones
     keep their defaults. Each is a fraction: 0.3 is 30 %; 1 turns the limit off."""
 
@@ -119,7 +119,7 @@ class ClusterPartition(Strict):
     #: Per-node idle/load power for the ``model`` meter, ``{idle_W: .., load_W: ..}``.
     power_model: dict[str, float] | None = None
     #: Run-quality limits: a node that is never quiet enough (small, shared) gets wider ones.
-    run_quality: RunQuality = RunQuality()
+    run_quality: RunQualityLimits = RunQualityLimits()
     #: Seconds each timed run may wait for a quiet node before it starts (0: no wait).
     quiet_wait_s: float = Field(default=0, ge=0, le=QUIET_WAIT_MAX)
     #: Where I/O benchmarks write (a parallel file system's directory; ``$VAR`` and ``~``
