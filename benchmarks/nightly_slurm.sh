@@ -110,9 +110,11 @@ selection() {  # selection APP...: apptune run's selection (select), baseline re
 }
 
 record_baseline() {  # record_baseline LOG OPTION...: sets brc
+  local to=$1
+  shift
   # shellcheck disable=SC2086  # a list of options
   (cd "$tree" && "$apptune" baseline record $checks --mode "$mode" "$@" --yes \
-     -- --system "$partition" -p '^gnu$') >> "$1" 2>&1
+     -- --system "$partition" -p '^gnu$') >> "$to" 2>&1
   brc=$?
 }
 
