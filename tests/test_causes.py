@@ -42,7 +42,7 @@ def test_a_node_gone_quiet_is_the_cause_of_a_24x_speedup_not_the_flags(toy_root)
     node, flags = v.changed
     assert node == "node: other processes used 80% → 2% of its CPUs, load per CPU 7.6 → 0.1"
     assert flags.startswith("flags -O3 → -O1 (changed alongside, does not explain it: a flag")
-    assert "a flag set moves a figure 3x at most, not 23.8x" in flags
+    assert "a flag set moves a figure 10x at most, not 23.8x" in flags
 
 
 def test_a_node_gone_busy_cannot_explain_a_faster_run(toy_root):
@@ -85,7 +85,9 @@ def test_the_rules(toy_root):
     assert causes.can_explain(causes.state_change(a, b), 1.2, "worse", a, b) is None
     assert "1.5x at most" in causes.can_explain(causes.state_change(a, b), 4.0, "worse", a, b)
     assert causes.can_explain("flags -O3 → -O1", 2.5, "worse", None, None) is None
-    assert causes.can_explain("per-file flags x.c: -O0", 5.0, "worse", None, None)
+    # a hot file at -O0: 3.8x slower in the timing test, a regression the flags explain
+    assert causes.can_explain("per-file flags x.c: -O0", 3.8, "worse", None, None) is None
+    assert causes.can_explain("per-file flags x.c: -O0", 24.0, "worse", None, None)
     same = "env LD_LIBRARY_PATH: (none) → /x" + changes.SAME_LIBRARIES
     assert (
         causes.can_explain(same, 1.1, "worse", None, None) == "no library the ranks loaded changed"
@@ -104,7 +106,7 @@ def test_a_change_point_names_the_nodes_state_and_weighs_the_flags():
     for i in range(14):
         after = i >= 8
         q = causes.condition(QUIET if after else BUSY)
-        value = (15.0 if after else 1.0) * (1 + 0.01 * (i % 3))
+        value = (15.0 if after else 1.0) * (1 + 0.01 * (i % 3))  # beyond any flag set
         pts.append(Point(f"r{i}", f"t{i}", None, value, None, 1, o1 if after else prov, q))
     v = regressions.analyse(
         Verdict("s", "hpcc", "ci", "gnu", "tuned", "HPL", "Gflop/s", "higher", pts)
@@ -112,7 +114,7 @@ def test_a_change_point_names_the_nodes_state_and_weighs_the_flags():
     assert v.verdict == "improvement" and v.first_bad.run == "r8", v.reason
     node, flags = v.provenance_diff
     assert node.startswith("node: other processes used 80% → 2% of its CPUs")
-    assert "changed alongside, does not explain it: a flag set moves a figure 3x at most" in flags
+    assert "changed alongside, does not explain it: a flag set moves a figure 10x at most" in flags
 
 
 def test_an_unexplained_improvement_is_said_as_one():
