@@ -28,9 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from apptune.core import procfs, quality, ranks  # noqa: E402
+from apptune.core import procfs, quality, ranks
 
 #: NetPIPE's integrity pass as the ci input runs it (inputs/netpipe/ci/input.yaml).
 ARGS = ["-i", "-u", "65536", "-n", "200", "-o", "/dev/null"]
