@@ -5,6 +5,7 @@ Unit tests on small synthetic tarballs (file:// URLs, hermetic); two integration
 follow the walk-throughs of docs/adding-an-application.md literally: one on a synthetic
 autotools tarball, one on a real Debian source package (mbw)."""
 
+import difflib
 import hashlib
 import io
 import json
@@ -22,9 +23,10 @@ import pytest
 import timeapp
 import yaml
 from conftest import TOY_ACC, TOY_MAIN, make_tarball, write_run
+from test_sensitivity import LOOP_SHORT
 
 from apptune import cli
-from apptune.core import buildcache, outputs, validate, verify
+from apptune.core import buildcache, datachecks, outputs, validate, verify
 from apptune.history import records
 from apptune.models import OutputSpec, OwnCheck
 from apptune.tools import scaffold
@@ -168,7 +170,8 @@ def test_new_refuses_to_overwrite_any_file(tree, tmp_path, capsys):
         and err.count("\n") == 1
     )
     assert (
-        "also reframe-checks/demo/demo.py, inputs/demo/ci/input.yaml, reference/demo/ci.yaml" in err
+        "also reframe-checks/demo/demo.py, inputs/demo/ci/input.yaml, reference/demo/ci.yaml, "
+        "reference/demo/sensitivity/faults.yaml" in err
     )
     assert {f: f.read_text() for f in scaffold.targets("demo")} == written
 
@@ -207,6 +210,27 @@ def test_generated_files_validate_once_the_run_command_and_figures_are_filled(
     ]
     f.write_text(fill(text, "figures", "\n  rate: {field: rate, unit: op/s, better: higher}"))
     assert validate.app_problems("demo", site) == []
+    # the planted fault is asked for too, and never keeps the application from running
+    found = validate.check()
+    assert "demo" not in found.bad_apps
+    assert not [p for p in found.of_runs() if "demo" in str(p)]
+    assert [str(p) for p in found.faults["demo"]] == [
+        "reference/demo/sensitivity/faults.yaml: faults.planted.what: not filled in yet: what is "
+        "planted and where, in a sentence (the docs' table names it so)",
+        "reference/demo/sensitivity/faults.yaml: faults.planted.patch: not filled in yet: a "
+        "patch under patches/demo/faults/ (or, instead of patch, set: {PARAMETER: VALUE} of the "
+        "ci input)",
+    ]
+    faults_file = tree / "reference/demo/sensitivity/faults.yaml"
+    text = fill(faults_file.read_text(), "what", "the sum's loop without its first term")
+    faults_file.write_text(fill(text, "patch", "loop-short.patch"))
+    assert [str(p) for p in datachecks.fault_problems("demo")] == [
+        "reference/demo/sensitivity/faults.yaml: faults.planted.patch: "
+        "patches/demo/faults/loop-short.patch is missing"
+    ]
+    (tree / "patches/demo/faults").mkdir(parents=True)
+    (tree / "patches/demo/faults/loop-short.patch").write_text(LOOP_SHORT)
+    assert datachecks.fault_problems("demo") == []
     # a figure naming a field no pattern gives is still caught after filling
     f.write_text(f.read_text().replace("field: rate", "field: speed"))
     assert [str(p) for p in validate.app_problems("demo", site)] == [
@@ -652,7 +676,7 @@ def test_the_walk_through_adds_an_application_without_editing_its_check(tmp_path
     check = root / "reframe-checks/timeapp/timeapp.py"
     check_text = check.read_text()
     rc, out = apptune("validate")
-    assert rc == 1 and out.count("not filled in yet") == 3, out
+    assert rc == 1 and out.count("not filled in yet") == 5, out
 
     recipe = root / "build-recipes/timeapp.yaml"
     text = fill(recipe.read_text(), "args", '["1000000"]')
@@ -666,6 +690,19 @@ def test_the_walk_through_adds_an_application_without_editing_its_check(tmp_path
     recipe.write_text(
         fill(text, "figures", "\n  kernel_time: {field: kernel_seconds, unit: s, better: lower}")
     )
+    rc, out = apptune("validate")
+    assert rc == 1 and out.count("not filled in yet") == 2 and "faults.planted.what" in out, out
+    # the planted fault: the recurrence's additive constant one off, as a patch of the source
+    kernel = textwrap.dedent(timeapp.FILES["kernel.c"])
+    faulted = kernel.replace("1442695040888963407ULL", "1442695040888963405ULL")
+    diff = difflib.unified_diff(
+        kernel.splitlines(True), faulted.splitlines(True), "a/kernel.c", "b/kernel.c"
+    )
+    (root / "patches/timeapp/faults").mkdir(parents=True)
+    (root / "patches/timeapp/faults/increment.patch").write_text("".join(diff))
+    faults_file = root / "reference/timeapp/sensitivity/faults.yaml"
+    text = fill(faults_file.read_text(), "what", "the recurrence's increment 2 less (a constant)")
+    faults_file.write_text(fill(text, "patch", "increment.patch"))
     rc, out = apptune("validate")
     assert rc == 0, out
 
@@ -696,6 +733,11 @@ def test_the_walk_through_adds_an_application_without_editing_its_check(tmp_path
     assert case.result == "pass" and case.verified
     assert len(case.record.verification.fields) == 3
     assert check.read_text() == check_text
+
+    rc, out = apptune("sensitivity", "timeapp")
+    assert rc == 0, out[-3000:]
+    seen = yaml.safe_load((root / "reference/timeapp/sensitivity/seen.yaml").read_text())
+    assert seen["faults"]["planted"]["caught"] and "result" in seen["faults"]["planted"]["by"], out
 
 
 def doc_values(heading: str) -> dict:
@@ -770,7 +812,7 @@ def test_the_walk_through_adds_a_debian_package_the_project_does_not_use(tmp_pat
     check = root / "reframe-checks/mbw/mbw.py"
     check_bytes = check.read_bytes()
     rc, out = apptune("validate")
-    assert rc == 1 and out.count("not filled in yet") == 3, out
+    assert rc == 1 and out.count("not filled in yet") == 5, out
 
     # the values the docs give: 64 MiB of longs, 4 runs of each of mbw's three tests
     run = doc_values("A real package: mbw")
@@ -778,7 +820,8 @@ def test_the_walk_through_adds_a_debian_package_the_project_does_not_use(tmp_pat
     text = fill(text, "patterns", flow_lines(run["output"]["patterns"]))
     recipe.write_text(fill(text, "figures", flow_lines(run["figures"])))
     rc, out = apptune("validate")
-    assert rc == 0, out
+    # the planted fault is left to fill: it never keeps the application from running
+    assert rc == 1 and out.count("not filled in yet") == 2 and "faults.planted.what" in out, out
 
     rc, out = apptune("run", "--mode", "dev", "-c", "reframe-checks/mbw")
     assert rc != 0, out[-3000:]

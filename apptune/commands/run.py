@@ -63,7 +63,7 @@ def run_session(a: RunOptions) -> int:
     # every data file is checked before ReFrame starts; an application with a problem is
     # left out (its check directory), the others run, and the run's exit status says so
     found = validate.check(root / a.config)
-    for p in found.all():
+    for p in found.of_runs():
         print(f"apptune: error: {p}", file=sys.stderr)
     if found.site:
         print(
@@ -97,7 +97,7 @@ def run_session(a: RunOptions) -> int:
         if not checks:
             print("apptune: run refused: no check left to run", file=sys.stderr)
             return 2
-    refused = 2 if found.all() else 0
+    refused = 2 if found.of_runs() else 0
     where = Path(a.run_dir).resolve() if a.run_dir else runs_dir()
     free = paths.free_mib(where)
     if free is not None and free < paths.MIN_FREE_MIB:

@@ -113,8 +113,23 @@ def app_problems(app: str, site: SiteFacts) -> list[ApptuneError]:
                         )
                     )
     _check_numbers(app, specs, found)
-    found += faults.problems(app, r)
-    _check_patches(r, found)
+    found += _check_patches(paths.patches_dir(r.name) / p.file for p in r.patches)
+    return unique_problems(found)
+
+
+def fault_problems(app: str) -> list[ApptuneError]:
+    """Every problem of one application's planted faults (``reference/APP/sensitivity/``):
+    they keep ``apptune sensitivity`` from running, not the application's checks. While its
+    recipe does not load (its problems are said with it), the faults file's own."""
+    try:
+        r = recipes.load_recipe(app)
+    except ApptuneError:
+        found: list[ApptuneError] = []
+        if faults.faults_path(app).is_file():
+            collect_problems(found, faults.load, app)
+        return found
+    found = faults.problems(app, r)
+    found += _check_patches(faults.patch_files(app))
     return unique_problems(found)
 
 
@@ -157,12 +172,11 @@ def _check_numbers(app: str, specs: dict[Path, InputSpec], found: list) -> None:
                 )
 
 
-def _check_patches(r: Recipe, found: list) -> None:
-    """Every patch of the series, and of the planted faults, is a unified diff (whether it
-    applies is known only against the unpacked source: the build's dry run says so, naming
-    the hunk)."""
-    files = [paths.patches_dir(r.name) / p.file for p in r.patches]
-    for pf in files + faults.patch_files(r.name):
+def _check_patches(files) -> list[ApptuneError]:
+    """Every patch file is a unified diff (whether it applies is known only against the
+    unpacked source: the build's dry run says so, naming the hunk)."""
+    found = []
+    for pf in files:
         try:
             text = pf.read_text(errors="replace")
         except OSError:
@@ -171,6 +185,7 @@ def _check_patches(r: Recipe, found: list) -> None:
         if bad is not None:
             line, why = bad
             found.append(ApptuneError(pf, f"line {line}" if line else None, why))
+    return found
 
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")

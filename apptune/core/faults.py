@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from .. import paths
-from ..errors import ApptuneError
+from ..errors import ApptuneError, expand
 from ..models import FaultsFile, Recipe, SensitivityFile
 from ..yamlio import load_model
 from . import inputs, recipes
@@ -108,7 +108,7 @@ def problems(app: str, recipe: Recipe) -> list[ApptuneError]:
     try:
         data = load(app)
     except ApptuneError as e:
-        return [e]
+        return expand(e)
     found: list[ApptuneError] = []
     if data.tier not in recipe.tiers:
         return [ApptuneError(f, "tier", f"'{data.tier}' is no tier of {app}'s recipe")]

@@ -17,7 +17,8 @@ environments against the site config, libraries, per-file ladders, figures again
 the outputs produce, names in templates), each tier's input (schema, template files and
 the names they use, ``stands_for``), reference (schema, finite tolerances, ``min`` <=
 ``max``, ``depends_on`` against the input's parameters, fields against the outputs, the
-stored tree of a ``newick_rf`` output) and baselines; then the site config (flag ladders,
+stored tree of a ``newick_rf`` output), baselines and planted faults (``apptune
+sensitivity``'s: their problems never keep a run from running); then the site config (flag ladders,
 libraries, environments' ``extras``) and the tuning spaces.
 """
 
@@ -32,7 +33,13 @@ from ..models import FlagLadders, Libraries
 from ..models.cluster import QUIET_WAIT_MAX, line_break_problems
 from ..yamlio import load_model, load_yaml
 from . import baselines, quality, recipes
-from .datachecks import SiteFacts, app_problems, collect_problems, unique_problems
+from .datachecks import (
+    SiteFacts,
+    app_problems,
+    collect_problems,
+    fault_problems,
+    unique_problems,
+)
 from .site import load_reframe_config
 
 #: The site's data files besides flag-ladders.yaml (held to one line per value too).
@@ -55,24 +62,34 @@ class Findings:
     baselines: dict[str, list[ApptuneError]] = dataclasses.field(default_factory=dict)
     #: What the recipes were checked against (the site config's environments among them).
     site_facts: SiteFacts | None = None
+    #: Every application -> the problems of its planted faults (``reference/APP/sensitivity/``):
+    #: they keep ``apptune sensitivity`` from measuring the verification, never a run.
+    faults: dict[str, list[ApptuneError]] = dataclasses.field(default_factory=dict)
 
     @property
     def bad_apps(self) -> list[str]:
         return [a for a, ps in self.apps.items() if ps]
 
     def all(self) -> list[ApptuneError]:
-        out, seen = [], set()
+        """Every problem (``apptune validate``)."""
+        return _unique([*self.of_runs(), *(p for ps in self.faults.values() for p in ps)])
+
+    def of_runs(self) -> list[ApptuneError]:
+        """The problems that concern a run (``apptune run`` names them, and its exit status
+        says there were some): all but the planted faults'."""
         apps = [p for ps in self.apps.values() for p in ps]
-        for p in [
-            *self.site,
-            *apps,
-            *(p for ps in self.baselines.values() for p in ps),
-            *self.other,
-        ]:
-            if str(p) not in seen:
-                seen.add(str(p))
-                out.append(p)
-        return out
+        return _unique(
+            [*self.site, *apps, *(p for ps in self.baselines.values() for p in ps), *self.other]
+        )
+
+
+def _unique(problems) -> list[ApptuneError]:
+    out, seen = [], set()
+    for p in problems:
+        if str(p) not in seen:
+            seen.add(str(p))
+            out.append(p)
+    return out
 
 
 def problems(config: str | Path | None = None) -> list[ApptuneError]:
@@ -91,6 +108,7 @@ def check(config: str | Path | None = None) -> Findings:
         tuning_problems(apps),
         {a: baseline_problems(a) for a in names},
         site,
+        {a: fault_problems(a) for a in names},
     )
 
 

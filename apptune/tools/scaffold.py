@@ -13,7 +13,9 @@ files' extensions. Written, from the templates in ``apptune/templates/``:
 * ``reframe-checks/APP/APP.py``: the thin check (the shape of every other check);
 * ``inputs/APP/ci/input.yaml``: the ci input, without parameters;
 * ``reference/APP/ci.yaml``: a reference without fields, which ``apptune bless --new``
-  fills from a first run.
+  fills from a first run;
+* ``reference/APP/sensitivity/faults.yaml``: the faults a person plants to measure what the
+  verification sees (``FILL IN``: one of their own, run by ``apptune sensitivity APP``).
 
 An existing file is never overwritten: the command refuses, naming it, before it writes
 anything.
@@ -34,7 +36,7 @@ from types import SimpleNamespace
 import yaml
 
 from .. import paths, templating
-from ..core import recipes, sources
+from ..core import faults, recipes, sources
 from ..core.ccwrap import SOURCE_LANGUAGE
 from ..errors import ApptuneError
 from ..models import NAME_RE, SHA256_RE, SourceSpec
@@ -410,6 +412,7 @@ def targets(app: str) -> list[Path]:
         root / "reframe-checks" / app / f"{module}.py",
         paths.inputs_dir(app, "ci") / "input.yaml",
         paths.reference_file(app, "ci"),
+        faults.faults_path(app),
     ]
 
 
@@ -484,6 +487,7 @@ def new(
             "new-check.py.j2",
             "new-input.yaml.j2",
             "new-reference.yaml.j2",
+            "new-faults.yaml.j2",
         )
     ]
     return Scaffold(
@@ -515,6 +519,7 @@ def write(s: Scaffold) -> None:
 def next_steps(s: Scaffold) -> str:
     """What the person does next, with the commands."""
     recipe, check = list(s.files)[:2]
+    faults_file = list(s.files)[-1]
     recipe, checks = paths.rel(recipe), paths.rel(check.parent)
     fill = "\n".join(f"       {f}: {what}" for f, what in s.to_fill)
     return f"""\
@@ -529,4 +534,7 @@ Next (docs/adding-an-application.md, "In 15 minutes"):
      Shows reference/{s.app}/ci.yaml with every verified field of that run (integers
      exact, other numbers within 1e-6 relative) as a diff; --yes writes it.
   4. apptune run --mode dev -c {checks}
-     passes against the new reference."""
+     passes against the new reference.
+  5. In {paths.rel(faults_file)}, plant a fault of your own (a patch or
+     an input parameter), then `apptune sensitivity {s.app}` measures what the reference
+     catches of it (docs/applications.md, "What each verification sees")."""
