@@ -724,6 +724,10 @@ MEASURED_ANEW = {
     "run": ("t_start", "wall_s"),
     "figures": ("wall_time", "energy_J", "avg_power_W", "peak_power_W", "edp_Js"),
     "job": ("jobid",),
+    # what the runner's sampler saw of the ranks (their CPUs, the libraries they loaded): the
+    # toy's kernel ends within milliseconds, between two samples on a busy machine
+    "binding": ("ranks",),
+    "launch": ("loaded",),
 }
 WHO_RAN_IT = ("test", "trial")
 #: A check's verdict against this machine's baseline; a trial (other inputs, flags or
