@@ -138,6 +138,15 @@ def test_mdlog_gives_ns_per_day_wall_time_and_the_cycle_table_shares():
     # Comm. coord., Wait + Comm. F, Comm. energies; PME redist. X/F and PME 3D-FFT Comm.
     assert got["comm_pct"] == pytest.approx(1.7 + 2.0 + 0.3 + 34.1 + 18.6)
     assert got["ns_per_day"] == 18.099 and got["mdrun_wall_s"] == 1.919
+    # what the run was: -nsteps 400 (step 0 counted too) of 2 fs, nbnxn_pme's 2400 atoms
+    assert (got["steps"], got["simulated_ps"], got["atoms"]) == (401, 0.8, 2400)
+
+
+def test_mdlog_without_the_runs_size_names_the_missing_line(tmp_path):
+    cut = tmp_path / "md.log"
+    cut.write_text((DATA / "md-2ranks.log").read_text().replace("There are: 2400 Atoms", ""))
+    with pytest.raises(ApptuneError, match=r"md.log: atoms: md.log has no line matching"):
+        gmx.mdlog(cut)
 
 
 def test_mdlog_of_a_run_that_stopped_is_one_error(tmp_path):
@@ -162,7 +171,9 @@ def test_outputs_dispatch_the_gromacs_formats(tmp_path):
 
 
 def test_a_wrong_energy_or_force_fails_naming_the_test_and_the_quantity():
-    ok = dict({f: 0 for f in _reference_fields()}, mpi_ranks=2)
+    ok = dict(
+        {f: 0 for f in _reference_fields()}, mpi_ranks=2, steps=401, simulated_ps=0.8, atoms=2400
+    )
     v = verify.verify("gromacs", "ci", ok)
     assert v.ok, v.summary()
     v = verify.verify("gromacs", "ci", dict(ok, **{"nbnxn_vsite.energy": 3, "tip4p.forces": 0.02}))
