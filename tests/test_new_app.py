@@ -128,6 +128,24 @@ def test_new_guesses_the_languages_and_the_tarballs_top_directory(tree, tmp_path
     assert {"FC={{ ftn }}", "CXX={{ cxx }}"} <= set(d["build"]["args"])
 
 
+def test_new_names_the_fortran_files_an_llvm_build_must_patch_for_mpi(tree, tmp_path, capsys):
+    """flang-new cannot read the gfortran-built ``mpi`` module Debian's MPI ships: the files
+    that ``use`` it are named, in the output and in the recipe, once; ``mpif.h`` is fine."""
+    files = {
+        "Makefile": "",
+        "src/a.f90": "program a\n  use mpi\nend program\n",
+        "src/b.F90": "module b\n   USE, INTRINSIC :: iso_c_binding\n   Use mpi_f08\nend module\n",
+        "src/c.f90": "subroutine c\n  include 'mpif.h'\n  ! use mpi in a comment\nend\n",
+        "src/mpi_use.c": "/* use mpi */\n",
+    }
+    assert new(tmp_path, files) == 0
+    out = capsys.readouterr().out
+    assert "2 Fortran file(s) `use mpi` (src/a.f90, src/b.F90)" in out
+    assert "An llvm variant: src/a.f90, src/b.F90 `use mpi`" in (
+        tree / "build-recipes/demo.yaml"
+    ).read_text()
+
+
 def test_new_without_a_build_file_says_what_the_top_holds(tree, tmp_path, capsys):
     assert new(tmp_path, {**C_APP, "README": ""}) == 2
     err = capsys.readouterr().err

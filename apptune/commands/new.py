@@ -26,6 +26,13 @@ def cmd_new(a) -> int:
         f"languages {', '.join(s.languages)}"
     )
     print(f"apptune: new: wrote {', '.join(str(f.relative_to(paths.root())) for f in s.files)}")
+    if s.mpi_users:
+        print(
+            f"apptune: new: {s.app}: {len(s.mpi_users)} Fortran file(s) `use mpi` "
+            f"({', '.join(s.mpi_users[:3])}): Debian's MPI modules are gfortran's, which the "
+            "llvm family's flang-new cannot read; an llvm variant needs `include 'mpif.h'` "
+            "instead (a patch; see the recipe's family_flags comment)"
+        )
     print(scaffold.next_steps(s))
     return 0
 

@@ -110,6 +110,8 @@ class Scaffold:
     kind: str
     guess: str
     languages: list[str]
+    #: Fortran sources that ``use`` an MPI module (an llvm build needs them patched)
+    mpi_users: list[str]
     tarball: Path
     #: (field, what to write) of every FILL IN left in the recipe
     to_fill: list[tuple[str, str]] = field(default_factory=list)
@@ -354,6 +356,28 @@ def guess_build(top: list[str]) -> tuple[str, str]:
     )
 
 
+#: A Fortran ``use`` of the MPI modules: Debian's Open MPI and MPICH ship them built by
+#: gfortran, which flang-new (the llvm family) cannot read ("Cannot read module file for
+#: module 'mpi'"); ``include 'mpif.h'`` is read by every Fortran compiler.
+_USE_MPI = re.compile(rb"^[ \t]*use[ \t]*(?:,[^:\n]*::)?[ \t]*(mpi(?:_f08)?)\b", re.I | re.M)
+
+
+def mpi_module_users(tarball: Path, strip: int) -> list[str]:
+    """The Fortran sources (paths under the source root) that ``use`` an MPI module."""
+    found = []
+    with tarfile.open(tarball) as tf:
+        for m in tf.getmembers():
+            parts = PurePosixPath(m.name).parts[strip:]
+            if not (m.isfile() and parts) or SOURCE_LANGUAGE.get(PurePosixPath(m.name).suffix) != (
+                "fortran"
+            ):
+                continue
+            f = tf.extractfile(m)
+            if f is not None and _USE_MPI.search(f.read(4 << 20)):
+                found.append("/".join(parts))
+    return sorted(found)
+
+
 def guess_languages(files: list[str]) -> list[str]:
     found = {SOURCE_LANGUAGE.get(PurePosixPath(f).suffix) for f in files}
     return [lang for lang in ("c", "cxx", "fortran") if lang in found] or ["c"]
@@ -459,6 +483,7 @@ def new(
     else:
         kind, guess = guess_build(top)
     languages = guess_languages(members)
+    mpi_users = mpi_module_users(tarball, strip) if "fortran" in languages else []
     desc = f"{app} {version}" + (
         f", Debian source package {spec.debian.package}" if spec.debian else ""
     )
@@ -473,6 +498,7 @@ def new(
         guess=guess,
         languages=languages,
         family_flags=family_flags(languages),
+        mpi_users=mpi_users,
         ranks=ranks,
         system="cmake" if kind == "cmake" else "make",
         cls=check_class(app),
@@ -496,6 +522,7 @@ def new(
         kind=kind,
         guess=guess,
         languages=languages,
+        mpi_users=mpi_users,
         tarball=tarball,
         to_fill=placeholders(yaml.safe_load(texts[0])),
     )
