@@ -141,9 +141,10 @@ def test_new_names_the_fortran_files_an_llvm_build_must_patch_for_mpi(tree, tmp_
     assert new(tmp_path, files) == 0
     out = capsys.readouterr().out
     assert "2 Fortran file(s) `use mpi` (src/a.f90, src/b.F90)" in out
-    assert "An llvm variant: src/a.f90, src/b.F90 `use mpi`" in (
-        tree / "build-recipes/demo.yaml"
-    ).read_text()
+    assert (
+        "An llvm variant: src/a.f90, src/b.F90 `use mpi`"
+        in (tree / "build-recipes/demo.yaml").read_text()
+    )
 
 
 def test_new_without_a_build_file_says_what_the_top_holds(tree, tmp_path, capsys):
