@@ -18,7 +18,8 @@ import re
 from typing import TYPE_CHECKING
 
 from ..core import baselines, recipes
-from .values import fmt_pct, number_or_none, variant_key
+from ..figures import fmt_pct
+from .values import number_or_none, variant_key
 
 if TYPE_CHECKING:
     from .row import Row

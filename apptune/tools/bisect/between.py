@@ -38,7 +38,7 @@ from ... import paths
 from ...core import baselines, changes, localrun, recipes
 from ...core.site import load_site
 from ...errors import ApptuneError
-from ...figures import finite_median
+from ...figures import finite_median, fmt_pct
 from ...history import records
 from ...models import RunRecord
 from .search import bisect_search
@@ -149,8 +149,9 @@ def between(
     gap = trial.slowdown(new, old)
     if gap is None or gap <= trial.noise(old):
         res.verdict = (
-            f"the new configuration is not slower than the old one here ({_pct(gap)}): what "
-            "carries the regression is not among the changes that can be undone"
+            "the new configuration is not slower than the old one here "
+            f"({fmt_pct(gap, 'no figure')}): what carries the regression is not among the "
+            "changes that can be undone"
         )
         res.notes, res.builds = trial.notes, len(trial.built)
         return res
@@ -184,10 +185,6 @@ def between(
     res.cycles, res.wrong, res.notes = trial.cycles, trial.wrong, res.notes + trial.notes
     res.builds = len(trial.built)
     return res
-
-
-def _pct(x: float | None) -> str:
-    return "no figure" if x is None else f"{x:+.1%}"
 
 
 class _Trials:
