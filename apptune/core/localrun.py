@@ -74,27 +74,29 @@ def plan_for(
     extra_cflags: list[str] = (),
     extra_fflags: list[str] = (),
 ) -> dict:
-    """The build plan of ``variant``; ``ladder_everywhere`` compiles the files of the
+    """The build plan of ``variant`` as :func:`build_variant` writes it (``plan.json``;
+    bisect and sensitivity edit it first); ``ladder_everywhere`` compiles the files of the
     recipe's per_file rules with the variant's ladder too (bisect's way to rediscover
     why a rule exists); extra flags are appended to the ladder (tune's extra flags)."""
-    plan = recipes.resolve(recipe, variant, site.toolchain).to_dict()
-    plan["cflags"] = plan["cflags"] + list(extra_cflags)
-    plan["fflags"] = plan["fflags"] + list(extra_fflags)
-    if extra_cflags or extra_fflags:
-        plan["variant"] = variant_label(variant, extra_cflags, extra_fflags)
+    plan = recipes.resolve(recipe, variant, site.toolchain)
+    cflags, fflags = plan.cflags + list(extra_cflags), plan.fflags + list(extra_fflags)
+    per_file = plan.per_file
     if ladder_everywhere:
         ladder = recipes.Variant.parse(variant, recipe).ladder
-        plan["per_file"] = [
+        per_file = [
             dict(
                 r,
-                cflags=list(plan["cflags"]),
-                fflags=list(plan["fflags"]),
+                cflags=list(cflags),
+                fflags=list(fflags),
                 ladder=ladder,
                 reason=f"ignored: the whole build uses the {ladder} ladder",
             )
-            for r in plan["per_file"]
+            for r in per_file
         ]
-    return plan
+    if extra_cflags or extra_fflags:
+        plan.variant = variant_label(variant, extra_cflags, extra_fflags)
+    plan.cflags, plan.fflags, plan.per_file = cflags, fflags, per_file
+    return plan.to_dict()
 
 
 def variant_label(variant: str, extra_cflags=(), extra_fflags=()) -> str:

@@ -69,7 +69,7 @@ def plan_drift(r: RunRecord) -> list[str]:
     try:
         recipe = recipes.load_recipe(r.app)
         site = load_site(r.environment, languages=recipe.build.languages)
-        plan = recipes.resolve(recipe, r.build_variant or r.variant, site.toolchain).to_dict()
+        plan = recipes.resolve(recipe, r.build_variant or r.variant, site.toolchain)
     except (ApptuneError, KeyError):
         return []
     out = []
@@ -77,7 +77,7 @@ def plan_drift(r: RunRecord) -> list[str]:
     if had not in (None, recipe.source.sha256):
         out.append(f"source {had[:12]} → {recipe.source.sha256[:12]}")
     was = {p.file: p.sha256 for p in prov.patches}
-    now = {p["file"]: p["sha256"] for p in plan["patches"]}
+    now = {p["file"]: p["sha256"] for p in plan.patches}
     if was != now:
         out.append(
             f"patches {sorted(was)} → {sorted(now)}" if set(was) != set(now) else "patch contents"
@@ -85,8 +85,9 @@ def plan_drift(r: RunRecord) -> list[str]:
     flags = prov.flags or BuildFlags()
     for k in ("cflags", "fflags", "cppflags", "ldflags"):
         had = getattr(flags, k)
-        if had is not None and had != plan[k]:
-            out.append(f"{k} {' '.join(had)!r} → {' '.join(plan[k])!r}")
+        planned = getattr(plan, k)
+        if had is not None and had != planned:
+            out.append(f"{k} {' '.join(had)!r} → {' '.join(planned)!r}")
     return out
 
 
