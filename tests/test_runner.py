@@ -15,6 +15,7 @@ import pytest
 
 from apptune import machine, placement
 from apptune.core import procfs, quality, ranks, runner
+from apptune.models import RunBinding
 
 PAYLOADS = [
     "; touch PWNED1",
@@ -556,11 +557,11 @@ def test_each_launch_of_a_job_is_judged_on_its_own_ranks(tmp_path, monkeypatch):
         (73, "run", "0-1"),
         (74, "run", "0-1"),
     ]
-    assert placement.binding_problem(b, "none") is None
+    assert ranks.binding_problem(RunBinding(**b), "none") is None
     # the record of that run, as it would have been with its launches said: the launch whose
     # ranks were not where asked is named, with its own rank count
     b["ranks"][0]["cpus"] = b["ranks"][1]["cpus"] = "0"
-    assert placement.binding_problem(b, "none") == (
+    assert ranks.binding_problem(RunBinding(**b), "none") == (
         "the placement asked for ranks unbound (each on all CPUs the job has there, 0-1), but "
         "2 of the 2 rank(s) of run.prerun[0] seen on the job's first node could run on CPUs 0: "
         "the launcher did not place them as asked"
@@ -573,7 +574,7 @@ def test_a_rank_that_stays_bound_to_one_cpu_is_still_seen_so(tmp_path, monkeypat
     mon = _two_launches(tmp_path, monkeypatch, {73: ["0"] * 5, 74: ["0"] * 5})
     b = mon.binding()
     assert [r["cpus"] for r in b["ranks"]] == ["0-1", "0-1", "0", "0"]
-    found = placement.binding_problem(b, "none")
+    found = ranks.binding_problem(RunBinding(**b), "none")
     assert "but 2 of the 2 rank(s) of run seen on the job's first node could run on CPUs 0" in (
         found or ""
     ), found
@@ -584,13 +585,13 @@ def test_the_ranks_of_a_launch_shorter_than_a_sample_are_seen(tmp_path, monkeypa
     """MPICH's NetPIPE job: an integrity pass of 0.09 s and a timed run of 0.6 s, both
     between two of the once-a-second samples; its binding record held no rank, so its binding
     check could not fail. While a launch is young its ranks are looked for ten times a second."""
-    fake, program, mon, ranks = _npmpi_node(tmp_path, monkeypatch, {})
+    fake, program, mon, rank_env = _npmpi_node(tmp_path, monkeypatch, {})
     for label, pids, cpus in (("run.prerun[0]", (71, 72), "0"), ("run", (73, 74), "1")):
         mon.begin_launch(label)
         fake.process(pids[0], "mpirun", 70)  # forked by the launcher, not yet the rank
         mon._recheck_young()
         for pid in pids:
-            fake.process(pid, "NPmpi", 70, own=0.1, env=ranks, exe=program, cpus=cpus)
+            fake.process(pid, "NPmpi", 70, own=0.1, env=rank_env, exe=program, cpus=cpus)
         fake.process(75, "NPmpi", 70, cpus="0")  # another program of that name: not a rank
         mon._recheck_young()
         for pid in pids:
@@ -601,14 +602,14 @@ def test_the_ranks_of_a_launch_shorter_than_a_sample_are_seen(tmp_path, monkeypa
         (73, "run", "1"),
         (74, "run", "1"),
     ]
-    found = placement.binding_problem(mon.binding(), "none")  # asked unbound: both wrong
+    found = ranks.binding_problem(RunBinding(**mon.binding()), "none")  # asked unbound: both wrong
     assert found.endswith(
         "2 of the 2 rank(s) of run.prerun[0] seen on the job's first node could run on CPUs 0; "
         "the placement asked for ranks unbound (each on all CPUs the job has there, 0-1), but "
         "2 of the 2 rank(s) of run seen on the job's first node could run on CPUs 1: the "
         "launcher did not place them as asked"
     ), found
-    assert placement.binding_problem(mon.binding(), "core") is None
+    assert ranks.binding_problem(RunBinding(**mon.binding()), "core") is None
 
 
 def test_every_launch_of_a_run_gets_the_placements_launcher_options(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from apptune import models, placement
-from apptune.core import quality, site, slurm
+from apptune.core import quality, ranks, site, slurm
 from apptune.errors import ApptuneError
 from apptune.models.cluster import RunQualityLimits
 
@@ -707,9 +707,9 @@ RANKS = {
 )
 def test_the_binding_the_ranks_got_against_the_one_asked_for(got, binding, threads, problem):
     observed = {"program": "NPmpi", "node_cpus": "0-1", "ranks": RANKS[got]}
-    found = placement.binding_problem(observed, binding, threads)
+    found = ranks.binding_problem(models.RunBinding(**observed), binding, threads)
     assert (found is None) == (problem is None) and (problem is None or problem in found), found
-    assert placement.binding_problem({"ranks": []}, "core") is None  # no rank seen: not judged
+    assert ranks.binding_problem(models.RunBinding(), "core") is None  # no rank seen: not judged
 
 
 # ------------------------------------------------------------------ what a green ci proves

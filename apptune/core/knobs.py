@@ -30,6 +30,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..models import KnobsNode, KnobsObserved, NodeSmt, RunBinding, RunKnobs, as_data
 from ..placement import without_labels
 from .procfs import format_cpulist, parse_cpulist
 
@@ -360,13 +361,13 @@ def frequency_summary(samples: dict[int, list[float]], cpus) -> dict | None:
     }
 
 
-def shared_cores(binding: dict | None, siblings: dict) -> int | None:
+def shared_cores(binding: RunBinding | None, siblings: dict[str, str]) -> int | None:
     """How many cores had more than one of their hardware threads among the CPUs the ranks
     could run on (``binding``: the runner's record); None when no rank was seen."""
-    ranks = (binding or {}).get("ranks") or []
+    ranks = binding.ranks if binding else []
     if not ranks:
         return None
-    used = set().union(*(parse_cpulist(r["cpus"]) for r in ranks))
+    used = set().union(*(parse_cpulist(r.cpus) for r in ranks))
     cores: dict[str, int] = {}
     for c in used:
         key = siblings.get(str(c), str(c))
@@ -374,46 +375,47 @@ def shared_cores(binding: dict | None, siblings: dict) -> int | None:
     return sum(1 for n in cores.values() if n > 1)
 
 
-def problems(asked: Asked, rec: dict | None, binding: dict | None) -> list[str]:
+def problems(asked: Asked, rec: RunKnobs | None, binding: RunBinding | None) -> list[str]:
     """One line per knob asked for that was not in effect: ``rec`` is the runner's knob
-    record (``node``, ``refused``, ``observed``); ``binding`` the ranks' CPUs."""
-    rec = rec or {}
-    if rec.get("refused"):
-        return list(rec["refused"].values())
-    node, seen = rec.get("node") or {}, rec.get("observed") or {}
+    record (the node, what was refused, what was observed); ``binding`` the ranks' CPUs."""
+    rec = rec or RunKnobs()
+    if rec.refused:
+        return list(rec.refused.values())
+    node, seen = rec.node or KnobsNode(), rec.observed or KnobsObserved()
     out = []
     f = asked.cpu_freq
     if f is not None:
-        cf, got = node.get("cpufreq"), seen.get("frequency")
-        how = seen.get("cpu_freq_set_by") or "it"
-        mhz = f"{got['median_mhz']:g} MHz" if got else "an unmeasured frequency"
-        t = target_khz(f, cf) if cf else None
+        cf, got = node.cpufreq, seen.frequency
+        how = seen.cpu_freq_set_by or "it"
+        mhz = f"{got.median_mhz:g} MHz" if got else "an unmeasured frequency"
+        # the node's cpufreq state as its reader gives it (target_khz also serves the runner)
+        t = target_khz(f, as_data(cf)) if cf else None
         if cf is None:
             out.append(
                 f"cpu_freq={f}: not in effect: {_no_cpufreq()}; {how} was accepted and the "
                 f"CPUs ran at {mhz}"
             )
-        elif f in GOVERNORS and seen.get("governor") != f:
-            out.append(f"cpu_freq={f}: not in effect: the governor was {seen.get('governor')}")
-        elif t and (got is None or abs(got["median_mhz"] * 1000 - t) > FREQ_TOLERANCE * t):
+        elif f in GOVERNORS and seen.governor != f:
+            out.append(f"cpu_freq={f}: not in effect: the governor was {seen.governor}")
+        elif t and (got is None or abs(got.median_mhz * 1000 - t) > FREQ_TOLERANCE * t):
             out.append(
                 f"cpu_freq={f}: not in effect: asked {t / 1000:g} MHz, measured {mhz} "
-                f"(median on CPUs {got['cpus'] if got else '?'}, tolerance "
+                f"(median on CPUs {got.cpus if got else '?'}, tolerance "
                 f"{FREQ_TOLERANCE:.0%})"
             )
     if asked.turbo is not None:
-        b = seen.get("boost")
+        b = seen.boost
         if b is None:
             out.append(f"turbo={asked.turbo}: not in effect: the node has no turbo switch")
-        elif b["on"] != (asked.turbo == "on"):
+        elif b.on != (asked.turbo == "on"):
             out.append(
-                f"turbo={asked.turbo}: not in effect: {b['path']} said turbo "
-                f"{'on' if b['on'] else 'off'} during the run"
+                f"turbo={asked.turbo}: not in effect: {b.path} said turbo "
+                f"{'on' if b.on else 'off'} during the run"
             )
     if asked.smt is not None:
-        smt = node.get("smt") or {}
-        n = shared_cores(binding, smt.get("siblings") or {})
-        if smt.get("threads_per_core", 1) < 2:
+        smt = node.smt or NodeSmt()
+        n = shared_cores(binding, smt.siblings)
+        if smt.threads_per_core < 2:
             out.append(f"smt={asked.smt}: not in effect: the node has 1 thread per core")
         elif n is not None and (n > 0) != (asked.smt == "on"):
             out.append(

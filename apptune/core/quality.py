@@ -19,7 +19,7 @@ timed run (:mod:`apptune.core.runner`) the node the job script runs on is watche
 The CPUs each rank of the measured program may run on are recorded too, with the launch
 (the runner's step) that started it (:func:`apptune.core.procfs.observe_binding`): the mask
 a rank holds last, read often while it is young, since MPI_Init moves a rank to one CPU for
-a while (:mod:`apptune.core.ranks`); :func:`apptune.placement.binding_problem` judges each
+a while (:mod:`apptune.core.ranks`); :func:`apptune.core.ranks.binding_problem` judges each
 launch's ranks.
 
 The grade is ``clean`` when every limit holds, ``disturbed`` (with each reason)

@@ -8,8 +8,8 @@ its launcher gave. So while a rank is young its mask is read often, and the last
 after MPI_Init, shortly before the rank ends; while a launch is young its new ranks are
 looked for often too, so that a launch shorter than the second between two of the monitor's
 samples (MPICH's NetPIPE run, 0.6 s) has its ranks seen. Each launch of a job (an integrity
-pass before the timed run) keeps its own ranks: :func:`apptune.placement.binding_problem`
-judges each on its own.
+pass before the timed run) keeps its own ranks: :func:`binding_problem` judges each
+on its own.
 
 A rank's mapped shared libraries (what :mod:`apptune.core.loaded` records) are read when it
 is first seen, again as it reaches each age of :data:`MAPS_AGES` (so a short program's are
@@ -25,6 +25,7 @@ import os
 import time
 from pathlib import Path
 
+from ..models import RankBinding, RunBinding
 from .procfs import (
     Stat,
     allowed_cpus,
@@ -168,3 +169,49 @@ class Ranks:
         return observe_binding(
             self.affinity, node, cpu_topology(self.sysfs), self.name, self.launches
         )
+
+
+def binding_problem(
+    observed: RunBinding | None, binding: str | None, threads_per_rank: int = 1
+) -> str | None:
+    """Why the CPUs the program's ranks could run on (the runner's record of
+    :meth:`Ranks.record`) are not the binding asked for (:data:`apptune.placement.BINDINGS`);
+    None when they are, when no binding was asked for or when no rank was seen.
+
+    Each launch of the program in the job (an integrity pass before the timed run, say) is
+    judged on its own ranks: a rank count or a CPU of one launch never counts for another."""
+    ranks = observed.ranks if observed else []
+    if not binding or not ranks:
+        return None
+    launches: dict[str | None, list[RankBinding]] = {}
+    for r in ranks:
+        launches.setdefault(r.launch, []).append(r)
+    said = [
+        why
+        for launch, rs in launches.items()
+        if (why := _launch_problem(rs, launch, observed.node_cpus, binding, threads_per_rank))
+    ]
+    if not said:
+        return None
+    return "; ".join(said) + ": the launcher did not place them as asked"
+
+
+def _launch_problem(
+    ranks: list[RankBinding], launch, node, binding, threads_per_rank
+) -> str | None:
+    """:func:`binding_problem` of the ranks of one launch (``launch``: its step, or None)."""
+    of = f" of {launch}" if launch else ""
+    where = f"of the {len(ranks)} rank(s){of} seen on the job's first node"
+    if binding == "core":
+        bad = [r for r in ranks if r.cores > threads_per_rank]
+        asked = f"bound to {threads_per_rank} core(s) each"
+    elif binding == "socket":
+        bad = [r for r in ranks if r.sockets > 1]
+        asked = "bound to one socket each"
+    else:
+        bad = [r for r in ranks if r.cpus != node]
+        asked = f"unbound (each on all CPUs the job has there, {node})"
+    if not bad:
+        return None
+    got = ", ".join(sorted({r.cpus for r in bad}))
+    return f"the placement asked for ranks {asked}, but {len(bad)} {where} could run on CPUs {got}"

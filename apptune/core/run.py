@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pydantic
 
-from .. import energy, placement
+from .. import energy
 from ..constants import CURVES_DIR, RESULT_FILE
 from ..errors import ApptuneError, format_validation_error, printable
 from ..models import READER_FIELDS, Recipe, RunnerRecord, RunRecord, as_data
 from ..yamlio import atomic_write_json
-from . import envrecord, inputs, knobs, outputs, quality, recipes, runner, scratch, verify
+from . import envrecord, inputs, knobs, outputs, quality, ranks, recipes, runner, scratch, verify
 from .runplan import RunPlan
 
 
@@ -451,9 +451,7 @@ def evaluate(
     # another placement than its name says would be compared with the wrong baseline
     lay = identity.get("placement_layout") or {}
     result["binding"] = as_data(rec.binding)
-    wrong = placement.binding_problem(
-        result["binding"], lay.get("binding"), lay.get("threads_per_rank") or 1
-    )
+    wrong = ranks.binding_problem(rec.binding, lay.get("binding"), lay.get("threads_per_rank") or 1)
     if wrong:
         v.ok = False
         v.own_checks.append(verify.failed_check("binding", wrong))
@@ -473,9 +471,7 @@ def knob_record(asked: dict, rec: RunnerRecord) -> dict:
     what was in effect, and one line per knob that was not (:func:`apptune.core.knobs.problems`)."""
     ran = as_data(rec.knobs)
     out = dict(asked, **(ran or {}))
-    out["problems"] = knobs.problems(
-        knobs.Asked.of(**out.get("asked", {})), ran, as_data(rec.binding)
-    )
+    out["problems"] = knobs.problems(knobs.Asked.of(**out.get("asked", {})), rec.knobs, rec.binding)
     if not ran:
         out["problems"] = ["the runner recorded no knobs: what was in effect is unknown"]
     return out
