@@ -22,12 +22,12 @@ same in data: ``bind``, ``distribution`` (``packed`` or ``spread`` over a node's
 and ``threads_per_rank``; the check's variables, when set, win. Unset, the launcher's and
 scheduler's defaults apply.
 
-A check (``apptune.rfm.AppRun``) and a tune/bisect trial (``apptune.core.localrun``) place
+A check (``apptune.rfm.AppRun``) and a tune/bisect trial (``apptune.core.run.localrun``) place
 their ranks with the same two functions: :func:`plan` (the recipe's named placement,
 the layout, the binding and thread variables) and :func:`launch_argv` (ReFrame's
 launcher for the partition, given the job's sizes). The runner records the CPUs each rank
-of the program may run on (:mod:`apptune.core.quality`);
-:func:`apptune.core.ranks.binding_problem` says when they are not what the placement asked
+of the program may run on (:mod:`apptune.core.run.quality`);
+:func:`apptune.core.run.ranks.binding_problem` says when they are not what the placement asked
 for.
 """
 

@@ -240,7 +240,8 @@ def compare_rules(tree: Path, sessions: list[str]) -> list[dict]:
     time order, and interleaved), under the rule apptune uses and simpler ones."""
     import yaml
 
-    from apptune.core import baselines, recipes
+    from apptune.core.data import recipes
+    from apptune.core.judge import baselines
 
     specs = recipes.figure_specs(recipes.load_recipe("hpcc"))
     recs = {n: results(tree / "runs" / n) for n in sessions}

@@ -1,4 +1,4 @@
-"""Machine knobs (apptune/core/knobs.py) on recorded sysfs trees of the machines that have them:
+"""Machine knobs (apptune/core/run/knobs.py) on recorded sysfs trees of the machines that have them:
 an Intel node (intel_pstate, no_turbo, two threads per core) and an AMD node
 (acpi-cpufreq, boost, a frequency table); the readers, the writes the runner does and
 puts back, and the judgement of what was in effect."""
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from apptune.core import knobs, procfs
-from apptune.core.knobs import Asked
+from apptune.core.run import knobs, procfs
+from apptune.core.run.knobs import Asked
 from apptune.models import RunBinding, RunKnobs
 
 

@@ -9,7 +9,7 @@ import functools
 from pathlib import Path
 
 from .. import paths, templating
-from ..core import quality, scratch
+from ..core.run import quality, scratch
 from ..errors import printable
 from ..figures import fmt_figure, fmt_pct
 from ..models import as_data

@@ -33,8 +33,10 @@ from pathlib import Path
 import yaml
 
 from .. import paths, yamlio
-from ..core import baselines, outputs, recipes
-from ..core.verify import compare_field, load_reference
+from ..core.data import recipes
+from ..core.judge import baselines
+from ..core.verification import outputs
+from ..core.verification.verify import compare_field, load_reference
 from ..errors import ApptuneError
 from ..history import records
 from ..models import BuildFlags, FieldTolerance, Provenance, ReferenceFile, RunRecord
@@ -63,7 +65,7 @@ def refusals(cs: list[records.Case]) -> list[str]:
 
 def plan_drift(r: RunRecord) -> list[str]:
     """What differs between a result's build and what its recipe resolves to now."""
-    from ..core.site import load_site
+    from ..core.data.site import load_site
 
     prov = r.provenance or Provenance()
     try:

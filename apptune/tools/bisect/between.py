@@ -1,7 +1,7 @@
 """``apptune bisect --between RUN_DIR``: which change since the baseline carries a regression.
 
 A run regressed against this machine's baseline, and its verdict names what changed since
-the baseline's runs (:mod:`apptune.core.changes`): often several things at once (a new flag
+the baseline's runs (:mod:`apptune.core.judge.changes`): often several things at once (a new flag
 ladder and a new BLAS, a compiler module and an MPI setting). This finds the one that
 carries the slowdown, as git bisect finds a commit:
 
@@ -35,8 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import paths
-from ...core import baselines, changes, localrun, recipes
-from ...core.site import load_site
+from ...core.data import recipes
+from ...core.data.site import load_site
+from ...core.judge import baselines, changes
+from ...core.run import localrun
 from ...errors import ApptuneError
 from ...figures import finite_median, fmt_pct
 from ...history import records
