@@ -38,6 +38,14 @@ def fmt_seconds(s: float | None, missing: str = "-", *, approx: bool = False) ->
     return f"~{text}" if approx else text
 
 
+def fmt_pct(value: float | None, missing: str = "–", *, signed: bool = True) -> str:
+    """A ratio as a percentage to one decimal: a relative change signed (``+12.5%``), a share
+    or a spread not (``signed=False``: ``3.2%``); ``missing`` for None."""
+    if value is None:
+        return missing
+    return f"{value:+.1%}" if signed else f"{value:.1%}"
+
+
 def worse_better(value: float, base: float, direction: str) -> tuple[float, float]:
     """(worse, better) than the baseline as ratios minus one in the figure's direction (a
     doubled time, a halved rate: +100 % worse); not positive: the relative change."""

@@ -22,12 +22,13 @@ same in data: ``bind``, ``distribution`` (``packed`` or ``spread`` over a node's
 and ``threads_per_rank``; the check's variables, when set, win. Unset, the launcher's and
 scheduler's defaults apply.
 
-A check (``apptune.rfm.AppRun``) and a tune/bisect trial (``apptune.core.localrun``) place
+A check (``apptune.rfm.AppRun``) and a tune/bisect trial (``apptune.core.run.localrun``) place
 their ranks with the same two functions: :func:`plan` (the recipe's named placement,
 the layout, the binding and thread variables) and :func:`launch_argv` (ReFrame's
 launcher for the partition, given the job's sizes). The runner records the CPUs each rank
-of the program may run on (:mod:`apptune.core.quality`); :func:`binding_problem` says when they
-are not what the placement asked for.
+of the program may run on (:mod:`apptune.core.run.quality`);
+:func:`apptune.core.run.ranks.binding_problem` says when they are not what the placement asked
+for.
 """
 
 from __future__ import annotations
@@ -350,50 +351,6 @@ def plan(
     options = binding_options(binding, launcher, mpi, threads_per_rank, distribution)
     env = thread_env(run_env or {}, threads_per_rank) if threads_per_rank != 1 else {}
     return PlacementPlan(lay, options, env, binding or None, distribution)
-
-
-def binding_problem(observed: dict | None, binding: str | None, threads_per_rank: int = 1):
-    """Why the CPUs the program's ranks could run on (the runner's record,
-    :func:`apptune.core.procfs.observe_binding`) are not the binding asked for; None when they
-    are, when no binding was asked for or when no rank was seen.
-
-    Each launch of the program in the job (an integrity pass before the timed run, say) is
-    judged on its own ranks: a rank count or a CPU of one launch never counts for another."""
-    ranks = (observed or {}).get("ranks") or []
-    if not binding or not ranks:
-        return None
-    launches: dict[str | None, list[dict]] = {}
-    for r in ranks:
-        launches.setdefault(r.get("launch"), []).append(r)
-    said = [
-        why
-        for launch, rs in launches.items()
-        if (
-            why := _launch_problem(rs, launch, observed.get("node_cpus"), binding, threads_per_rank)
-        )
-    ]
-    if not said:
-        return None
-    return "; ".join(said) + ": the launcher did not place them as asked"
-
-
-def _launch_problem(ranks, launch, node, binding, threads_per_rank) -> str | None:
-    """:func:`binding_problem` of the ranks of one launch (``launch``: its step, or None)."""
-    of = f" of {launch}" if launch else ""
-    where = f"of the {len(ranks)} rank(s){of} seen on the job's first node"
-    if binding == "core":
-        bad = [r for r in ranks if r["cores"] > threads_per_rank]
-        asked = f"bound to {threads_per_rank} core(s) each"
-    elif binding == "socket":
-        bad = [r for r in ranks if r["sockets"] > 1]
-        asked = "bound to one socket each"
-    else:
-        bad = [r for r in ranks if r["cpus"] != node]
-        asked = f"unbound (each on all CPUs the job has there, {node})"
-    if not bad:
-        return None
-    got = ", ".join(sorted({r["cpus"] for r in bad}))
-    return f"the placement asked for ranks {asked}, but {len(bad)} {where} could run on CPUs {got}"
 
 
 @dataclass

@@ -3,7 +3,7 @@
 
 Builds an HPCC variant (build cache used) and runs the ci tier's input with the
 given N, NB, P x Q and layout, outside ReFrame, exactly as `apptune tune` does
-(apptune.core.localrun); prints one JSON line with HPL, SingleDGEMM, StarDGEMM, the
+(apptune.core.run.localrun); prints one JSON line with HPL, SingleDGEMM, StarDGEMM, the
 ratio HPL / (ranks x SingleDGEMM), MPIFFT, wall time and whether it verified.
 Not a test: timings here are noisy, run it several times on a quiet node.
 
@@ -21,8 +21,9 @@ import json
 import sys
 from pathlib import Path
 
-from apptune.core import localrun, recipes
-from apptune.core.site import load_site
+from apptune.core.data import recipes
+from apptune.core.data.site import load_site
+from apptune.core.run import localrun
 
 
 def main(argv=None) -> int:

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from apptune.core import baselines, causes, changes
+from apptune.core.judge import baselines, causes, changes
 from apptune.history import records
 
 FLAGS = ("flags ", "cflags ", "fflags ", "per-file flags ")

@@ -1,5 +1,5 @@
 """How long MPI ranks hold a CPU mask other than their binding, and whether the run-quality
-monitor records each rank's binding right (apptune/core/quality.py ``Monitor``).
+monitor records each rank's binding right (apptune/core/run/quality.py ``Monitor``).
 
 Each repeat launches ``mpirun -np 2 --bind-to none PROGRAM ARGS`` (``--launch``; by default
 NetPIPE's integrity pass, the launch the slower machine's binding check failed on), reads
@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from apptune.core import procfs, quality, ranks
+from apptune.core.run import procfs, quality, ranks
 
 #: NetPIPE's integrity pass as the ci input runs it (inputs/netpipe/ci/input.yaml).
 ARGS = ["-i", "-u", "65536", "-n", "200", "-o", "/dev/null"]

@@ -5,7 +5,7 @@ the tree with the baseline it recorded (``WORK/tree``). This runs the check-regr
 of *this* tree's code as it would have run after each night (the history cut after that
 night, in a copy), and prints per night the REGRESSION and UNEXPLAINED lines; and it
 judges each night's stored run records against the recorded baseline as ``apptune run``
-does (:func:`apptune.core.baselines.verdicts` over each variant's repeats): how the rules
+does (:func:`apptune.core.judge.baselines.verdicts` over each variant's repeats): how the rules
 judge recorded unchanged nights and the planted one, without running them again.
 
     .venv/bin/python benchmarks/replay_nights.py /tmp/apptune-nightly-slurm [--mode ci]
@@ -43,7 +43,8 @@ def cut(src: Path, dst: Path, keep: int) -> None:
 def judge_night(run_dir: Path) -> collections.Counter:
     """The figure verdicts ``apptune run`` gives a stored night (in this process: run with
     APPTUNE_ROOT set to the benchmark's tree, whose baseline the night was judged by)."""
-    from apptune.core import baselines, recipes
+    from apptune.core.data import recipes
+    from apptune.core.judge import baselines
 
     groups = collections.defaultdict(list)
     for f in sorted(run_dir.glob("stage/**/apptune-result.json")):

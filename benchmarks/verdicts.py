@@ -28,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from apptune.history import records  # the venv's editable install of this tree
+from apptune.figures import fmt_pct  # the venv's editable install of this tree
+from apptune.history import records
 
 REPO = Path(__file__).resolve().parent.parent
 APPTUNE = [sys.executable, "-m", "apptune"]
@@ -219,7 +220,7 @@ def main() -> int:
     print("| figure | robust CV, quiet (clean runs) | robust CV, one core loaded |\n|---|---|---|")
     for n, v in noise["quiet"]["cv"].items():
         lv = noise["loaded"]["cv"].get(n)
-        print(f"| {n} | {_pct(v)} | {_pct(lv)} |")
+        print(f"| {n} | {fmt_pct(v, signed=False)} | {fmt_pct(lv, signed=False)} |")
     print(f"\ngrades: quiet {noise['quiet']['grades']}, loaded {noise['loaded']['grades']}")
     print(f"\nfalse alarms over {a.sessions} unchanged sessions: {counts}")
     for n, vs in sorted(per_fig.items()):
@@ -239,7 +240,8 @@ def compare_rules(tree: Path, sessions: list[str]) -> list[dict]:
     time order, and interleaved), under the rule apptune uses and simpler ones."""
     import yaml
 
-    from apptune.core import baselines, recipes
+    from apptune.core.data import recipes
+    from apptune.core.judge import baselines
 
     specs = recipes.figure_specs(recipes.load_recipe("hpcc"))
     recs = {n: results(tree / "runs" / n) for n in sessions}
@@ -283,10 +285,6 @@ def compare_rules(tree: Path, sessions: list[str]) -> list[dict]:
     finally:
         baselines.SIGMAS, baselines.FLOOR, baselines.run_noise = now
     return out
-
-
-def _pct(v) -> str:
-    return "–" if v is None else f"{v:.1%}"
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # virtualenv with PyYAML does not exist yet.
 apt_packages() {
   local recipes
-  recipes=$(python3 -m apptune.core.syspackages build-recipes)
+  recipes=$(python3 -m apptune.core.builds.syspackages build-recipes)
   { grep -vE '^\s*(#|$)' ci/apt-packages.txt; [ -z "$recipes" ] || echo "$recipes"; } | sort -u
 }
 if [ "${1:-}" = --print-apt-packages ]; then

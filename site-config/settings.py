@@ -15,7 +15,7 @@ import os
 import sys
 
 from apptune.errors import ApptuneError
-from apptune.core.site import load_clusters
+from apptune.core.data.site import load_clusters
 
 # The virtualenv ReFrame runs from holds PyPI's MKL and Intel MPI.
 _prefix = sys.prefix

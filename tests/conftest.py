@@ -180,7 +180,7 @@ def toy_root(tmp_path, monkeypatch):
 
 def gnu_mpi_toolchain():
     """The gnu environment of the site: Open MPI's compiler wrappers, OpenBLAS."""
-    from apptune.core.recipes import Toolchain
+    from apptune.core.data.recipes import Toolchain
 
     return Toolchain(
         environment="gnu",
@@ -196,7 +196,7 @@ def gnu_mpi_toolchain():
 
 @pytest.fixture
 def gnu_toolchain():
-    from apptune.core.recipes import Toolchain
+    from apptune.core.data.recipes import Toolchain
 
     return Toolchain(
         environment="gnu",
@@ -351,8 +351,8 @@ def fake_trials(monkeypatch, gnu_toolchain):
     import json
     from types import SimpleNamespace
 
-    from apptune.core import localrun, runner
-    from apptune.core import site as site_config
+    from apptune.core.data import site as site_config
+    from apptune.core.run import localrun, runner
     from apptune.models import Provenance
     from apptune.yamlio import atomic_write_json
 

@@ -5,8 +5,10 @@ import json
 import pytest
 from conftest import REPO
 
-from apptune.core import build, inputs, outputs, recipes, sources, verify
-from apptune.core.formats.newick_rf import parse_newick, robinson_foulds
+from apptune.core.builds import sources, steps
+from apptune.core.data import inputs, recipes
+from apptune.core.verification import outputs, verify
+from apptune.core.verification.formats.newick_rf import parse_newick, robinson_foulds
 from apptune.errors import ApptuneError
 from apptune.models import OutputSpec, PerFileOverride
 
@@ -185,7 +187,7 @@ def test_multi_step_build_with_vars_renamed_products_and_explicit_per_file_flags
     assert plan["per_file"][0]["cflags"] == ["-O1"] and plan["per_file"][0]["ladder"] == "recipe"
     stage = tmp_path / "stage"
     stage.mkdir()
-    prov = build.build(plan, sources.fetch(r), stage)
+    prov = steps.build(plan, sources.fetch(r), stage)
     assert (stage / "toy-bin").is_file() and (stage / "first.txt").read_text() == "step-one\n"
     assert [p["file"] for p in prov["products"]] == ["toy-bin", "first.txt"]
     lines = [json.loads(ln) for ln in (stage / "compile-lines.jsonl").read_text().splitlines()]
@@ -203,7 +205,7 @@ def test_failing_build_step_is_named(toy_root, tmp_path, gnu_toolchain):
     stage = tmp_path / "stage"
     stage.mkdir()
     with pytest.raises(ApptuneError) as e:
-        build.build(plan, sources.fetch(r), stage)
+        steps.build(plan, sources.fetch(r), stage)
     assert "toy.yaml: build.steps[0]: sh exited with status 3" in str(e.value)
 
 
@@ -222,10 +224,10 @@ def test_examl_recipe_keeps_upstream_models_c_rule_and_kernel_makefiles(gnu_tool
     rule = plan["per_file"][0]
     assert rule["files"] == ["examl/models.c"] and rule["cflags"] == ["-O1"]
     ctx = dict(plan, cc="CC", cxx="CXX", ftn="FC")
-    argv = build.step_argv(r, build.steps_of(r)[0], 0, ctx)
+    argv = steps.step_argv(r, steps.steps_of(r)[0], 0, ctx)
     assert argv[:4] == ["make", "-j2", "-f", "Makefile.SSE3.gcc"] and argv[-1] == "examl"
     assert "OPT_FLAG_2=-O3 -march=native -funroll-loops" in argv
-    assert ("examl/examl", "examl") in build.product_paths(r, ctx)
+    assert ("examl/examl", "examl") in steps.product_paths(r, ctx)
 
 
 EXAML_INFO = """Likelihood of best tree: -16221.368990

@@ -10,7 +10,8 @@ import pytest
 from conftest import CLEAN, this_machine
 
 from apptune import machine
-from apptune.core import baselines, recipes
+from apptune.core.data import recipes
+from apptune.core.judge import baselines
 from apptune.errors import ApptuneError
 from apptune.models import BaselineFile, Figure, RunRecord
 from apptune.rfm.reference import reframe_reference

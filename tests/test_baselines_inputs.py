@@ -5,7 +5,8 @@ import os
 import pytest
 
 from apptune import yamlio
-from apptune.core import baselines, inputs
+from apptune.core.data import inputs
+from apptune.core.judge import baselines
 from apptune.errors import ApptuneError
 
 
@@ -40,7 +41,7 @@ def test_missing_input_tier():
 
 
 def test_malformed_baseline_and_ladder_files(toy_root):
-    from apptune.core import recipes
+    from apptune.core.data import recipes
 
     (toy_root / "reference/baselines/local/toy.yaml").write_text(
         "app: toy\nsystem: local\nthresholds:\n\t- x\n"

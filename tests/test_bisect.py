@@ -10,8 +10,9 @@ import yaml
 from conftest import REPO
 
 from apptune import cli
-from apptune.core import localrun, recipes
-from apptune.core.site import Site, load_site
+from apptune.core.data import recipes
+from apptune.core.data.site import Site, load_site
+from apptune.core.run import localrun
 from apptune.errors import ApptuneError
 from apptune.tools import bisect
 
@@ -308,7 +309,7 @@ def test_a_cmake_build_is_bisected_like_a_make_build(toy_root, tmp_path, toy_sit
 
 
 def test_build_system_probes_are_not_the_product():
-    from apptune.core.compilelines import is_probe
+    from apptune.core.builds.compilelines import is_probe
 
     assert is_probe({"cwd": "/s/src", "argv": ["cc", "conftest.c"], "sources": ["conftest.c"]})
     assert is_probe(

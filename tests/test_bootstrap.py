@@ -1,6 +1,7 @@
 """ci/bootstrap.sh: deb-src entries derived from the machine's own Debian entries
 (ci/derive_deb_src.py), and the Debian packages it installs: its own list and those the
-recipes name (apptune/core/syspackages.py), which skip an application where one is missing."""
+recipes name (apptune/core/builds/syspackages.py), which skip an application where one is
+missing."""
 
 import subprocess
 import sys
@@ -84,7 +85,7 @@ def test_bootstrap_installs_its_own_list_and_every_package_a_recipe_names():
 def test_the_recipes_packages_are_read_without_any_third_party_module():
     # -S: no site-packages (no PyYAML, no pydantic), as on a machine before bootstrap
     p = subprocess.run(
-        [sys.executable, "-S", "-m", "apptune.core.syspackages", "build-recipes"],
+        [sys.executable, "-S", "-m", "apptune.core.builds.syspackages", "build-recipes"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -118,13 +119,14 @@ def test_the_recipes_packages_are_read_without_any_third_party_module():
     ],
 )
 def test_the_reader_of_requires_debian(text, packages):
-    from apptune.core.syspackages import debian_packages
+    from apptune.core.builds.syspackages import debian_packages
 
     assert debian_packages(text) == packages
 
 
 def test_a_missing_package_skips_the_build_where_the_partition_uses_debian_packages(toy_root):
-    from apptune.core import recipes, syspackages
+    from apptune.core.builds import syspackages
+    from apptune.core.data import recipes
 
     f = toy_root / "build-recipes/toy.yaml"
     f.write_text(

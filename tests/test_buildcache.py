@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from apptune import cli
-from apptune.core import build, buildcache, recipes, sources
+from apptune.core.builds import buildcache, buildcost, sources, steps
+from apptune.core.data import recipes
 
 # every test here builds the toy with gcc (one of them in a pool of processes)
 pytestmark = pytest.mark.slow
@@ -25,7 +26,7 @@ def toy(toy_root, tmp_path, gnu_toolchain):
         stage = tmp_path / name
         stage.mkdir(exist_ok=True)
         plan = recipes.resolve(recipes.load_recipe("toy"), variant, tc).to_dict()
-        return build.build(plan, tarball, stage, use_cache=use_cache), stage
+        return steps.build(plan, tarball, stage, use_cache=use_cache), stage
 
     return do
 
@@ -86,12 +87,12 @@ def test_prune_drops_least_recently_used(toy):
 def _build_in_process(args):
     root, cache, mirror, stage = args
     os.environ.update(APPTUNE_ROOT=root, APPTUNE_CACHE=cache, APPTUNE_SOURCE_MIRROR=mirror)
-    from apptune.core.recipes import Toolchain
+    from apptune.core.data.recipes import Toolchain
 
     tc = Toolchain("gnu", "gnu", "gcc", "g++", "gfortran", "none", "3.1", "openblas", ["gcc"])
     r = recipes.load_recipe("toy")
     os.makedirs(stage, exist_ok=True)
-    prov = build.build(
+    prov = steps.build(
         recipes.resolve(r, "tuned", tc).to_dict(),
         sources.fetch(r),
         __import__("pathlib").Path(stage),
@@ -191,7 +192,7 @@ def test_a_change_to_one_environments_flags_keeps_the_keys_of_the_others(toy_roo
         for tc in (gnu_toolchain, _llvm(gnu_toolchain)):
             for variant in ("baseline", "tuned"):
                 plan = recipes.resolve(r, variant, tc).to_dict()
-                inputs = build.cache_inputs(r, plan, "0" * 64, {"cc": "id"}, {})
+                inputs = steps.cache_inputs(r, plan, "0" * 64, {"cc": "id"}, {})
                 out[tc.environment, variant] = buildcache.key_of(inputs)
         return out
 
@@ -224,9 +225,9 @@ def _build_held(args):
     os.environ.update(APPTUNE_ROOT=root, APPTUNE_CACHE=cache, APPTUNE_SOURCE_MIRROR=mirror)
     import time as _time
 
-    from apptune.core.recipes import Toolchain
+    from apptune.core.data.recipes import Toolchain
 
-    real = build._build
+    real = steps._build
 
     def slow(*a, **kw):
         Path(started).touch()
@@ -234,11 +235,11 @@ def _build_held(args):
             _time.sleep(0.05)
         return real(*a, **kw)
 
-    build._build = slow
+    steps._build = slow
     tc = Toolchain("gnu", "gnu", "gcc", "g++", "gfortran", "none", "3.1", "openblas", ["gcc"])
     r = recipes.load_recipe("toy")
     os.makedirs(stage, exist_ok=True)
-    build.build(recipes.resolve(r, "tuned", tc).to_dict(), sources.fetch(r), Path(stage))
+    steps.build(recipes.resolve(r, "tuned", tc).to_dict(), sources.fetch(r), Path(stage))
 
 
 def _second_run(toy_root, tmp_path, monkeypatch, kill: bool):
@@ -247,7 +248,7 @@ def _second_run(toy_root, tmp_path, monkeypatch, kill: bool):
     import threading
     import time as _time
 
-    from apptune.core.recipes import Toolchain
+    from apptune.core.data.recipes import Toolchain
 
     r = recipes.load_recipe("toy")
     sources.fetch(r)
@@ -257,13 +258,13 @@ def _second_run(toy_root, tmp_path, monkeypatch, kill: bool):
     first = multiprocessing.get_context("spawn").Process(target=_build_held, args=(args,))
     first.start()
     notices: list[tuple[str, str]] = []
-    say = build.buildcost.say
+    say = buildcost.say
 
     def heard(stage, line, kind, **data):
         notices.append((kind, line))
         say(stage, line, kind, **data)
 
-    monkeypatch.setattr(build.buildcost, "say", heard)
+    monkeypatch.setattr(buildcost, "say", heard)
     try:
         deadline = _time.monotonic() + 60
         while not started.exists() and _time.monotonic() < deadline:
@@ -275,12 +276,12 @@ def _second_run(toy_root, tmp_path, monkeypatch, kill: bool):
         plan = recipes.resolve(r, "tuned", tc).to_dict()
         got = {}
         t = threading.Thread(
-            target=lambda: got.update(prov=build.build(plan, sources.fetch(r), stage))
+            target=lambda: got.update(prov=steps.build(plan, sources.fetch(r), stage))
         )
         t.start()
         while not notices and t.is_alive():
             _time.sleep(0.05)
-        assert notices and notices[0][0] == build.buildcost.WAIT, notices
+        assert notices and notices[0][0] == buildcost.WAIT, notices
         if kill:
             first.kill()  # the first run dies with its build half done: its lock goes with it
         else:
@@ -329,14 +330,14 @@ def test_a_lock_held_by_a_process_that_dies_is_free_and_its_holder_was_named(tmp
     import threading
     import time as _time
 
-    from apptune.core import locks
+    from apptune import locks
 
     path = tmp_path / "locks" / "k.lock"
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import sys, time; from apptune.core import locks\n"
+            "import sys, time; from apptune import locks\n"
             f"with locks.locked({str(path)!r}, 'the build of toy gnu/tuned'):\n"
             "    print('held', flush=True); time.sleep(600)",
         ],

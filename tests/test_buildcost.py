@@ -8,7 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from apptune.core import buildcache, buildcost, progress, recipes
+from apptune.core.builds import buildcache, buildcost
+from apptune.core.data import recipes
+from apptune.core.run import progress
 from apptune.models.install import BuildEstimate
 
 DAY = 86400.0
@@ -276,7 +278,7 @@ def test_apptune_run_counts_the_builds_of_its_mode_and_selection(cache):
     """`apptune run --app netpipe --env gnu` on an empty cache: the line counts the gnu
     variants of NetPIPE's ci tier (from the site config's ci mode), no other."""
     from apptune.commands.run import RunOptions, empty_cache_line
-    from apptune.core import selection
+    from apptune.core.data import selection
 
     a = RunOptions(mode="ci", checks=[], config="site-config/settings.py", reframe_args=[])
     sel = selection.Selection(apps=["netpipe"], envs=["gnu"])
@@ -294,7 +296,7 @@ def test_a_recipe_without_a_check_directory_is_not_counted_as_a_build(cache):
     """npb-official's recipe ships without a check (a site adds one): a run of every check
     builds nothing of it, and the first line does not count it."""
     from apptune.commands.run import empty_cache_line
-    from apptune.core import selection
+    from apptune.core.data import selection
 
     a = SimpleNamespace(config="site-config/settings.py", mode="ci", reframe_args=[])
     everything = empty_cache_line(

@@ -9,7 +9,8 @@ import pytest
 from conftest import TOY_ACC, TOY_MAIN, TOY_MAKEFILE, make_tarball, toy_recipe
 
 from apptune import cli
-from apptune.core import build, buildcache, buildtree, installed, recipes, sources
+from apptune.core.builds import buildcache, buildtree, installed, sources, steps
+from apptune.core.data import recipes
 from apptune.errors import ApptuneError
 
 # the toy's own environment file: where it lies decides the paths it exports
@@ -40,7 +41,7 @@ def toy_tree(toy_root, tmp_path, gnu_toolchain):
         stage = tmp_path / name
         stage.mkdir()
         plan = recipes.resolve(recipes.load_recipe("toy"), "tuned", gnu_toolchain).to_dict()
-        return build.build(plan, src, stage), stage
+        return steps.build(plan, src, stage), stage
 
     return do
 

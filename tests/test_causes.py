@@ -5,7 +5,7 @@ import pytest
 from test_baselines import FIGS, result
 from test_changes import record
 
-from apptune.core import baselines, causes, changes
+from apptune.core.judge import baselines, causes, changes
 from apptune.history import regressions
 from apptune.history.regressions import Point, Verdict
 

@@ -1,5 +1,5 @@
-"""The compiler cache a long build resumes with (apptune/core/ccache.py): its environment, and
-the counters of one build read from ccache's own stats log (recorded from ccache 4.7: a miss,
+"""The compiler cache a long build resumes with (apptune/core/builds/ccache.py): its environment,
+and the counters of one build read from ccache's own stats log (recorded from ccache 4.7: a miss,
 a direct hit, a link and a call without an input file)."""
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from apptune.core import buildcache, ccache
+from apptune.core.builds import buildcache, ccache
 
 DATA = Path(__file__).parent / "data"
 

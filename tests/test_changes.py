@@ -5,7 +5,7 @@ import json
 import pytest
 from conftest import hpcc_ci_run
 
-from apptune.core import baselines, changes
+from apptune.core.judge import baselines, changes
 from apptune.errors import ApptuneError
 from apptune.models import RunRecord
 from apptune.tools.bisect import between
@@ -105,7 +105,7 @@ def test_the_history_keeps_how_a_run_was_launched_with_its_build(tmp_path):
 
 
 def test_bisect_between_tests_what_it_can_undo_and_names_the_rest():
-    from apptune.core.site import Site
+    from apptune.core.data.site import Site
     from apptune.tools.bisect import between
 
     base = changes.facts(record())
@@ -184,8 +184,8 @@ def hpcc_here():
     """HPCC's ``tuned+fft=fftw3`` with the site's gnu environment (Open MPI), as bisect
     --between sees a run of it; nothing is built."""
     from apptune import paths
-    from apptune.core import recipes
-    from apptune.core.site import load_site
+    from apptune.core.data import recipes
+    from apptune.core.data.site import load_site
     from apptune.tools.bisect import undo
 
     recipe = recipes.load_recipe("hpcc")
@@ -228,7 +228,7 @@ def test_bisect_between_applies_a_removed_patch_again_when_its_file_is_here(hpcc
     candidates without that change (its file, checked against the recorded checksum); an
     edited patch cannot be put back (only its checksum was recorded)."""
     from apptune import paths
-    from apptune.core import recipes
+    from apptune.core.data import recipes
     from apptune.tools.bisect import undo
 
     h = hpcc_here

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from apptune.core import site, validate
+from apptune.core.data import site
+from apptune.core.validation import validate
 from apptune.errors import ApptuneError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -239,7 +240,7 @@ def test_validate_checks_a_site_partitions_run_quality(tmp_path, extras, field, 
 
 
 def test_a_limit_of_one_turns_it_off(tmp_path):
-    from apptune.core import quality
+    from apptune.core.run import quality
 
     limits = quality.Limits.from_dict({"max_outside_cpu": 1.0})
     m = {"steal_fraction": 0.0, "outside_cpu_fraction": 1.02, "cpus": 2, "others": []}

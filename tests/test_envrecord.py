@@ -7,7 +7,9 @@ from pathlib import Path
 
 from conftest import write_run
 
-from apptune.core import baselines, changes, envrecord, localrun, recipes
+from apptune.core.data import recipes
+from apptune.core.judge import baselines, changes
+from apptune.core.run import envrecord, localrun
 from apptune.history import records
 from apptune.history import store as hist
 from apptune.models import RunRecord

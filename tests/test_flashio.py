@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import yaml
 
-from apptune.core import inputs, netcdf, recipes, run, scratch
+from apptune.core.data import inputs, recipes
+from apptune.core.run import outcome
+from apptune.core.verification import netcdf
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,17 +29,17 @@ with errorcode -1.
 def test_a_failed_create_is_one_line_naming_the_call_and_the_error(tmp_path):
     recipe = recipes.load_recipe(REPO / "build-recipes/flashio.yaml")
     (tmp_path / "rfm_job.out").write_text(ABORT)
-    said = run.app_error(recipe, tmp_path, ["rfm_job.out", "rfm_job.err"])
+    said = outcome.app_error(recipe, tmp_path, ["rfm_job.out", "rfm_job.err"])
     assert said == "FLASH-IO: nfmpi_create: Specified netCDF file does not exist."
 
 
 def test_a_failed_call_with_a_label_is_one_line(tmp_path):
     recipe = recipes.load_recipe(REPO / "build-recipes/flashio.yaml")
     (tmp_path / "rfm_job.out").write_text(" In nfmpi_wait_all req 7NetCDF: Numeric conversion\n")
-    said = run.app_error(recipe, tmp_path, ["rfm_job.out"])
+    said = outcome.app_error(recipe, tmp_path, ["rfm_job.out"])
     assert said == "FLASH-IO: In nfmpi_wait_all req 7NetCDF: Numeric conversion"
     (tmp_path / "rfm_job.out").write_text(" number of guards      :             4\n")
-    assert run.app_error(recipe, tmp_path, ["rfm_job.out"]) is None
+    assert outcome.app_error(recipe, tmp_path, ["rfm_job.out"]) is None
 
 
 def test_each_tier_runs_the_block_size_its_input_says():
@@ -187,7 +189,7 @@ TREE = {"blocksize", "bndbox", "coordinates", "gid", "lrefine", "nodetype"}
 
 def test_the_validator_knows_every_key_the_checksums_write(tmp_path):
     """`apptune validate` checks FLASH-IO's figures and references against the keys the
-    scratch checksums give (apptune.core.scratch.sum_fields): every key a real file's
+    scratch checksums give (apptune.core.verification.netcdf.sum_fields): every key a real file's
     checksums write matches one, and a key no checksum writes matches none."""
     from fnmatch import fnmatchcase
 
@@ -200,7 +202,7 @@ def test_the_validator_knows_every_key_the_checksums_write(tmp_path):
         ln.partition("=")[0]
         for ln in netcdf.keyvalue_lines(spec.name, netcdf.checksums(f, _fill()))
     ]
-    patterns = scratch.sum_fields(recipe.run.scratch.files)
+    patterns = netcdf.sum_fields(recipe.run.scratch.files)
     assert written and all(any(fnmatchcase(k, p) for p in patterns) for k in written), written
     assert any(k.endswith(".fill_errors") for k in written)
     assert not any(fnmatchcase(f"{spec.name}.dens.crc", p) for p in patterns)

@@ -38,7 +38,7 @@ def _fill(d):
 
 
 def test_a_run_refuses_to_start_without_room_for_its_stage(tiny_fs, capsys, monkeypatch):
-    from apptune.core import supervise
+    from apptune.core.run import supervise
 
     monkeypatch.setattr(
         supervise.Supervisor, "run", lambda *a, **k: pytest.fail("ReFrame must not start")

@@ -17,8 +17,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO, gnu_mpi_toolchain
 
-from apptune.core import build, inputs, outputs, recipes, run, verify
-from apptune.core.formats import gmx
+from apptune.core.builds import steps
+from apptune.core.data import inputs, recipes
+from apptune.core.run import outcome
+from apptune.core.verification import outputs, verify
+from apptune.core.verification.formats import gmx
 from apptune.errors import ApptuneError
 from apptune.models import OutputSpec
 
@@ -45,19 +48,19 @@ def test_the_cmake_step_carries_the_variant_its_simd_level_and_fft():
     r = _recipe()
     plan = recipes.resolve(r, "tuned+simd=None+fft=fftpack", GNU).to_dict()
     ctx = dict(plan, cc="/w/apptune-cc", cxx="/w/apptune-cxx", ftn="/w/apptune-ftn")
-    argv = build.step_argv(r, r.build.steps[0], 0, ctx)
+    argv = steps.step_argv(r, r.build.steps[0], 0, ctx)
     assert "-DCMAKE_CXX_COMPILER=/w/apptune-cxx" in argv
     assert "-DCMAKE_CXX_FLAGS=-DNDEBUG -O3 -march=native -funroll-loops" in argv
     assert {"-DGMX_MPI=ON", "-DGMX_THREAD_MPI=OFF", "-DGMX_SIMD=None"} <= set(argv)
     assert "-DGMX_FFT_LIBRARY=fftpack" in argv and "-DMKL_LIBRARIES=" in argv
-    assert build.step_argv(r, r.build.steps[1], 1, ctx)[-4:] == [
+    assert steps.step_argv(r, r.build.steps[1], 1, ctx)[-4:] == [
         "--target",
         "gmx",
         "--parallel",
         "2",
     ]
     mkl = recipes.resolve(r, "tuned+fft=mkl", GNU).to_dict()
-    argv = build.step_argv(r, r.build.steps[0], 0, dict(mkl, cc="c", cxx="c", ftn="f"))
+    argv = steps.step_argv(r, r.build.steps[0], 0, dict(mkl, cc="c", cxx="c", ftn="f"))
     lib = next(w for w in argv if w.startswith("-DMKL_LIBRARIES="))
     inc = next(w for w in argv if w.startswith("-DMKL_INCLUDE_DIR="))
     assert "libmkl_core" in lib and inc.endswith("/lib/../include")
@@ -212,7 +215,7 @@ def test_an_unknown_simd_value_is_one_line_naming_the_file_and_field():
 
 def test_a_tpr_that_cannot_be_made_is_one_line_naming_the_file_and_line(tmp_path):
     shutil.copy(DATA / "grompp-bad-topology.out", tmp_path / "grompp-nbnxn_pme.out")
-    said = run.app_error(_recipe(), tmp_path, [])
+    said = outcome.app_error(_recipe(), tmp_path, [])
     assert said == (
         "nbnxn_pme/topol (topol.top, line 50): No such moleculetype SOLX "
         "(grompp could not make the .tpr)"
@@ -221,7 +224,7 @@ def test_a_tpr_that_cannot_be_made_is_one_line_naming_the_file_and_line(tmp_path
 
 def test_a_missing_reference_file_is_one_line_naming_it(tmp_path):
     shutil.copy(DATA / "check-missing-reference.err", tmp_path / "check-tip4p-energy.err")
-    said = run.app_error(_recipe(), tmp_path, [])
+    said = outcome.app_error(_recipe(), tmp_path, [])
     assert said == "tip4p/reference_s.edr: does not exist (gmx check -e)"
 
 

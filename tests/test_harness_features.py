@@ -9,8 +9,9 @@ import pytest
 
 from apptune import report
 from apptune.constants import XFAIL_FILE
-from apptune.core import build, recipes, sources
-from apptune.core.recipes import Toolchain
+from apptune.core.builds import sources, steps
+from apptune.core.data import recipes
+from apptune.core.data.recipes import Toolchain
 from apptune.errors import ApptuneError
 
 
@@ -38,7 +39,7 @@ def _main(tmp_path, tc):
     tarball = sources.fetch(recipes.load_recipe("toy"))
     stage = tmp_path / "stage"
     stage.mkdir(exist_ok=True)
-    return build.main(
+    return steps.main(
         ["--plan", str(tmp_path / "plan.json"), "--source", str(tarball), "--stage", str(stage)]
     ), stage
 
@@ -177,7 +178,7 @@ def test_in_repo_source_is_packed_reproducibly_and_named_by_content(
     # and it builds like a downloaded source
     stage = tmp_path / "stage"
     stage.mkdir()
-    prov = build.build(
+    prov = steps.build(
         recipes.resolve(r, "baseline", gnu_toolchain).to_dict(), sources.fetch(r), stage
     )
     assert (stage / "toy").is_file() and "changed" in (stage / "src/acc.c").read_text()

@@ -284,7 +284,8 @@ def test_run_sets_reframe_results_storage_next_to_the_history(monkeypatch, tmp_p
 def _trials(tmp_path, fake_trials, names=("trial-000-0", "trial-001-0")) -> store.TrialSession:
     """A tune session of the toy as the tool records it: the run directory of each trial, its
     run record written by the real localrun.run_tier (the first right, the others wrong)."""
-    from apptune.core import localrun, recipes
+    from apptune.core.data import recipes
+    from apptune.core.run import localrun
 
     r, site = recipes.load_recipe("toy"), fake_trials.site
     fake_trials.wrong = {"tuned"}

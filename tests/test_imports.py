@@ -2,7 +2,8 @@
 through others or from inside a function; and every import points down its layers: the
 entry point, the commands, the tools beside the reports and the ReFrame glue, the history,
 the core, the energy meters, the schemas and the shared base modules, each layer importing
-only the layers below it, and every module of the package in one of them."""
+only the layers below it, and every module of the package in one of them; and the core's
+wings in the same way, the data at the bottom, the validation on top."""
 
 import ast
 from pathlib import Path
@@ -99,14 +100,15 @@ LAYERS = (
     ("core", ("apptune.core",)),
     ("energy", ("apptune.energy",)),
     ("schemas", ("apptune.models",)),
-    # what every layer uses: errors, file names, paths, YAML, templates, figures, and the
-    # machine and placement facts the schemas check against
+    # what every layer uses: errors, file names, paths, YAML, templates, figures, file locks,
+    # and the machine and placement facts the schemas check against
     (
         "base",
         (
             "apptune.constants",
             "apptune.errors",
             "apptune.figures",
+            "apptune.locks",
             "apptune.machine",
             "apptune.paths",
             "apptune.placement",
@@ -117,28 +119,45 @@ LAYERS = (
 )
 
 
-def layer_of(module: str) -> int:
-    """The index of ``module``'s layer in :data:`LAYERS` (``len(LAYERS)``: in none)."""
-    for i, (_, prefixes) in enumerate(LAYERS):
+#: The core's wings, top down, as :data:`LAYERS` are the package's: a wing imports only
+#: from itself and the wings below; the builds and the verification are side by side.
+CORE_WINGS = (
+    # every data file checked before anything starts
+    ("validation", ("apptune.core.validation",)),
+    # performance against the baselines, and what changed between two runs
+    ("judge", ("apptune.core.judge",)),
+    # one timed run: its plan, the runner on the node, the run record; tune's and bisect's
+    # trials; the watch over Slurm jobs and ReFrame
+    ("run", ("apptune.core.run",)),
+    # the builds of a variant and their cache; the outputs read and verified
+    ("builds and verification", ("apptune.core.builds", "apptune.core.verification")),
+    # recipes, inputs, the site, the tuning spaces, the planted faults
+    ("data", ("apptune.core.data",)),
+)
+
+
+def layer_of(module: str, layers=LAYERS) -> int:
+    """The index of ``module``'s layer in ``layers`` (``len(layers)``: in none)."""
+    for i, (_, prefixes) in enumerate(layers):
         if any(module == p or module.startswith(p + ".") for p in prefixes):
             return i
-    return len(LAYERS)
+    return len(layers)
 
 
-def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+def upward_imports(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
     """Every import of a module from a layer above its own, as ``a -> b``."""
     return [
         f"{m} -> {d}"
         for m, deps in sorted(graph.items())
         for d in sorted(deps)
-        if layer_of(d) < layer_of(m)
+        if layer_of(d, layers) < layer_of(m, layers)
     ]
 
 
-def sideways_imports(graph: dict[str, set[str]]) -> list[str]:
+def sideways_imports(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
     """Every import between two packages of one layer (a tool importing the report, say),
     as ``a -> b``; the modules of one layer that are no package (the base) may."""
-    packages = {p for _, ps in LAYERS for p in ps if any(m.startswith(p + ".") for m in graph)}
+    packages = {p for _, ps in layers for p in ps if any(m.startswith(p + ".") for m in graph)}
 
     def package(m: str) -> str | None:
         return next((p for p in packages if m == p or m.startswith(p + ".")), None)
@@ -147,8 +166,20 @@ def sideways_imports(graph: dict[str, set[str]]) -> list[str]:
         f"{m} -> {d}"
         for m, deps in sorted(graph.items())
         for d in sorted(deps)
-        if layer_of(d) == layer_of(m) and package(m) and package(d) and package(m) != package(d)
+        if layer_of(d, layers) == layer_of(m, layers)
+        and package(m)
+        and package(d)
+        and package(m) != package(d)
     ]
+
+
+def core_graph() -> dict[str, set[str]]:
+    """The import graph among the core's modules."""
+
+    def core(m: str) -> bool:
+        return m.startswith("apptune.core.")
+
+    return {m: {d for d in deps if core(d)} for m, deps in import_graph().items() if core(m)}
 
 
 def test_an_import_from_a_layer_above_is_found(tmp_path):
@@ -196,3 +227,26 @@ def test_every_module_is_in_a_layer():
 
 def test_no_two_packages_of_one_layer_import_each_other():
     assert sideways_imports(import_graph()) == []
+
+
+def test_every_import_of_the_core_points_down_its_wings():
+    assert upward_imports(core_graph(), CORE_WINGS) == []
+
+
+def test_the_builds_and_the_verification_do_not_import_each_other():
+    assert sideways_imports(core_graph(), CORE_WINGS) == []
+
+
+def test_every_module_of_the_core_is_in_a_wing():
+    """A new module of the core is placed in a wing (a folder of apptune/core/)."""
+    assert [m for m in sorted(core_graph()) if layer_of(m, CORE_WINGS) == len(CORE_WINGS)] == []
+
+
+def test_no_module_is_named_as_its_wing():
+    """``apptune.core.run.run`` would say nothing its wing does not: a module of a wing is
+    named for what it does there."""
+    assert [
+        m
+        for m in sorted(core_graph())
+        if len(m.split(".")) > 3 and m.split(".")[3] == m.split(".")[2]
+    ] == []

@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 from conftest import toy_component
 
-from apptune.core import envfile, installed, outputs, recipes, run, syspackages, validate
+from apptune.core.builds import envfile, installed, syspackages
+from apptune.core.data import recipes
+from apptune.core.run import outcome
+from apptune.core.validation import datachecks, validate
+from apptune.core.verification import outputs
 from apptune.errors import ApptuneError
 from apptune.models import OutputSpec
 
@@ -144,7 +148,7 @@ def test_a_source_path_that_is_not_there_or_leads_out_is_named(toy_root, setup_f
         f"env_file: {{file: {setup_file}}}\nprograms: [toy]\nsource_paths: [tests/../../x]\n",
     )
     site, _ = validate.load_site_facts(environments=None)
-    problems = [str(p) for p in validate.app_problems("toy", site)]
+    problems = [str(p) for p in datachecks.app_problems("toy", site)]
     assert any("installs.distro.source_paths" in p and "leads outside" in p for p in problems), (
         problems
     )
@@ -238,10 +242,10 @@ FOAM exiting
 def test_a_missing_keyword_is_one_line_naming_the_dictionary_and_the_keyword(tmp_path):
     recipe = recipes.load_recipe(REPO / "build-recipes/openfoam.yaml")
     (tmp_path / "log.serial.blockMesh").write_text(FATAL.format(stage=tmp_path, space=" "))
-    said = run.app_error(recipe, tmp_path, ["rfm_job.out", None])
+    said = outcome.app_error(recipe, tmp_path, ["rfm_job.out", None])
     assert said == "system/controlDict: deltaT: keyword missing (FOAM FATAL IO ERROR)"
     (tmp_path / "log.serial.blockMesh").write_text("Create time\nEnd\n")
-    assert run.app_error(recipe, tmp_path, ["rfm_job.out", None]) is None
+    assert outcome.app_error(recipe, tmp_path, ["rfm_job.out", None]) is None
 
 
 def test_an_install_named_as_a_flag_ladder_is_refused(toy_root):
@@ -249,5 +253,5 @@ def test_an_install_named_as_a_flag_ladder_is_refused(toy_root):
     f = toy_root / "build-recipes/toy.yaml"
     f.write_text(f.read_text().replace("distro", "tuned"))
     site, _ = validate.load_site_facts(environments=None)
-    problems = [str(p) for p in validate.app_problems("toy", site)]
+    problems = [str(p) for p in datachecks.app_problems("toy", site)]
     assert any("installs.tuned: is a flag ladder's name" in p for p in problems), problems

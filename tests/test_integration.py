@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from apptune.core import verify
+from apptune.core.verification import verify
 from apptune.history import records
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Machine knobs (apptune/core/knobs.py) on recorded sysfs trees of the machines that have them:
+"""Machine knobs (apptune/core/run/knobs.py) on recorded sysfs trees of the machines that have them:
 an Intel node (intel_pstate, no_turbo, two threads per core) and an AMD node
 (acpi-cpufreq, boost, a frequency table); the readers, the writes the runner does and
 puts back, and the judgement of what was in effect."""
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from apptune.core import knobs, procfs
-from apptune.core.knobs import Asked
-from apptune.models import RunKnobs
+from apptune.core.run import knobs, procfs
+from apptune.core.run.knobs import Asked
+from apptune.models import RunBinding, RunKnobs
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -149,7 +149,8 @@ def test_the_runner_writes_the_knobs_and_puts_them_back(tmp_path):
                           {0, 1})  # fmt: skip
     assert rec["observed"]["frequency"]["median_mhz"] == 1505.0
     assert rec["observed"]["boost"]["on"] is False and rec["observed"]["governor"] == "ondemand"
-    assert knobs.problems(Asked.of("low", turbo="off"), rec, binding) == []
+    ran = RunKnobs.model_validate(rec)
+    assert knobs.problems(Asked.of("low", turbo="off"), ran, RunBinding(**binding)) == []
     assert (sysfs / knobs.BOOST).read_text() == "1\n"
     assert (cpu0 / "scaling_min_freq").read_text() == "1500000\n"
     assert (cpu0 / "scaling_max_freq").read_text() == "2450000\n"
@@ -166,14 +167,15 @@ def test_a_write_that_fails_refuses_the_run_and_puts_back_what_was_written(tmp_p
     assert rec["refused"]["write"].startswith("freq=2000000, turbo=off: not set:")
     assert (sysfs / knobs.NO_TURBO).read_text() == "0\n"
     assert (sysfs / "devices/system/cpu/cpu0/cpufreq/scaling_max_freq").read_text() == "3500000\n"
-    assert knobs.problems(Asked.of("2000000"), rec, None) == [rec["refused"]["write"]]
+    ran = RunKnobs.model_validate(rec)
+    assert knobs.problems(Asked.of("2000000"), ran, None) == [rec["refused"]["write"]]
 
 
 def test_what_was_not_in_effect_is_said_knob_by_knob(tmp_path):
     node = knobs.node_state(intel(tmp_path))
     freq = {"cpus": "0-1", "median_mhz": 3000.0, "min_mhz": 2900.0, "max_mhz": 3100.0}
     seen = {"frequency": freq, "boost": node["boost"], "governor": "powersave"}
-    rec = {"node": node, "observed": seen}
+    rec = RunKnobs.model_validate({"node": node, "observed": seen})
     out = knobs.problems(Asked.of("2000000", turbo="off"), rec, None)
     assert out == [
         "cpu_freq=2000000: not in effect: asked 2000 MHz, measured 3000 MHz (median on CPUs "
@@ -186,8 +188,8 @@ def test_what_was_not_in_effect_is_said_knob_by_knob(tmp_path):
         "cpu_freq=performance: not in effect: the governor was powersave"
     ]
     # SMT: ranks on CPUs 0 and 2 share core 0's two threads
-    shared = {"ranks": [{"cpus": "0"}, {"cpus": "2"}]}
-    apart = {"ranks": [{"cpus": "0"}, {"cpus": "1"}]}
+    shared = RunBinding(ranks=[{"cpus": "0"}, {"cpus": "2"}])
+    apart = RunBinding(ranks=[{"cpus": "0"}, {"cpus": "1"}])
     assert knobs.problems(Asked.of(smt="off"), rec, shared) == [
         "smt=off: not in effect: the ranks could run on both threads of 1 core(s)"
     ]
@@ -198,7 +200,9 @@ def test_what_was_not_in_effect_is_said_knob_by_knob(tmp_path):
         in knobs.problems(Asked.of(smt="on"), rec, apart)[0]
     )
     # a node without cpufreq: a scheduler that accepted the frequency did not set it
-    vm = {"node": {"cpufreq": None}, "observed": dict(seen, cpu_freq_set_by="srun --cpu-freq=low")}
+    vm = RunKnobs.model_validate(
+        {"node": {"cpufreq": None}, "observed": dict(seen, cpu_freq_set_by="srun --cpu-freq=low")}
+    )
     assert knobs.problems(Asked.of("low"), vm, None) == [
         "cpu_freq=low: not in effect: the node has no cpufreq interface "
         "(/sys/devices/system/cpu/cpu0/cpufreq is missing); srun --cpu-freq=low was accepted "

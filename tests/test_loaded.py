@@ -6,7 +6,8 @@ import os
 import sys
 from pathlib import Path
 
-from apptune.core import changes, loaded, procfs, runner
+from apptune.core.judge import changes
+from apptune.core.run import loaded, procfs, runner
 
 PYTHON = os.path.realpath(sys.executable)
 #: A rank that loads the BLAS by its soname, as a program linked with -lblas does.
@@ -82,7 +83,8 @@ def test_the_run_record_keeps_them_in_its_launch(toy_root, tmp_path, fake_trials
     the facts a verdict compares."""
     import json
 
-    from apptune.core import localrun, recipes
+    from apptune.core.data import recipes
+    from apptune.core.run import localrun
     from apptune.history import records
 
     fake_run = localrun._run
@@ -112,7 +114,7 @@ def test_a_rank_s_libraries_are_its_last_read_and_its_binding_its_last_mask(tmp_
     its binding is the last mask read (MPI_Init binds a rank to one CPU for a moment)."""
     from test_runner import FakeProc
 
-    from apptune.core import quality, ranks
+    from apptune.core.run import quality, ranks
 
     fake = FakeProc(tmp_path)
     program = str(tmp_path / "NPmpi")

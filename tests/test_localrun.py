@@ -1,4 +1,4 @@
-"""Building and running a variant outside ReFrame (apptune/core/localrun.py): inputs with
+"""Building and running a variant outside ReFrame (apptune/core/run/localrun.py): inputs with
 overridden parameters, verification that skips fields of changed inputs, a real
 build and run of the toy app, and bad inputs."""
 
@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from apptune.core import inputs, localrun, recipes, verify
-from apptune.core.site import Site, load_site
+from apptune.core.data import inputs, recipes
+from apptune.core.data.site import Site, load_site
+from apptune.core.run import localrun
+from apptune.core.verification import verify
 from apptune.errors import ApptuneError
 from apptune.history import records
 

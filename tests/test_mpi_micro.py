@@ -17,7 +17,9 @@ import shutil
 import pytest
 from conftest import REPO
 
-from apptune.core import build, outputs, recipes, verify
+from apptune.core.builds import steps
+from apptune.core.data import recipes
+from apptune.core.verification import outputs, verify
 
 DATA = REPO / "tests/data/mpi-micro"
 RECIPE = recipes.load_recipe(REPO / "build-recipes/mpi-micro.yaml")
@@ -183,21 +185,21 @@ def test_make_arguments_carry_compilers_flags_and_kernel(gnu_toolchain):
 
     plan = recipes.resolve(RECIPE, "tuned", gnu_toolchain).to_dict()
     ctx = dict(plan, cc="CC", cxx="CXX", ftn="FC")
-    argv = build.step_argv(RECIPE, build.steps_of(RECIPE)[0], 0, ctx)
+    argv = steps.step_argv(RECIPE, steps.steps_of(RECIPE)[0], 0, ctx)
     assert argv[:2] == ["make", "-j2"] and argv[-1] == "mpi-micro"
     assert "CC=CC" in argv and "FC=FC" in argv and "NOISE=f08" in argv
     assert "CFLAGS=-O3 -march=native -funroll-loops" in argv
     assert "FFLAGS=-std=f2008 -O3 -march=native -funroll-loops" in argv
     llvm = replace(gnu_toolchain, environment="llvm", family="llvm")
     plan = recipes.resolve(RECIPE, "tuned+noise=c", llvm).to_dict()
-    argv = build.step_argv(
-        RECIPE, build.steps_of(RECIPE)[0], 0, dict(plan, cc="CC", cxx="CXX", ftn="FC")
+    argv = steps.step_argv(
+        RECIPE, steps.steps_of(RECIPE)[0], 0, dict(plan, cc="CC", cxx="CXX", ftn="FC")
     )
     assert "NOISE=c" in argv and "FFLAGS=-O3 -march=native -funroll-loops" in argv
 
 
 def test_inputs_give_every_runtime_argument():
-    from apptune.core import inputs
+    from apptune.core.data import inputs
 
     for tier in RECIPE.tiers:
         _, spec = inputs.load_input("mpi-micro", tier)

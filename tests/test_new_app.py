@@ -26,7 +26,9 @@ from conftest import TOY_ACC, TOY_MAIN, make_tarball, write_run
 from test_sensitivity import LOOP_SHORT
 
 from apptune import cli
-from apptune.core import buildcache, datachecks, outputs, validate, verify
+from apptune.core.builds import buildcache
+from apptune.core.validation import datachecks, validate
+from apptune.core.verification import outputs, verify
 from apptune.history import records
 from apptune.models import OutputSpec, OwnCheck
 from apptune.tools import scaffold
@@ -210,7 +212,7 @@ def test_generated_files_validate_once_the_run_command_and_figures_are_filled(
         assert step in out
     site, _ = validate.load_site_facts(environments=GNU)
     # as generated: exactly the values a person must write, each one line naming its field
-    got = [str(p) for p in validate.app_problems("demo", site)]
+    got = [str(p) for p in datachecks.app_problems("demo", site)]
     assert [re.sub(r": not filled in yet: .*", "", g) for g in got] == [
         "build-recipes/demo.yaml: run.args",
         "build-recipes/demo.yaml: run.output.patterns",
@@ -222,13 +224,13 @@ def test_generated_files_validate_once_the_run_command_and_figures_are_filled(
         text, "patterns", "\n  n: {pattern: '^n=(\\d+)'}\n  rate: {pattern: '^rate=(\\S+)'}"
     )
     f.write_text(text)
-    got = [str(p) for p in validate.app_problems("demo", site)]
+    got = [str(p) for p in datachecks.app_problems("demo", site)]
     assert got == [
         "build-recipes/demo.yaml: run.figures: not filled in yet: the measured numbers, one "
         "NAME: {field: FIELD, unit: UNIT, better: lower|higher} each (example below)"
     ]
     f.write_text(fill(text, "figures", "\n  rate: {field: rate, unit: op/s, better: higher}"))
-    assert validate.app_problems("demo", site) == []
+    assert datachecks.app_problems("demo", site) == []
     # the planted fault is asked for too, and never keeps the application from running
     found = validate.check()
     assert "demo" not in found.bad_apps
@@ -252,7 +254,7 @@ def test_generated_files_validate_once_the_run_command_and_figures_are_filled(
     assert datachecks.fault_problems("demo") == []
     # a figure naming a field no pattern gives is still caught after filling
     f.write_text(f.read_text().replace("field: rate", "field: speed"))
-    assert [str(p) for p in validate.app_problems("demo", site)] == [
+    assert [str(p) for p in datachecks.app_problems("demo", site)] == [
         "build-recipes/demo.yaml: run.figures.rate.field: 'speed': no output produces this field "
         "(run.output gives: n, rate)"
     ]
@@ -445,7 +447,7 @@ def test_a_placeholder_in_any_data_file_names_its_field(tree):
         f.read_text().replace("parameters: {n: 1000000}", 'parameters: {n: "FILL IN: the size"}')
     )
     site, _ = validate.load_site_facts(environments=GNU)
-    assert [str(p) for p in validate.app_problems("toy", site)] == [
+    assert [str(p) for p in datachecks.app_problems("toy", site)] == [
         "inputs/toy/ci/input.yaml: parameters.n: not filled in yet: the size"
     ]
 

@@ -12,8 +12,8 @@ from conftest import TOY_ACC, TOY_MAIN, make_tarball
 from test_new_app import C_APP, SHOWSRC, SKELETON, VALUES, first_run, new, recipe_data
 
 from apptune import cli
-from apptune.core import recipes
-from apptune.core.recipes import Toolchain
+from apptune.core.data import recipes
+from apptune.core.data.recipes import Toolchain
 from apptune.errors import ApptuneError
 from apptune.tools import scaffold
 
@@ -175,7 +175,7 @@ def test_c_alone_gets_no_family_flags(tree, tmp_path, capsys):
 def test_a_debian_tarball_apt_cannot_fetch_says_the_ways_out(tree, tmp_path, monkeypatch, capsys):
     """The archive lacks the orig tarball (a 404): the line names the way with --url and the
     pinned sha256, and the local mirror directory."""
-    from apptune.core import sources
+    from apptune.core.builds import sources
 
     sha = hashlib.sha256(make_tarball({"configure": ""}, top="p4est-2.2")).hexdigest()
     monkeypatch.setattr(

@@ -91,7 +91,7 @@ def test_the_history_site_when_asked_for(tmp_path, run_rc, check_rc, site_rc, wa
 def test_the_partitions_quiet_wait_applies_unless_one_is_given(tmp_path, monkeypatch):
     """Without APPTUNE_QUIET_WAIT each partition waits as its cluster file says, and 120 s
     where it says nothing; APPTUNE_QUIET_WAIT overrides every partition's."""
-    from apptune.core import quality
+    from apptune.core.run import quality
 
     monkeypatch.delenv("APPTUNE_QUIET_WAIT", raising=False)
     p, calls = night(tmp_path, STUB_RUN_RC=0, STUB_CHECK_RC=0, STUB_NO_REPORT=0)

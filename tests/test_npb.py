@@ -10,7 +10,8 @@ variant with the planted wrong seed (patches/npb/0001-planted-wrong-seed.patch).
 import pytest
 from conftest import REPO
 
-from apptune.core import outputs, recipes, verify
+from apptune.core.data import recipes
+from apptune.core.verification import outputs, verify
 
 DATA = REPO / "tests/data/npb"
 RECIPE = recipes.load_recipe(REPO / "build-recipes/npb.yaml")

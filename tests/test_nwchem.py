@@ -11,8 +11,10 @@ import subprocess
 import pytest
 from conftest import REPO, gnu_mpi_toolchain, own_check_failed
 
-from apptune.core import build, outputs, recipes, verify
-from apptune.core.recipes import Toolchain
+from apptune.core.builds import steps
+from apptune.core.data import recipes
+from apptune.core.data.recipes import Toolchain
+from apptune.core.verification import outputs, verify
 
 OUT = (REPO / "tests/data/nwchem/ci-gnu-tuned.out").read_text()
 
@@ -26,7 +28,7 @@ def _recipe():
 def _settings(variant="tuned", tc=GNU):
     plan = recipes.resolve(_recipe(), variant, tc).to_dict()
     ctx = dict(plan, cc="/w/apptune-cc", cxx="/w/apptune-cxx", ftn="/w/apptune-ftn")
-    return plan, build.jinja_env().get_template("nwchem/apptune.mk.j2").render(**ctx)
+    return plan, steps.jinja_env().get_template("nwchem/apptune.mk.j2").render(**ctx)
 
 
 def test_settings_carry_compilers_flags_libraries_and_integer_handling():

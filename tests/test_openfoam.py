@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from apptune.core import outputs, recipes, verify
+from apptune.core.data import recipes
+from apptune.core.verification import outputs, verify
 
 REPO = Path(__file__).resolve().parent.parent
 

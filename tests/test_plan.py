@@ -7,7 +7,7 @@ import pytest
 from conftest import write_run
 
 from apptune import cli
-from apptune.core import recipes
+from apptune.core.data import recipes
 from apptune.history import store
 from apptune.tools import plan, plan_report
 

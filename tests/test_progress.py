@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from apptune.core import progress
+from apptune.core.run import progress
 
 RUN = (
     "[ \x1b[32mRUN     \x1b[0m ] QEBuild %variant=baseline ~local:default+gnu /a1b2 "
@@ -55,7 +55,7 @@ def test_follows_test_cases_and_a_build_against_the_last_cached_one(tmp_path, mo
 def test_the_expected_file_count_comes_from_the_newest_cached_build_of_the_app(
     tmp_path, monkeypatch
 ):
-    from apptune.core import buildcache
+    from apptune.core.builds import buildcache
 
     monkeypatch.setenv("APPTUNE_BUILD_CACHE", str(tmp_path / "cache"))
     assert progress.expected_build("qe") == (None, None)
@@ -80,7 +80,7 @@ def test_the_expected_file_count_is_of_the_same_variant_where_the_cache_has_one(
 ):
     """Variants of one application can compile different files (a library built with one,
     a patch): a FLASH-IO build's progress read "224/64 files" against another build."""
-    from apptune.core import buildcache
+    from apptune.core.builds import buildcache
 
     monkeypatch.setenv("APPTUNE_BUILD_CACHE", str(tmp_path / "cache"))
     for key, variant, compiles in (("a" * 64, "baseline", 224), ("b" * 64, "planted", 64)):
@@ -103,7 +103,7 @@ def test_the_expected_file_count_is_of_the_same_variant_where_the_cache_has_one(
 def test_a_warm_builds_time_is_not_what_the_next_build_is_bounded_by(tmp_path, monkeypatch):
     """A build whose objects came from ccache gives its file count, not its time: the time
     left then comes from the rate of the build under way."""
-    from apptune.core import buildcache, ccache
+    from apptune.core.builds import buildcache, ccache
 
     monkeypatch.setenv("APPTUNE_BUILD_CACHE", str(tmp_path / "cache"))
     stage = tmp_path / "warm"
@@ -213,7 +213,8 @@ def test_a_build_that_waits_for_the_same_build_in_another_run_says_so_on_the_run
 ):
     """The wait, its end and then the build's cost are three notices of one build (its one
     notice file, rewritten): each is said, once."""
-    from apptune.core import buildcost, locks
+    from apptune import locks
+    from apptune.core.builds import buildcost
 
     stage = tmp_path / "stage/local/default/gnu/QEBuild_a1b2"
     stage.mkdir(parents=True)

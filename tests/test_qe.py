@@ -9,8 +9,10 @@ import re
 import pytest
 from conftest import REPO, gnu_mpi_toolchain, own_check_failed
 
-from apptune.core import build, inputs, outputs, recipes, verify
-from apptune.core.recipes import Toolchain
+from apptune.core.builds import steps
+from apptune.core.data import inputs, recipes
+from apptune.core.data.recipes import Toolchain
+from apptune.core.verification import outputs, verify
 
 OUT = (REPO / "tests/data/qe/ci-gnu-baseline.out").read_text()
 
@@ -78,7 +80,7 @@ def test_make_inc_carries_the_variant_and_family_flags(tmp_path):
     gnu = gnu_mpi_toolchain()
     plan = recipes.resolve(r, "tuned+fft=internal", gnu).to_dict()
     ctx = dict(plan, cc="/w/cc", cxx="/w/cxx", ftn="/w/ftn")
-    text = build.jinja_env().get_template("qe/make.inc.j2").render(**ctx)
+    text = steps.jinja_env().get_template("qe/make.inc.j2").render(**ctx)
     assert re.search(r"^DFLAGS\s+= -D__FFTW -D__MPI$", text, re.M)
     assert re.search(
         r"^FFLAGS\s+= -fallow-argument-mismatch -O3 -march=native -funroll-loops$", text, re.M

@@ -5,8 +5,8 @@ import shutil
 import pytest
 from conftest import REPO
 
-from apptune.core import recipes
-from apptune.core.recipes import Toolchain, Variant
+from apptune.core.data import recipes
+from apptune.core.data.recipes import Toolchain, Variant
 from apptune.errors import ApptuneError
 
 

@@ -1,5 +1,6 @@
-"""The run record: one schema (apptune.models.RunRecord), one writer (apptune.core.run.write_record)
-and one reader (apptune.history.records.load_record) for checks and trials alike."""
+"""The run record: one schema (apptune.models.RunRecord), one writer
+(apptune.core.run.outcome.write_record) and one reader (apptune.history.records.load_record) for
+checks and trials alike."""
 
 import json
 from pathlib import Path
@@ -8,7 +9,7 @@ import pytest
 
 from apptune import machine
 from apptune.constants import RESULT_FILE
-from apptune.core import run
+from apptune.core.run import outcome
 from apptune.errors import ApptuneError
 from apptune.history import records
 from apptune.models import RunRecord
@@ -31,14 +32,14 @@ def _record(**kw):
 
 
 def test_a_written_record_reads_back_unchanged(tmp_path):
-    path = run.write_record(tmp_path, _record())
+    path = outcome.write_record(tmp_path, _record())
     assert path == tmp_path / RESULT_FILE
     assert records.load_record(tmp_path).data() == _record()
     assert records.load_record(path).data() == _record()
 
 
 def test_the_reader_gives_the_typed_record(tmp_path):
-    run.write_record(tmp_path / "output", _record())
+    outcome.write_record(tmp_path / "output", _record())
     rec = records.load_record(tmp_path / "output")
     assert rec.verification.ok and rec.verification.fields == [] and rec.figures["rate"] == 123.5
     assert records.record_of({"outputdir": str(tmp_path / "output")}) == rec
@@ -50,7 +51,7 @@ def test_a_run_directory_without_a_record_has_none(tmp_path):
 
 def test_the_writer_refuses_a_key_the_schema_does_not_know(tmp_path):
     with pytest.raises(ApptuneError) as e:
-        run.write_record(tmp_path, _record(figurez={}))
+        outcome.write_record(tmp_path, _record(figurez={}))
     assert str(e.value).endswith("figurez: not a field of a run record (apptune.models.RunRecord)")
     assert not (tmp_path / RESULT_FILE).exists()
 
@@ -59,7 +60,7 @@ def test_the_writer_refuses_a_record_without_a_verdict(tmp_path):
     rec = _record()
     del rec["verification"]["ok"]
     with pytest.raises(ApptuneError) as e:
-        run.write_record(tmp_path, rec)
+        outcome.write_record(tmp_path, rec)
     assert "verification.ok" in str(e.value) and RESULT_FILE in str(e.value)
     assert not (tmp_path / RESULT_FILE).exists()
 
@@ -101,7 +102,7 @@ def test_a_broken_record_stops_no_report_it_is_a_warning(tmp_path, capsys):
     out.mkdir()
     stage.mkdir()
     (out / RESULT_FILE).write_text("{")
-    run.write_record(stage, _record())
+    outcome.write_record(stage, _record())
     assert records.record_of({"outputdir": str(out), "stagedir": str(stage)}).data() == _record()
     err = capsys.readouterr().err.strip()
     assert err.startswith("apptune: warning: ") and "invalid JSON" in err
@@ -129,7 +130,7 @@ def test_records_of_earlier_versions_load_with_their_parts_typed(path):
 
 def test_a_part_keeps_the_keys_of_a_newer_version(tmp_path):
     rec = _record(energy={"trust": "measured", "energy_J": 5.0, "meter_firmware": "2.1"})
-    run.write_record(tmp_path, rec)
+    outcome.write_record(tmp_path, rec)
     assert RunRecord.model_validate(rec).energy.model_extra == {"meter_firmware": "2.1"}
     assert records.load_record(tmp_path).data() == rec
 
@@ -143,9 +144,9 @@ def test_the_fingerprint_and_the_compilers_as_written_read_back_unchanged(tmp_pa
     rec = _record(
         machine=fp, machine_id=machine.machine_id(fp), provenance={"compilers": compilers}
     )
-    written = run.write_record(tmp_path, rec)
+    written = outcome.write_record(tmp_path, rec)
     back = records.load_record(tmp_path)
-    again = run.write_record(tmp_path / "again", back)  # the typed record, written back
+    again = outcome.write_record(tmp_path / "again", back)  # the typed record, written back
     assert again.read_bytes() == written.read_bytes()
     assert back.data() == rec and machine.describe(back.machine.data()) == machine.describe(fp)
     assert back.machine.cpus == fp["cpus"] and back.provenance.compilers["ftn"].mpi is None
@@ -153,14 +154,14 @@ def test_the_fingerprint_and_the_compilers_as_written_read_back_unchanged(tmp_pa
 
 
 def test_the_reader_sets_the_run_directory_and_the_writer_refuses_it(tmp_path):
-    run.write_record(tmp_path / "output", _record())
+    outcome.write_record(tmp_path / "output", _record())
     tc = {"display_name": "T", "unique_name": "T", "outputdir": str(tmp_path / "output")}
     (tmp_path / "report.json").write_text(json.dumps({"runs": [{"testcases": [tc]}]}))
     (case,) = records.cases(tmp_path)
     assert case.verified and case.record.run_id == tmp_path.name
     assert case.record.session == str(tmp_path.resolve())
     with pytest.raises(ApptuneError, match="run_id: not a field"):
-        run.write_record(tmp_path, case.record)
+        outcome.write_record(tmp_path, case.record)
 
 
 def test_the_energy_part_is_the_record_the_sampler_writes():

@@ -9,7 +9,7 @@ import numpy as np
 from conftest import write_run
 
 from apptune import cli
-from apptune.core import baselines
+from apptune.core.judge import baselines
 from apptune.history import regressions
 from apptune.history.regressions import Point, Verdict
 from apptune.models import BaselineFigure

@@ -144,7 +144,7 @@ def test_a_run_record_that_fails_validation_is_a_failure_naming_its_file_and_fie
 
 
 def _message(got, **tol):
-    from apptune.core.verify import compare_field
+    from apptune.core.verification.verify import compare_field
     from apptune.models import FieldTolerance
 
     return compare_field("x", FieldTolerance(**tol), got)

@@ -195,7 +195,7 @@ def _payload(n: int) -> str:
 def test_hostile_values_do_not_run_in_the_report(tmp_path, monkeypatch):
     """Program output (a field's value, the verification summary), a figure's name and unit
     and an environment's name reach the page as text: Chromium runs none of them."""
-    from apptune.core import recipes
+    from apptune.core.data import recipes
     from apptune.models import Figure
 
     real_specs = recipes.figure_specs

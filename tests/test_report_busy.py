@@ -165,7 +165,7 @@ ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\r\x9b6n"
 
 
 def test_terminal_escape_sequences_of_program_output_are_never_printed_or_stored(tmp_path, capsys):
-    from apptune.core import verify
+    from apptune.core.verification import verify
     from apptune.errors import printable
     from apptune.models import OwnCheck
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from apptune import report
-from apptune.core import baselines, changes
+from apptune.core.judge import baselines, changes
 from apptune.models import BaselineVerdicts, EnergyRecord, RunQuality, RunRecord, RunVerification
 from apptune.report import screen
 from apptune.report.row import Row

@@ -27,8 +27,8 @@ from apptune import cli, report
 from apptune.commands import run as run_command
 from apptune.commands import workflow
 from apptune.constants import RESULT_FILE, SKIP_FILE
-from apptune.core import supervise
-from apptune.core.site import load_site
+from apptune.core.data.site import load_site
+from apptune.core.run import supervise
 from apptune.history import records, store
 
 REFRAME = str(Path(sys.executable).with_name("reframe"))
@@ -438,7 +438,7 @@ TOY_CHECK = """
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 from apptune.rfm import AppBuild, AppRun, SourceFetch
-from apptune.core.recipes import all_variants, load_recipe
+from apptune.core.data.recipes import all_variants, load_recipe
 RECIPE = load_recipe('toy')
 class ToySource(SourceFetch):
     app = 'toy'
@@ -753,7 +753,8 @@ def test_the_check_and_a_trial_write_the_same_run_record(toy_root, tmp_path):
     and input write the same run record, byte for byte, once what is measured anew and
     who ran it are set aside (MEASURED_ANEW, WHO_RAN_IT): the same system, partition,
     variant, placement, job shape, input, provenance, values, curves and verification."""
-    from apptune.core import localrun, recipes
+    from apptune.core.data import recipes
+    from apptune.core.run import localrun
 
     toy_checks(toy_root, "{gnu: [baseline]}")
     run_dir = tmp_path / "run"

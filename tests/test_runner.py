@@ -1,5 +1,5 @@
-"""The runner (apptune/core/runner.py): no shell, the application's exit status kept,
-signals passed on; run quality (apptune/core/quality.py) and the machine fingerprint
+"""The runner (apptune/core/run/runner.py): no shell, the application's exit status kept,
+signals passed on; run quality (apptune/core/run/quality.py) and the machine fingerprint
 (apptune/machine.py)."""
 
 import json
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from apptune import machine, placement
-from apptune.core import procfs, quality, ranks, runner
+from apptune.core.run import procfs, quality, ranks, runner
+from apptune.models import RunBinding
 
 PAYLOADS = [
     "; touch PWNED1",
@@ -45,7 +46,7 @@ def run_spec_process(tmp_path, steps, preexec_fn=None, **kw) -> tuple[int, dict,
     spec = runner.Spec(steps=steps, **kw)
     runner.write_spec(tmp_path / runner.SPEC_FILE, spec)
     p = subprocess.run(
-        [sys.executable, "-m", "apptune.core.runner", runner.SPEC_FILE],
+        [sys.executable, "-m", "apptune.core.run.runner", runner.SPEC_FILE],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -135,7 +136,8 @@ def test_a_missing_stdin_file_fails_the_step_naming_it(tmp_path):
 
 
 def test_the_recipes_stdin_is_the_stdin_of_its_steps(toy_root):
-    from apptune.core import recipes, run
+    from apptune.core.data import recipes
+    from apptune.core.run import prepare
 
     f = toy_root / "build-recipes/toy.yaml"
     f.write_text(
@@ -145,7 +147,7 @@ def test_the_recipes_stdin_is_the_stdin_of_its_steps(toy_root):
             "  prerun:\n    - {command: [cat], stdin: params.txt, stdout: copy.txt}\n",
         )
     )
-    steps = run.steps(recipes.load_recipe("toy"), {"n": 1}, Path("/b"), ["mpirun", "-np", "1"])
+    steps = prepare.steps(recipes.load_recipe("toy"), {"n": 1}, Path("/b"), ["mpirun", "-np", "1"])
     assert [(s.label, s.argv, s.stdin) for s in steps] == [
         ("run.prerun[0]", ["cat"], "params.txt"),
         ("run", ["mpirun", "-np", "1", "/b/toy"], "params.txt"),
@@ -164,7 +166,7 @@ def test_sigterm_reaches_the_program_and_is_the_runs_status(tmp_path):
     )
     runner.write_spec(tmp_path / runner.SPEC_FILE, spec)
     p = subprocess.Popen(
-        [sys.executable, "-m", "apptune.core.runner", runner.SPEC_FILE],
+        [sys.executable, "-m", "apptune.core.run.runner", runner.SPEC_FILE],
         cwd=tmp_path,
         start_new_session=True,
     )
@@ -235,7 +237,7 @@ def test_a_stack_limit_above_the_hard_limit_fails_the_run_naming_it(tmp_path):
 def test_bad_spec_is_one_line(tmp_path):
     (tmp_path / "spec.json").write_text('{"steps": []}')
     p = subprocess.run(
-        [sys.executable, "-m", "apptune.core.runner", "spec.json"],
+        [sys.executable, "-m", "apptune.core.run.runner", "spec.json"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -353,7 +355,7 @@ def test_fingerprint_from_proc_and_sys(tmp_path):
 def test_a_framed_mpi_message_gives_its_first_sentence(tmp_path):
     """`-S num_ranks=4` on 2 cores: Open MPI 4.1's real message (tests/data/stderr/) ends in a
     rule of dashes; the run's verdict names the cause, not the rule."""
-    from apptune.core.run import last_line
+    from apptune.core.run.outcome import last_line
 
     f = Path(__file__).parent / "data/stderr/openmpi-4.1-not-enough-slots.txt"
     assert last_line(f) == (
@@ -556,11 +558,11 @@ def test_each_launch_of_a_job_is_judged_on_its_own_ranks(tmp_path, monkeypatch):
         (73, "run", "0-1"),
         (74, "run", "0-1"),
     ]
-    assert placement.binding_problem(b, "none") is None
+    assert ranks.binding_problem(RunBinding(**b), "none") is None
     # the record of that run, as it would have been with its launches said: the launch whose
     # ranks were not where asked is named, with its own rank count
     b["ranks"][0]["cpus"] = b["ranks"][1]["cpus"] = "0"
-    assert placement.binding_problem(b, "none") == (
+    assert ranks.binding_problem(RunBinding(**b), "none") == (
         "the placement asked for ranks unbound (each on all CPUs the job has there, 0-1), but "
         "2 of the 2 rank(s) of run.prerun[0] seen on the job's first node could run on CPUs 0: "
         "the launcher did not place them as asked"
@@ -573,7 +575,7 @@ def test_a_rank_that_stays_bound_to_one_cpu_is_still_seen_so(tmp_path, monkeypat
     mon = _two_launches(tmp_path, monkeypatch, {73: ["0"] * 5, 74: ["0"] * 5})
     b = mon.binding()
     assert [r["cpus"] for r in b["ranks"]] == ["0-1", "0-1", "0", "0"]
-    found = placement.binding_problem(b, "none")
+    found = ranks.binding_problem(RunBinding(**b), "none")
     assert "but 2 of the 2 rank(s) of run seen on the job's first node could run on CPUs 0" in (
         found or ""
     ), found
@@ -584,13 +586,13 @@ def test_the_ranks_of_a_launch_shorter_than_a_sample_are_seen(tmp_path, monkeypa
     """MPICH's NetPIPE job: an integrity pass of 0.09 s and a timed run of 0.6 s, both
     between two of the once-a-second samples; its binding record held no rank, so its binding
     check could not fail. While a launch is young its ranks are looked for ten times a second."""
-    fake, program, mon, ranks = _npmpi_node(tmp_path, monkeypatch, {})
+    fake, program, mon, rank_env = _npmpi_node(tmp_path, monkeypatch, {})
     for label, pids, cpus in (("run.prerun[0]", (71, 72), "0"), ("run", (73, 74), "1")):
         mon.begin_launch(label)
         fake.process(pids[0], "mpirun", 70)  # forked by the launcher, not yet the rank
         mon._recheck_young()
         for pid in pids:
-            fake.process(pid, "NPmpi", 70, own=0.1, env=ranks, exe=program, cpus=cpus)
+            fake.process(pid, "NPmpi", 70, own=0.1, env=rank_env, exe=program, cpus=cpus)
         fake.process(75, "NPmpi", 70, cpus="0")  # another program of that name: not a rank
         mon._recheck_young()
         for pid in pids:
@@ -601,20 +603,21 @@ def test_the_ranks_of_a_launch_shorter_than_a_sample_are_seen(tmp_path, monkeypa
         (73, "run", "1"),
         (74, "run", "1"),
     ]
-    found = placement.binding_problem(mon.binding(), "none")  # asked unbound: both wrong
+    found = ranks.binding_problem(RunBinding(**mon.binding()), "none")  # asked unbound: both wrong
     assert found.endswith(
         "2 of the 2 rank(s) of run.prerun[0] seen on the job's first node could run on CPUs 0; "
         "the placement asked for ranks unbound (each on all CPUs the job has there, 0-1), but "
         "2 of the 2 rank(s) of run seen on the job's first node could run on CPUs 1: the "
         "launcher did not place them as asked"
     ), found
-    assert placement.binding_problem(mon.binding(), "core") is None
+    assert ranks.binding_problem(RunBinding(**mon.binding()), "core") is None
 
 
 def test_every_launch_of_a_run_gets_the_placements_launcher_options(tmp_path):
     """A pre-run step with ``launch: true`` (NetPIPE's integrity pass) is started as the
     measured program is: the same launcher, with the placement's options."""
-    from apptune.core import recipes, run
+    from apptune.core.data import recipes
+    from apptune.core.run import prepare
 
     r = recipes.load_recipe("netpipe")
     p = placement.plan(
@@ -622,7 +625,7 @@ def test_every_launch_of_a_run_gets_the_placements_launcher_options(tmp_path):
     )
     launch = ["mpirun", "-np", "2", *p.options]
     params = {"upper": 8, "perturbation": 0, "integrity_upper": 8, "repeats": 1}
-    steps = run.steps(r, params, tmp_path, launch)
+    steps = prepare.steps(r, params, tmp_path, launch)
     launched = [s for s in steps if s.argv[0] == "mpirun"]
     assert p.options == ["--bind-to", "none"]
     assert [s.label for s in launched] == ["run.prerun[0]", "run"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from apptune.core import quality, run, runner
-from apptune.core.scratch import ScratchSpec
+from apptune.core.run import outcome, quality, runner
+from apptune.core.run.scratch import ScratchSpec
 from apptune.errors import ApptuneError
 from apptune.models import RunnerRecord
 from apptune.yamlio import atomic_write_json
@@ -95,11 +95,11 @@ def test_the_launch_is_read_from_the_runners_spec_and_nothing_from_one_that_is_n
     )
     runner.write_spec(tmp_path / runner.SPEC_FILE, spec)
     site = {"modules": ["gcc/12"]}
-    assert run.launch_facts(tmp_path, site) == {
+    assert outcome.launch_facts(tmp_path, site) == {
         "modules": ["gcc/12"],
         "launcher": ["mpirun", "-np", "2"],
         # the run's own scratch directory is new each run: not a change of the launch
         "env_vars": {"OMP_NUM_THREADS": "2", "OUT": "{{ scratch }}/out"},
     }
     (tmp_path / runner.SPEC_FILE).write_text('{"steps": "mpirun -np 2 prog"}')
-    assert run.launch_facts(tmp_path, site) == site
+    assert outcome.launch_facts(tmp_path, site) == site

@@ -1,4 +1,4 @@
-"""One run plan for both ways a variant runs (apptune/core/runplan.py): a check and a tune
+"""One run plan for both ways a variant runs (apptune/core/run/runplan.py): a check and a tune
 or bisect trial make it with the same function, so what an install's environment sets
 follows the placement in both."""
 
@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from apptune import placement as pl
-from apptune.core import knobs, localrun, recipes, runner, runplan
-from apptune.core.buildtree import ENV_FILE
+from apptune.core.builds.buildtree import ENV_FILE
+from apptune.core.data import recipes
+from apptune.core.run import knobs, localrun, runner, runplan
 
 #: An install's environment (its environment file): thread pools pinned to one thread.
 INSTALL_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "LD_LIBRARY_PATH": "/opt/x"}
@@ -29,7 +30,7 @@ def _follows(env: dict, threads: int):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Every run plan made, through :func:`apptune.core.runplan.make` (the one way)."""
+    """Every run plan made, through :func:`apptune.core.run.runplan.make` (the one way)."""
     made = []
     real = runplan.make
 

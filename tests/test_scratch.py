@@ -1,5 +1,5 @@
-"""The scratch directory of I/O benchmarks (apptune/core/scratch.py, the runner's side) and the
-netCDF checksums their files are verified by (apptune/core/netcdf.py).
+"""The scratch directory of I/O benchmarks (apptune/core/run/scratch.py, the runner's side) and the
+netCDF checksums their files are verified by (apptune/core/verification/netcdf.py).
 
 Each bad input is one line naming the directory or the file: a scratch directory that does
 not exist, is not a directory, is not writable, has less room than the run writes, or fills
@@ -14,9 +14,10 @@ import sys
 import numpy as np
 import pytest
 
-from apptune.core import netcdf, runner, scratch
-from apptune.core.run import Where, scratch_spec
-from apptune.core.site import Cluster, cluster_system
+from apptune.core.data.site import Cluster, cluster_system
+from apptune.core.run import runner, scratch
+from apptune.core.run.prepare import Where, scratch_spec
+from apptune.core.verification import netcdf
 from apptune.errors import ApptuneError
 from apptune.models import RunScratch
 
@@ -273,7 +274,7 @@ def _where(extras):
 
 
 def test_a_partition_without_a_scratch_directory_is_one_line():
-    from apptune.core.recipes import load_recipe
+    from apptune.core.data.recipes import load_recipe
 
     r = load_recipe("h5perf")
     with pytest.raises(ApptuneError) as e:

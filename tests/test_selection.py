@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from apptune.core import recipes, selection
+from apptune.core.data import recipes, selection
 from apptune.errors import ApptuneError
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from apptune.cli import main
-from apptune.core import faults, validate
+from apptune.core.data import faults
+from apptune.core.validation import validate
 from apptune.models import Seen
 from apptune.tools import sensitivity
 from apptune.tools.sensitivity import judge
@@ -72,7 +73,7 @@ def test_the_docs_table_says_what_was_recorded():
 
 
 def test_every_application_on_the_ci_tier_has_its_faults():
-    from apptune.core import recipes
+    from apptune.core.data import recipes
 
     on_ci = [a for a in recipes.list_recipes() if "ci" in recipes.load_recipe(a).tiers]
     missing = [a for a in on_ci if not (REPO / f"reference/{a}/sensitivity/faults.yaml").is_file()]
@@ -210,7 +211,7 @@ def test_the_battery_on_the_toy(toy_faults, gnu_toolchain, tmp_path):
     """The clean build verifies; the shortened loop is caught by the sum; another n is not
     seen (the toy ignores its input), nor is any step of the sweep; the outcome is written
     beside the faults and reads back."""
-    from apptune.core.site import Site
+    from apptune.core.data.site import Site
 
     site = Site("gnu", gnu_toolchain, {}, "local", "default", {}, "test")
     lines = []

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from apptune import models, placement
-from apptune.core import quality, site, slurm
+from apptune.core.data import site
+from apptune.core.run import quality, ranks, slurm
 from apptune.errors import ApptuneError
 from apptune.models.cluster import RunQualityLimits
 
@@ -279,7 +280,7 @@ class FakeSlurm:
 def test_a_job_stuck_completing_on_a_dead_node_is_shown_as_slurm_says(tmp_path):
     """A dead slurmd holds a job in COMPLETING for minutes: the run's progress line says
     so, with the node's state, instead of only the minutes elapsed."""
-    from apptune.core import progress
+    from apptune.core.run import progress
 
     stage = tmp_path / "stage/cluster/compute/gnu/T0"
     stage.mkdir(parents=True)
@@ -597,7 +598,7 @@ SHIPPED_LAUNCHES = [
 
 @pytest.mark.parametrize("launcher, mpi", SHIPPED_LAUNCHES)
 def test_every_shipped_placement_runs_under_every_launcher_or_says_why_not(launcher, mpi):
-    from apptune.core import recipes
+    from apptune.core.data import recipes
 
     found = 0
     for f in sorted((REPO / "build-recipes").glob("*.yaml")):
@@ -666,7 +667,7 @@ def test_the_checks_variables_win_and_an_unsupported_placement_says_why():
     ],
 )
 def test_a_bad_placement_is_one_line_naming_the_recipe_and_field(toy_root, text, field, message):
-    from apptune.core import recipes
+    from apptune.core.data import recipes
 
     f = toy_root / "build-recipes/toy.yaml"
     f.write_text(
@@ -707,9 +708,9 @@ RANKS = {
 )
 def test_the_binding_the_ranks_got_against_the_one_asked_for(got, binding, threads, problem):
     observed = {"program": "NPmpi", "node_cpus": "0-1", "ranks": RANKS[got]}
-    found = placement.binding_problem(observed, binding, threads)
+    found = ranks.binding_problem(models.RunBinding(**observed), binding, threads)
     assert (found is None) == (problem is None) and (problem is None or problem in found), found
-    assert placement.binding_problem({"ranks": []}, "core") is None  # no rank seen: not judged
+    assert ranks.binding_problem(models.RunBinding(), "core") is None  # no rank seen: not judged
 
 
 # ------------------------------------------------------------------ what a green ci proves

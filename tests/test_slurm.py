@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from apptune.core import knobs
+from apptune.core.run import knobs
 from apptune.history import records
 
 REPO = Path(__file__).resolve().parent.parent
@@ -226,7 +226,7 @@ exit $rc
     script = (Path(half["outputdir"]) / "rfm_job.sh").read_text()
     assert "#SBATCH --ntasks-per-node=1" in script and "#SBATCH --no-requeue" in script
     # the job script starts the energy agents and the runner; srun itself is a run step
-    assert "srun --overlap" in script and "-m apptune.core.runner" in script
+    assert "srun --overlap" in script and "-m apptune.core.run.runner" in script
     steps = json.loads((Path(half["outputdir"]) / ".apptune-run-spec.json").read_text())["steps"]
     assert steps[-1]["argv"][0] == "srun"
 

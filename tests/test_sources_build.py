@@ -10,7 +10,8 @@ import tarfile
 import pytest
 from conftest import PATCH, toy_component
 
-from apptune.core import build, compilelines, inputs, patching, recipes, sources
+from apptune.core.builds import compilelines, patching, sources, steps
+from apptune.core.data import inputs, recipes
 from apptune.errors import ApptuneError
 
 
@@ -148,7 +149,7 @@ def test_build_applies_patch_overrides_flags_and_records_provenance(
     tarball = sources.fetch(recipes.load_recipe("toy"))
     stage = tmp_path / "stage"
     stage.mkdir()
-    prov = build.build(_plan("tuned", gnu_toolchain), tarball, stage)
+    prov = steps.build(_plan("tuned", gnu_toolchain), tarball, stage)
     assert (stage / "toy").is_file()
     assert "patched by apptune" in (stage / "src" / "main.c").read_text()
     assert prov["patches"][0]["file"] == "0001-comment.patch"
@@ -194,7 +195,7 @@ def test_patch_that_does_not_apply(toy_root, tmp_path, gnu_toolchain):
     stage = tmp_path / "stage"
     stage.mkdir()
     with pytest.raises(ApptuneError) as e:
-        build.build(plan, tarball, stage)
+        steps.build(plan, tarball, stage)
     # the file inside the patch that failed is the field
     assert str(e.value) == (
         "tree/patches/toy/0001-comment.patch: main.c: hunk #1 does not apply at line 1 "
@@ -213,7 +214,7 @@ def test_patch_for_a_file_the_source_lacks_names_it(toy_root, tmp_path, gnu_tool
     stage = tmp_path / "stage"
     stage.mkdir()
     with pytest.raises(ApptuneError) as e:
-        build.build(plan, tarball, stage)
+        steps.build(plan, tarball, stage)
     assert str(e.value).startswith(
         "tree/patches/toy/0001-comment.patch: util/extra.c: file to patch not found"
     )
@@ -247,7 +248,7 @@ def test_build_failure_is_one_line(toy_root, tmp_path, gnu_toolchain, capsys):
     tarball = sources.fetch(recipes.load_recipe("toy"))
     stage = tmp_path / "stage"
     stage.mkdir()
-    rc = build.main(
+    rc = steps.main(
         ["--plan", str(tmp_path / "plan.json"), "--source", str(tarball), "--stage", str(stage)]
     )
     assert rc == 1
@@ -257,7 +258,7 @@ def test_build_failure_is_one_line(toy_root, tmp_path, gnu_toolchain, capsys):
 
 def test_make_flags_quotes_for_make_and_shell():
     assert (
-        build.make_flags(["-O2", "-DNAME=a b", "-Wl,$ORIGIN"]) == "-O2 '-DNAME=a b' '-Wl,$$ORIGIN'"
+        steps.make_flags(["-O2", "-DNAME=a b", "-Wl,$ORIGIN"]) == "-O2 '-DNAME=a b' '-Wl,$$ORIGIN'"
     )
 
 
@@ -307,7 +308,7 @@ def test_a_hard_link_to_a_left_out_symlink_writes_nothing_outside(
     assert [s.split(" ->")[0] for s in skipped] == ["evil", "config.mk"]
     assert _links_out(src) == [] and not (src / "config.mk").exists()
     shims = {"cc": "cc", "cxx": "c++", "ftn": "gfortran"}
-    build.render_templates(recipes.load_recipe("toy"), _plan("baseline", gnu_toolchain), src, shims)
+    steps.render_templates(recipes.load_recipe("toy"), _plan("baseline", gnu_toolchain), src, shims)
     assert victim.read_text() == "precious\n"
     assert not (src / "config.mk").is_symlink() and "CC = cc" in (src / "config.mk").read_text()
 
@@ -363,14 +364,14 @@ def test_generated_files_replace_links_and_stay_inside_the_tree(toy_root, tmp_pa
     (src / "config.mk").symlink_to(victim)
     shims = {"cc": "cc", "cxx": "c++", "ftn": "gfortran"}
     recipe, plan = recipes.load_recipe("toy"), _plan("baseline", gnu_toolchain)
-    build.render_templates(recipe, plan, src, shims)
+    steps.render_templates(recipe, plan, src, shims)
     assert victim.read_text() == "precious\n" and not (src / "config.mk").is_symlink()
     # a template's destination whose directory leads out of the tree is refused
     (src / "conf").symlink_to(tmp_path)
     t = recipe.build.templates[0].model_copy(update={"dest": "conf/victim"})
     recipe.build.templates[0] = t
     with pytest.raises(ApptuneError) as e:
-        build.render_templates(recipe, plan, src, shims)
+        steps.render_templates(recipe, plan, src, shims)
     assert str(e.value) == (
         "tree/build-recipes/toy.yaml: build.templates[0].dest: conf/victim leads outside the "
         "source tree (an absolute path, '..' or a symbolic link on the way)"
@@ -425,10 +426,10 @@ def test_a_sources_components_are_fetched_pinned_and_unpacked_into_their_directo
     assert (main.parent / "toy-tests.tar.gz").is_file()
     src = tmp_path / "src"
     sources.unpack(main, src, 1)
-    got = build.unpack_components(r, main, src)
+    got = steps.unpack_components(r, main, src)
     assert (src / "tests/ref/expected.txt").read_text() == "42\n"
     assert got == [{"file": "toy-tests.tar.gz", "sha256": sha}]
-    ident = build.source_identity(r, main)
+    ident = steps.source_identity(r, main)
     assert ident.endswith(";" + sha) and ident.startswith(recipes.sha256_file(main))
     # a component that does not match its pin is named by its field
     (tmp_path / "mirror" / "toy-tests.tar.gz").write_bytes(extra + b"x")

@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO
 
 from apptune.constants import RESULT_FILE
-from apptune.core import runner
+from apptune.core.run import runner
 
 PROGRAM = """\
     program readin
@@ -73,7 +73,7 @@ CHECK = """\
     import reframe as rfm
     from reframe.core.builtins import fixture, parameter
 
-    from apptune.core.recipes import all_variants
+    from apptune.core.data.recipes import all_variants
     from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 
     RECIPE = load_app("readin")

@@ -4,7 +4,7 @@ monitor watched it, and a planted fault's tier says its fault was never reached.
 import json
 import re
 
-from apptune.core import quality, run
+from apptune.core.run import outcome, quality
 from apptune.history import records
 from apptune.models import RunQuality
 
@@ -67,7 +67,7 @@ def _stopped_run(run_dir, said: str):
         def to_dict(self):
             return {"trust": "none"}
 
-    return run.evaluate(
+    return outcome.evaluate(
         None,
         "ci",
         run_dir,
@@ -121,7 +121,7 @@ def _measured() -> list[tuple[str, str, float]]:
 
 
 def test_every_time_limit_has_headroom_over_the_longest_busy_run():
-    from apptune.core import recipes
+    from apptune.core.data import recipes
 
     measured = _measured()
     assert {app for app, *_ in measured} >= {"examl", "hpcc", "openfoam", "nwchem"}

@@ -10,8 +10,9 @@ import synth_app
 import yaml
 
 from apptune import cli
-from apptune.core import localrun, recipes
-from apptune.core.site import Site, load_site
+from apptune.core.data import recipes
+from apptune.core.data.site import Site, load_site
+from apptune.core.run import localrun
 from apptune.errors import ApptuneError
 from apptune.tools import tune
 from apptune.tools.tune import trials as tune_trials
@@ -323,7 +324,7 @@ def test_a_layout_with_another_rank_count_does_not_compare_per_process_sizes(mon
     """HPCC sizes DGEMM, STREAM and FFT from each process's share of the memory: with
     one rank instead of two they change, so the tuner names `ranks` as a changed input
     and the reference lists those fields as depending on it."""
-    from apptune.core import verify
+    from apptune.core.verification import verify
 
     seen = {}
 

@@ -12,7 +12,8 @@ import pytest
 from apptune import cli
 from apptune.commands import list as list_command
 from apptune.commands import workflow
-from apptune.core import datachecks, inputs, validate
+from apptune.core.data import inputs
+from apptune.core.validation import datachecks, validate
 from apptune.errors import ApptuneError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -387,11 +388,11 @@ def test_a_misspelled_field_of_a_keyvalue_output_in_a_real_recipe(
 
 
 def test_every_format_the_schema_names_is_read_by_one_module():
-    """A format is a module of apptune/core/formats (its names, its fields before a run,
-    its parser), and its name in the schema's Literal: neither without the other."""
+    """A format is a module of apptune/core/verification/formats (its names, its fields before a
+    run, its parser), and its name in the schema's Literal: neither without the other."""
     from typing import get_args
 
-    from apptune.core import formats
+    from apptune.core.verification import formats
     from apptune.models import OutputSpec
 
     names = get_args(OutputSpec.model_fields["format"].annotation)
@@ -414,7 +415,8 @@ def test_the_keys_a_recipe_lists_are_what_its_recorded_run_printed(app, unprinte
     a key misspelled in the list would let the same misspelling pass in a figure."""
     from fnmatch import fnmatchcase
 
-    from apptune.core import outputs, recipes
+    from apptune.core.data import recipes
+    from apptune.core.verification import outputs
 
     (spec,) = [o for o in recipes.load_recipe(app).run.outputs if o.format == "keyvalue"]
     printed = outputs.parse(spec, REPO / "tests/data" / app / "good")
@@ -625,12 +627,13 @@ def test_run_env_names_are_environment_variable_names(tree, name):
     "word", ["{{ cflags.append('-O0') }}", "{{ cc.__class__.__mro__ }}", "{{ cflags.clear() }}"]
 )
 def test_recipe_words_render_in_a_sandbox(toy_root, gnu_toolchain, word):
-    from apptune.core import build, recipes
+    from apptune.core.builds import steps
+    from apptune.core.data import recipes
 
     plan = recipes.resolve(recipes.load_recipe("toy"), "tuned", gnu_toolchain).to_dict()
     flags = list(plan["cflags"])
     with pytest.raises(ApptuneError) as e:
-        build.render_word(word, dict(plan, cc="cc"), "build.args", "toy")
+        steps.render_word(word, dict(plan, cc="cc"), "build.args", "toy")
     assert str(e.value).startswith(f"tree/build-recipes/toy.yaml: build.args: {word!r}: ")
     assert plan["cflags"] == flags
     with pytest.raises(ApptuneError):
@@ -729,7 +732,7 @@ def test_run_leaves_out_a_bad_application_and_runs_the_others(tmp_path, monkeypa
         seen.append(cmd)
         return 0
 
-    from apptune.core import supervise
+    from apptune.core.run import supervise
 
     monkeypatch.setattr(supervise.Supervisor, "run", fake_reframe)
     rc = cli.main(["run", "--no-history", "--run-dir", str(tmp_path / "run")])

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from apptune.core import outputs, verify
+from apptune.core.verification import outputs, verify
 from apptune.errors import ApptuneError
 from apptune.models import FieldTolerance, OutputSpec
 
@@ -143,7 +143,7 @@ def test_a_known_wrong_variant_must_fail_exactly_as_its_entry_says(
     crash) is a plain failure saying what differs, never an expected one."""
     _known_wrong(toy_root, "[sum]")
     v = verify.verify("toy", "ci", values, environment="gnu", variant="tuned")
-    if crashed:  # what apptune.core.run.evaluate adds for a program that did not exit 0
+    if crashed:  # what apptune.core.run.outcome.evaluate adds for a program that did not exit 0
         v.ok = False
         v.own_checks.append({"pattern": "exit status", "ok": False, "message": "exit 139"})
     verify.judge_known_wrong(v)

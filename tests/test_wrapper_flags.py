@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import gnu_mpi_toolchain
 
-from apptune.core import build, buildid, compilelines, recipes
+from apptune.core.builds import buildid, compilelines, steps
+from apptune.core.data import recipes
 from apptune.errors import ApptuneError
 
 # What Debian 12's wrappers show (`mpifort.mpich -show -c apptune-args-1 apptune-args-2`,
@@ -116,7 +117,7 @@ def test_a_wrapper_that_adds_O2_does_not_reach_a_file_under_flags_none(
     )
     stage, src = tmp_path / "stage", tmp_path / "stage" / "src"
     src.mkdir(parents=True)
-    shims = build.write_wrappers(plan, stage, src, compilers)
+    shims = steps.write_wrappers(plan, stage, src, compilers)
     _compile(shims["ftn"], src, *TUNED, "-c", "pnetcdf.f90", "-o", "pnetcdf.o")
     _compile(shims["ftn"], src, *TUNED, "-c", "flash.f90")
     _compile(shims["ftn"], src, *TUNED, "-o", "flash", "flash.o", "pnetcdf.o")
@@ -138,7 +139,7 @@ def test_a_wrapper_that_adds_O2_does_not_reach_a_file_under_flags_none(
     assert summary["compiles"] == 2 and summary["links"] == 1
     assert summary["overridden"] == ["pnetcdf.f90"] and summary["added_unknown"] == 0
     prov = {"compilers": compilers}
-    assert build.removed_said(prov) == "; removed from what the wrappers add: -O2 (mpifort)"
+    assert steps.removed_said(prov) == "; removed from what the wrappers add: -O2 (mpifort)"
 
 
 def test_a_call_that_asks_the_wrapper_is_answered_by_the_wrapper(toy_root, tmp_path, site_wrapper):
@@ -147,7 +148,7 @@ def test_a_call_that_asks_the_wrapper_is_answered_by_the_wrapper(toy_root, tmp_p
     site_wrapper.write_text("")
     stage = tmp_path / "stage"
     (stage / "src").mkdir(parents=True)
-    shims = build.write_wrappers(plan, stage, stage / "src", compilers)
+    shims = steps.write_wrappers(plan, stage, stage / "src", compilers)
     out = _compile(shims["ftn"], stage / "src", "-show", "-c", "x.f90").stdout
     assert out.split() == ["fakefc", "-O2", "-fwrapper-own", "-c", "x.f90", '-I"/opt/site/include"']
     _compile(shims["ftn"], stage / "src", "--version")
@@ -170,14 +171,14 @@ def test_a_compiler_that_shows_no_command_is_run_as_given(toy_root, tmp_path, si
     }
     stage = tmp_path / "stage"
     (stage / "src").mkdir(parents=True)
-    shims = build.write_wrappers(plan, stage, stage / "src", compilers)
+    shims = steps.write_wrappers(plan, stage, stage / "src", compilers)
     _compile(shims["ftn"], stage / "src", *TUNED, "-c", "flash.f90")
     line = json.loads((stage / "compile-lines.jsonl").read_text())
     assert line["argv"] == ["fakefc", *TUNED, "-c", "flash.f90"] and line["added"] is None
     # and so is a call with an option of the wrapper's own (MPICH's -static adds libraries)
     plan["ftn"] = "mpifort"
     compilers = buildid.compiler_identity(plan, ["c", "fortran"])
-    shims = build.write_wrappers(plan, stage, stage / "src", compilers)
+    shims = steps.write_wrappers(plan, stage, stage / "src", compilers)
     _compile(shims["ftn"], stage / "src", *TUNED, "-static", "-o", "flash", "flash.f90")
     line = json.loads((stage / "compile-lines.jsonl").read_text())
     assert line["kind"] == "compile" and line["added"] is None
@@ -240,7 +241,7 @@ def test_the_flag_proof_fails_on_a_wrapper_flag_the_variant_decides(toy_root, tm
 def test_a_per_file_rule_applies_to_every_source_suffix_new_recognises(tmp_path, lang, name):
     """The wrapper and ``apptune new`` read one list of source suffixes: a file whose suffix
     names a language to one is a source to the other, so its per-file rule is applied."""
-    from apptune.core import ccwrap
+    from apptune.core.builds import ccwrap
     from apptune.tools.scaffold import guess_languages
 
     assert guess_languages([name]) == ["fortran" if lang == "ftn" else "cxx"]

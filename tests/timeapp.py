@@ -149,7 +149,7 @@ import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
 from apptune.rfm import AppBuild, AppRun, SourceFetch
-from apptune.core.recipes import all_variants, load_recipe
+from apptune.core.data.recipes import all_variants, load_recipe
 
 RECIPE = load_recipe('timeapp')
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .. import paths
-from ..core import baselines
+from ..core.judge import baselines
 from ..errors import ApptuneError
 from ..models import RunRecord
 from .options import COUNT, SECONDS, history_option
@@ -106,7 +106,8 @@ def too_noisy(text: str, rs: list[RunRecord]) -> list[tuple[str, bool]]:
     the machine's own noise: recording again on a quiet node helps)."""
     import yaml
 
-    from ..core import causes, quality
+    from ..core.judge import causes
+    from ..core.run import quality
     from ..models import BaselineFile
 
     out = []

@@ -7,14 +7,14 @@ import time
 from pathlib import Path
 
 from .. import paths
-from ..core import recipes
+from ..core.data import recipes
 from ..errors import ApptuneError
 from .options import COUNT, trial_history_options
 from .workflow import trials_in_history
 
 
 def cmd_bisect(a) -> int:
-    from ..core.site import load_site
+    from ..core.data.site import load_site
     from ..tools import bisect
 
     if a.between:

@@ -6,7 +6,7 @@ from .options import GIB
 
 
 def cmd_cache(a) -> int:
-    from ..core import buildcache
+    from ..core.builds import buildcache
 
     if a.ccmd == "list":
         es = buildcache.entries()

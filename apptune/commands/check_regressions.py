@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core import recipes
+from ..core.data import recipes
 from ..errors import ApptuneError
 from .options import RELATIVE, SIGNIFICANCE, history_option
 

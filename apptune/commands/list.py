@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..core import recipes
+from ..core.data import recipes
 
 
 def cmd_list(a) -> int:
-    from ..core import inputs
+    from ..core.data import inputs
 
     for app in recipes.list_recipes():
         r = recipes.load_recipe(app)

@@ -119,7 +119,7 @@ def _idle(a, b: plan.Budget, options: list[plan.Option]) -> None:
     if not (b.nodes or b.power_W):
         return
     systems = sorted({o.system for o in options})
-    from ..core.site import load_reframe_config
+    from ..core.data.site import load_reframe_config
 
     try:
         site = load_reframe_config(paths.root() / paths.DEFAULT_CONFIG)

@@ -57,7 +57,7 @@ def cmd_run(a) -> int:
 def run_session(a: RunOptions) -> int:
     """Validate the data, run the checks through ReFrame, store and report: the exit
     status."""
-    from ..core import validate
+    from ..core.validation import validate
 
     root = paths.root()
     # every data file is checked before ReFrame starts; an application with a problem is
@@ -70,7 +70,7 @@ def run_session(a: RunOptions) -> int:
             "apptune: run refused: the site config has problems (apptune validate)", file=sys.stderr
         )
         return 2
-    from ..core import selection
+    from ..core.data import selection
 
     sel = selection.Selection(a.app, a.env, a.variant, a.placement)
     sel_opts: list[str] = []
@@ -128,7 +128,7 @@ def run_session(a: RunOptions) -> int:
     first = empty_cache_line(a, sel, [x for x in found.apps if x not in found.bad_apps], checks)
     if first:  # said once here: the builds' own lines would all say the same
         print(f"apptune: {first}", flush=True)
-    from ..core import progress, supervise
+    from ..core.run import progress, supervise
 
     # SIGTERM/SIGINT/SIGHUP go to ReFrame, which aborts and writes its report; what
     # completed is then stored and reported, and the exit status is 128 + the signal
@@ -152,12 +152,13 @@ def run_session(a: RunOptions) -> int:
 
 def empty_cache_line(a: RunOptions, sel, apps: list[str], checks: list[str]) -> str | None:
     """What a run on an empty build cache will build and what that costs, in one line
-    (:func:`apptune.core.buildcost.empty_cache_line`); None when the cache holds a build.
+    (:func:`apptune.core.builds.buildcost.empty_cache_line`); None when the cache holds a build.
     The builds are those of the run's mode (its tags in the site config) and selection, in
     the environments whose tools are found."""
     from types import SimpleNamespace
 
-    from ..core import buildcache, buildcost, recipes, site
+    from ..core.builds import buildcache, buildcost
+    from ..core.data import recipes, site
 
     if buildcache.entries():
         return None
@@ -228,7 +229,7 @@ def register(subparsers) -> None:
         type=SECONDS,
         metavar="SECONDS",
         help="before each timed run, wait at most SECONDS for the node to be quiet "
-        "(apptune/core/quality.py; default: the partition's extras.quiet_wait_s, else 0)",
+        "(apptune/core/run/quality.py; default: the partition's extras.quiet_wait_s, else 0)",
     )
     r.add_argument(
         "--no-history",

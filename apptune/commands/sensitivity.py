@@ -11,7 +11,7 @@ from .. import paths
 
 
 def cmd_sensitivity(a) -> int:
-    from ..core import faults
+    from ..core.data import faults
     from ..tools import sensitivity
 
     if a.docs:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 
 from .. import paths
-from ..core import recipes
+from ..core.data import recipes
 
 
 def cmd_validate(a) -> int:
-    from ..core import validate
+    from ..core.validation import validate
 
     found = validate.problems(paths.root() / a.config)
     for p in found:

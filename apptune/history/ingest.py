@@ -19,7 +19,8 @@ from pathlib import Path
 from uuid import NAMESPACE_URL, uuid5
 
 from ..constants import RESULT_FILE
-from ..core import envrecord, recipes
+from ..core.data import recipes
+from ..core.run import envrecord
 from ..errors import ApptuneError
 from ..models import EnergyRecord, RunQuality, RunRecord, as_data
 from . import records
@@ -222,8 +223,8 @@ def _result(tc: dict) -> ResultRec:
 def _record_result(
     r: RunRecord, test: str, repeat: int, result: str, fail_phase: str | None
 ) -> ResultRec:
-    """A result from an apptune run record (:func:`apptune.core.run.evaluate`'s, the same for a
-    check and a trial); the reason is the verification's summary."""
+    """A result from an apptune run record (:func:`apptune.core.run.outcome.evaluate`'s, the same
+    for a check and a trial); the reason is the verification's summary."""
     specs = _figure_specs(r.app)
     verdicts = r.baseline.figures if r.baseline else {}
     figs = []
@@ -294,7 +295,7 @@ def _layout(r: RunRecord) -> dict | None:
 @dataclass
 class TrialSession:
     """The trials one ``apptune tune`` or ``apptune bisect`` command ran: the run directory
-    of each (``apptune/core/localrun.py`` leaves its run record there), stored as one run."""
+    of each (``apptune/core/run/localrun.py`` leaves its run record there), stored as one run."""
 
     tool: str  # tune or bisect: the stored run's mode
     cmdline: str

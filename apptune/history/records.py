@@ -17,7 +17,7 @@ from pathlib import Path
 import pydantic
 
 from ..constants import RESULT_FILE
-from ..core import slurm
+from ..core.run import slurm
 from ..errors import ApptuneError, format_validation_error, last_error_line, printable
 from ..models import RunRecord, RunReport
 
@@ -175,7 +175,8 @@ def timed_out(tc: dict, reason: str) -> str:
     """A job stopped at its time limit, said with what the run-quality monitor saw of it
     (the runner's record, written when the job was stopped) and, where the tier's reference
     lists the variant's known-wrong result (a planted fault), that it was never reached."""
-    from ..core import quality, runner, verify
+    from ..core.run import quality, runner
+    from ..core.verification import verify
 
     stage = tc.get("stagedir")
     try:

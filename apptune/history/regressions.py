@@ -12,7 +12,7 @@ Per series (system, application, tier, environment, variant, figure):
   changed (compiler, flags, patches, source, libraries);
 * a change is *accepted* once the baseline (``apptune bless``) sits at the new
   level; without a change point, the latest runs are judged against the baseline by
-  the rule ``apptune run`` uses (:func:`apptune.core.baselines.judge`: the baseline's
+  the rule ``apptune run`` uses (:func:`apptune.core.judge.baselines.judge`: the baseline's
   noise per run and between sessions): a regression when the latest run is beyond the
   threshold and its provenance differs from the run before it (a change that names its
   cause), or when the last ``baselines.CONFIRM`` runs are each beyond it in the same
@@ -26,7 +26,7 @@ import json
 import statistics
 from dataclasses import dataclass, field
 
-from ..core import baselines, causes, changes
+from ..core.judge import baselines, causes, changes
 from ..errors import ApptuneError
 from ..models import BaselineFigure, Figure
 from . import changepoint
@@ -42,7 +42,7 @@ class Point:
     spread: float | None  # (max - min) / median of the repeats
     repeats: int
     provenance: dict | None
-    #: The node's state during the run, the median of its repeats' (apptune/core/causes.py).
+    #: The node's state during the run, the median of its repeats' (apptune/core/judge/causes.py).
     quality: dict | None = None
 
     def label(self) -> str:
@@ -136,7 +136,7 @@ def series(samples) -> dict[tuple, dict]:
     changed input starts a series of its own; runs stored before inputs were kept join the
     series of the first input recorded); energy figures enter only when measured (a
     modelled figure is a function of the wall time and adds nothing)."""
-    from ..core.recipes import is_energy_figure
+    from ..core.data.recipes import is_energy_figure
 
     out: dict[tuple, dict] = {}
     inputs: dict[str | None, str | None] = {None: None}
@@ -212,7 +212,8 @@ def _join_unknown_inputs(out: dict[tuple, dict]) -> None:
 
 
 def provenance_diff(before: dict | None, after: dict | None) -> list[str]:
-    """What changed between two runs' build provenance (:func:`apptune.core.changes.describe`)."""
+    """What changed between two runs' build provenance
+    (:func:`apptune.core.judge.changes.describe`)."""
     if before is None or after is None:
         return []
     return changes.describe(changes.provenance_facts(before), changes.provenance_facts(after))
@@ -272,7 +273,7 @@ def analyse(
                 "regression" if c.change is not None and _bad(c.change, v.better) else "improvement"
             ),
             # what changed there (empty: the same build on a node in the same state), each
-            # change weighed against the step (apptune/core/causes.py)
+            # change weighed against the step (apptune/core/judge/causes.py)
             "cause": _weighed_cause(v, c, bounds[j], bounds[j + 2]),
         }
         for j, c in enumerate(cps)
@@ -318,7 +319,8 @@ def analyse(
 
 def _weighed_cause(v: Verdict, c: changepoint.ChangePoint, lo: int, hi: int) -> list[str]:
     """What changed at a change point (the provenance, and the node's state of the segments
-    on either side), each change weighed against the step (:func:`apptune.core.causes.weigh`)."""
+    on either side), each change weighed against the step
+    (:func:`apptune.core.judge.causes.weigh`)."""
     pts = v.points
     move = causes.factor(c.after, c.before, v.better)
     before = causes.typical([p.quality for p in pts[lo : c.index]])
@@ -327,10 +329,10 @@ def _weighed_cause(v: Verdict, c: changepoint.ChangePoint, lo: int, hi: int) -> 
 
 
 def against_baseline(v: Verdict, base: BaselineFigure, spec: Figure | None) -> dict:
-    """The latest runs of a series against its baseline, by :func:`apptune.core.baselines.judge`
-    (each run: the median of its repeats). The latest run's verdict stands when its
-    provenance differs from the run before it (the cause is named) or when the last
-    ``CONFIRM`` runs all have it; beyond the threshold otherwise: ``unexplained``."""
+    """The latest runs of a series against its baseline, by
+    :func:`apptune.core.judge.baselines.judge` (each run: the median of its repeats). The latest
+    run's verdict stands when its provenance differs from the run before it (the cause is named) or
+    when the last ``CONFIRM`` runs all have it; beyond the threshold otherwise: ``unexplained``."""
     fig = spec or Figure.model_construct(better=v.better, discrete=False)
     last = v.points[-baselines.CONFIRM :]
     js = [
@@ -446,7 +448,7 @@ def _baseline_figure(
 
 
 def _spec(app: str, figure: str, cache: dict) -> Figure | None:
-    from ..core import recipes
+    from ..core.data import recipes
 
     if ("specs", app) not in cache:
         try:

@@ -27,8 +27,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from .. import paths
-from ..core import locks
+from .. import locks, paths
 from ..errors import ApptuneError
 from .ingest import BUSY_TIMEOUT_S, RunRec, TrialSession, read_run, read_trials
 
@@ -96,7 +95,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         2,
         [
-            # run quality (apptune/core/quality.py) and the machine (apptune/machine.py) of
+            # run quality (apptune/core/run/quality.py) and the machine (apptune/machine.py) of
             # each result: only clean runs enter the change-point series, a series never
             # mixes machines
             "ALTER TABLE results ADD COLUMN quality_grade TEXT",  # clean, disturbed, unmeasured
@@ -108,8 +107,8 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         3,
         [
-            # the trials of `apptune tune` and `apptune bisect` (apptune/core/localrun.py): one run
-            # of kind 'trial' per session (mode: the tool), never part of a check's series
+            # the trials of `apptune tune` and `apptune bisect` (apptune/core/run/localrun.py): one
+            # run of kind 'trial' per session (mode: the tool), never part of a check's series
             "ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'check' "
             "CHECK (kind IN ('check', 'trial'))",
             "CREATE INDEX runs_kind ON runs(kind)",

@@ -1,5 +1,5 @@
 """The schema of a cluster file, ``site-config/clusters/NAME.yaml`` (one Slurm cluster, the
-ReFrame system NAME; apptune/core/site.py turns it into ReFrame's configuration). Every
+ReFrame system NAME; apptune/core/data/site.py turns it into ReFrame's configuration). Every
 value of one is data: it is one line of text (:func:`line_break_problems`), its
 variables' values expand as ReFrame's do in the job script but never run a command where
 ReFrame runs (:func:`job_variables`), its modules are names."""
@@ -85,7 +85,7 @@ class ClusterEnvironment(Strict):
 
 
 class RunQualityLimits(Strict):
-    """Run-quality limits of a partition's runs (apptune/core/quality.py ``Limits``); unset ones
+    """Run-quality limits of a partition's runs (apptune/core/run/quality.py ``Limits``); unset ones
     keep their defaults. Each is a fraction: 0.3 is 30 %; 1 turns the limit off."""
 
     #: Largest share of CPU time the hypervisor may steal (default 0.02).
@@ -126,7 +126,7 @@ class ClusterPartition(Strict):
     #: are expanded): each run makes a directory of its own in it and removes it.
     scratch_dir: str | None = None
     #: Variables whose values a run record keeps besides apptune's own list (fnmatch
-    #: patterns, e.g. ``[MY_FABRIC_*]``; apptune/core/envrecord.py): any other value of
+    #: patterns, e.g. ``[MY_FABRIC_*]``; apptune/core/run/envrecord.py): any other value of
     #: ``env_vars`` is kept as a keyed hash, and a secret's never.
     record_env: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_*?]+$")]] = []
 

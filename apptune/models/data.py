@@ -123,7 +123,7 @@ class BaselineFigure(Strict):
     #: Median of the clean runs.
     value: float
     #: Relative noise of one run on this machine: the clean runs' standard deviation over
-    #: their median, at its upper 80 % confidence bound (apptune/core/baselines.py run_noise);
+    #: their median, at its upper 80 % confidence bound (apptune/core/judge/baselines.py run_noise);
     #: absent when fewer than 3 runs.
     noise: float | None = Field(default=None, ge=0)
     #: Clean runs the value is the median of.
@@ -157,10 +157,10 @@ class BaselineEntry(Strict):
     recorded: str
     figures: dict[str, BaselineFigure] = Field(min_length=1)
     #: What the runs were: compilers, flags, libraries, patches, input, launcher and site
-    #: environment (apptune/core/changes.py ``facts``), so that a verdict says what changed
+    #: environment (apptune/core/judge/changes.py ``facts``), so that a verdict says what changed
     #: since. Absent in a baseline recorded before baselines kept it.
     provenance: dict[str, str] | None = None
-    #: The state of the node during the runs, their medians (apptune/core/causes.py
+    #: The state of the node during the runs, their medians (apptune/core/judge/causes.py
     #: ``condition``): ``outside`` and ``steal``, shares of its CPU time, ``load`` per CPU;
     #: a change of it is one more candidate cause of a verdict. Absent before it was kept.
     quality: dict[str, float] | None = None

@@ -11,7 +11,7 @@ from .part import Part
 
 
 class LoadedLibrary(Part):
-    """A shared library the program's ranks mapped (:mod:`apptune.core.loaded`)."""
+    """A shared library the program's ranks mapped (:mod:`apptune.core.run.loaded`)."""
 
     #: The file as the kernel names it (symbolic links resolved).
     path: str
@@ -22,13 +22,13 @@ class LoadedLibrary(Part):
 
 
 class RunLaunch(Part):
-    """How the program was launched (:func:`apptune.core.run.launch_facts`) and what it
+    """How the program was launched (:func:`apptune.core.run.outcome.launch_facts`) and what it
     loaded."""
 
     #: The timed step's arguments before the program (``mpirun -np 4``), or None.
     launcher: list[str] | None = None
     #: The site's and the recipe's variables: names always, values only where they can
-    #: change a result and are no secret (apptune/core/envrecord.py).
+    #: change a result and are no secret (apptune/core/run/envrecord.py).
     env_vars: dict[str, Any] = {}
     modules: list[str] = []
     #: The shared libraries the ranks seen on the job's first node mapped (BLAS, LAPACK,
@@ -38,7 +38,8 @@ class RunLaunch(Part):
 
 
 class BuildCompiler(Part):
-    """One compiler of a build as it answered (apptune/core/buildid.py ``compiler_identity``)."""
+    """One compiler of a build as it answered (apptune/core/builds/buildid.py
+    ``compiler_identity``)."""
 
     #: The command the build ran (``mpicc``, ``gfortran``).
     command: str | None = None
@@ -67,7 +68,7 @@ class BuildSource(BuildFile):
 
 class BuildFlags(Part):
     """The flag sets a build compiled with (None: the provenance does not say), and the
-    per-file overrides (apptune/core/ccwrap.py)."""
+    per-file overrides (apptune/core/builds/ccwrap.py)."""
 
     cflags: list | None = None
     fflags: list | None = None
@@ -78,13 +79,13 @@ class BuildFlags(Part):
 
 
 class BuildCompileLines(Part):
-    """The check of a build's compile lines (apptune/core/compilelines.py)."""
+    """The check of a build's compile lines (apptune/core/builds/compilelines.py)."""
 
     compiles: int | None = None
 
 
 class BuildCacheUse(Part):
-    """Whether the build came from the build cache (apptune/core/buildcache.py), its key."""
+    """Whether the build came from the build cache (apptune/core/builds/buildcache.py), its key."""
 
     hit: bool = False
     key: str | None = None
@@ -93,8 +94,8 @@ class BuildCacheUse(Part):
 
 class Provenance(Part):
     """How a run's programs were made (``provenance.json``): a compiled build's source,
-    patches, flags, axes, compilers, libraries and compile lines (apptune/core/build.py),
-    or an install's packages and modules (apptune/core/installed.py); the history adds the
+    patches, flags, axes, compilers, libraries and compile lines (apptune/core/builds/steps.py),
+    or an install's packages and modules (apptune/core/builds/installed.py); the history adds the
     run's ``launch``."""
 
     app: str | None = None

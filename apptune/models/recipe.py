@@ -287,7 +287,7 @@ class OutputSpec(Strict):
     #: tree ``reference`` (under reference/); curve: whitespace columns, figures derived;
     #: gmx_check_energy / gmx_check_forces: a ``gmx check`` report, one ``field``;
     #: gmx_mdlog: mdrun's md.log (ns/day, wall time, cycle-table shares). Each format is a
-    #: module of apptune/core/formats/ (a new one is named here too).
+    #: module of apptune/core/verification/formats/ (a new one is named here too).
     format: Literal[
         "keyvalue",
         "regex",

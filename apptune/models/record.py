@@ -1,9 +1,9 @@
 """The run record (``apptune-result.json``) every check and trial writes.
 
-Every part is typed as :func:`apptune.core.run.evaluate` writes it today. A part's fields
+Every part is typed as :func:`apptune.core.run.outcome.evaluate` writes it today. A part's fields
 default to what a reader of an older record assumed of a missing key (None, an empty
 list), and each part keeps keys it does not know (``extra="allow"``): records written by
-older and newer versions load. The writer (:func:`apptune.core.run.write_record`) refuses an
+older and newer versions load. The writer (:func:`apptune.core.run.outcome.write_record`) refuses an
 unknown key at the top level only.
 """
 
@@ -18,7 +18,8 @@ from .provenance import Provenance, RunLaunch
 
 # ------------------------------------------------------------------------- run records
 class FieldComparison(Part):
-    """One field of the output against its reference (apptune/core/verify.py ``FieldResult``)."""
+    """One field of the output against its reference (apptune/core/verification/verify.py
+    ``FieldResult``)."""
 
     field: str
     #: The value the output gave (a number, or the text that is not one).
@@ -32,8 +33,9 @@ class FieldComparison(Part):
 
 
 class OwnCheckResult(Part):
-    """One of the recipe's own checks on the output (:func:`apptune.core.verify.run_own_checks`),
-    or a check of the run itself (its exit status, binding, knobs)."""
+    """One of the recipe's own checks on the output
+    (:func:`apptune.core.verification.verify.run_own_checks`), or a check of the run itself (its
+    exit status, binding, knobs)."""
 
     pattern: str | None = None
     #: The file it read (what a reference's ``xfail`` ``fails`` names it by).
@@ -47,7 +49,7 @@ class OwnCheckResult(Part):
 
 class RunVerification(Part):
     """The verification part of a run record: always a verdict and one sentence; the
-    per-field comparison when there was output to compare (apptune/core/verify.py)."""
+    per-field comparison when there was output to compare (apptune/core/verification/verify.py)."""
 
     ok: bool
     summary: str
@@ -68,7 +70,7 @@ class RunVerification(Part):
 
 
 class RunQuality(Part):
-    """How undisturbed the run was (apptune/core/quality.py): a grade and its reasons, and the
+    """How undisturbed the run was (apptune/core/run/quality.py): a grade and its reasons, and the
     measurements they come from (absent when the runner could not measure)."""
 
     grade: str | None = None
@@ -140,7 +142,7 @@ class EnergyRecord(Part):
 
 class RunJob(Part):
     """The job that ran: its scheduler, id and final state; on a cluster also its nodes,
-    time limit and the scheduler's reason (apptune/core/slurm.py)."""
+    time limit and the scheduler's reason (apptune/core/run/slurm.py)."""
 
     scheduler: str | None = None
     jobid: str | None = None
@@ -157,7 +159,7 @@ class RunJob(Part):
 
 
 class RunSummary(Part):
-    """The runner's summary of the run (:func:`apptune.core.run.run_summary`)."""
+    """The runner's summary of the run (:func:`apptune.core.run.outcome.run_summary`)."""
 
     exit_status: int | None = None
     #: The step that failed (``run.prerun[0]``, ``run``), or None.
@@ -165,13 +167,13 @@ class RunSummary(Part):
     message: str | None = None
     wall_s: float | None = None
     t_start: float | None = None
-    #: The wait for a quiet node before the run (apptune/core/quality.py), or None.
+    #: The wait for a quiet node before the run (apptune/core/run/quality.py), or None.
     quiet_wait: dict | None = None
     completed: bool | None = None
 
 
 class FigureVerdict(Part):
-    """One figure against the baseline (:func:`apptune.core.baselines.judge`)."""
+    """One figure against the baseline (:func:`apptune.core.judge.baselines.judge`)."""
 
     value: Any = None
     baseline: float | None = None
@@ -189,7 +191,7 @@ class FigureVerdict(Part):
 
 class BaselineVerdicts(Part):
     """A run (or the repeats of a variant) against this machine's baseline
-    (:func:`apptune.core.baselines.verdicts`)."""
+    (:func:`apptune.core.judge.baselines.verdicts`)."""
 
     #: The baseline file, relative to the data.
     file: str | None = None
@@ -219,7 +221,7 @@ class PlacementLayout(Part):
 
 
 class RankBinding(Part):
-    """The CPUs one rank could run on (apptune/core/procfs.py ``observe_binding``)."""
+    """The CPUs one rank could run on (apptune/core/run/procfs.py ``observe_binding``)."""
 
     pid: int | None = None
     cpus: str | None = None
@@ -239,7 +241,7 @@ class RunBinding(Part):
 
 
 class KnobsAsked(Part):
-    """The knobs a run asked for (apptune/core/knobs.py ``Asked.to_dict``): only those asked."""
+    """The knobs a run asked for (apptune/core/run/knobs.py ``Asked.to_dict``): only those asked."""
 
     #: kHz (``1800000``), a Slurm name (``low``, ``high``, ...) or a governor.
     cpu_freq: str | int | None = None
@@ -253,7 +255,8 @@ class KnobsAsked(Part):
 
 
 class NodeCpufreq(Part):
-    """The cpufreq state of the node's first CPU (kHz; apptune/core/knobs.py ``read_cpufreq``)."""
+    """The cpufreq state of the node's first CPU (kHz; apptune/core/run/knobs.py
+    ``read_cpufreq``)."""
 
     driver: str | None = None
     governor: str | None = None
@@ -271,7 +274,7 @@ class NodeCpufreq(Part):
 
 
 class NodeBoost(Part):
-    """The turbo switch (apptune/core/knobs.py ``read_boost``): its sysfs file, whether turbo
+    """The turbo switch (apptune/core/run/knobs.py ``read_boost``): its sysfs file, whether turbo
     was on and whether this user may write it."""
 
     path: str | None = None
@@ -280,7 +283,7 @@ class NodeBoost(Part):
 
 
 class NodeSmt(Part):
-    """The node's hardware threads (apptune/core/knobs.py ``read_smt``)."""
+    """The node's hardware threads (apptune/core/run/knobs.py ``read_smt``)."""
 
     threads_per_core: int = 1
     #: The kernel's ``smt/control`` (``on``, ``notsupported``, ...), or None.
@@ -290,7 +293,7 @@ class NodeSmt(Part):
 
 
 class KnobsNode(Part):
-    """What the job's node offers (apptune/core/knobs.py ``node_state``): cpufreq (None: the
+    """What the job's node offers (apptune/core/run/knobs.py ``node_state``): cpufreq (None: the
     node has none), the turbo switch (None: it has none) and SMT."""
 
     cpufreq: NodeCpufreq | None = None
@@ -299,7 +302,7 @@ class KnobsNode(Part):
 
 
 class KnobsFrequency(Part):
-    """The frequency measured on the ranks' CPUs during the run (MHz; apptune/core/knobs.py
+    """The frequency measured on the ranks' CPUs during the run (MHz; apptune/core/run/knobs.py
     ``frequency_summary``)."""
 
     #: The CPUs measured, as a CPU list (``0-1``).
@@ -311,7 +314,7 @@ class KnobsFrequency(Part):
 
 
 class KnobsObserved(Part):
-    """What was in effect during the run (apptune/core/knobs.py ``after_run``)."""
+    """What was in effect during the run (apptune/core/run/knobs.py ``after_run``)."""
 
     #: The frequency measured on the ranks' CPUs (None: not measured).
     frequency: KnobsFrequency | None = None
@@ -324,7 +327,7 @@ class KnobsObserved(Part):
 
 
 class RunKnobs(Part):
-    """The machine knobs a run asked for and what was in effect (apptune/core/knobs.py)."""
+    """The machine knobs a run asked for and what was in effect (apptune/core/run/knobs.py)."""
 
     #: ``cpu_freq``, ``smt``, ``turbo`` as asked (the check's variables).
     asked: KnobsAsked = KnobsAsked()
@@ -345,8 +348,8 @@ class RunKnobs(Part):
 
 
 class RunScratch(Part):
-    """Where an I/O benchmark wrote its files (apptune/core/scratch.py): the file system measured
-    (the same bandwidth means different things on a parallel file system, a local disk and
+    """Where an I/O benchmark wrote its files (apptune/core/run/scratch.py): the file system
+    measured (the same bandwidth means different things on a parallel file system, a local disk and
     a tmpfs), its space, and whether the run wrote more than the node's memory."""
 
     #: The site's scratch directory and the run's own directory in it (removed after the run).
@@ -410,8 +413,8 @@ class RunMachine(Part):
 
 class RunRecord(Part):
     """``apptune-result.json``: one run of one input, as the checks (apptune/rfm/check.py) and
-    tune and bisect trials (apptune/core/localrun.py) write it through
-    :func:`apptune.core.run.write_record` and everything that reads a run (report, history,
+    tune and bisect trials (apptune/core/run/localrun.py) write it through
+    :func:`apptune.core.run.outcome.write_record` and everything that reads a run (report, history,
     bless) reads it through :func:`apptune.history.records.load_record`. A run that produced
     nothing to verify has only its identity, provenance, energy and verification."""
 
@@ -449,7 +452,8 @@ class RunRecord(Part):
     energy: EnergyRecord | None = None
     quality: RunQuality | None = None
     #: The CPUs each rank of the program seen on the job's first node could run on
-    #: (apptune/core/procfs.py ``observe_binding``), judged against ``placement_layout.binding``.
+    #: (apptune/core/run/procfs.py ``observe_binding``), judged against
+    #: ``placement_layout.binding``.
     binding: RunBinding | None = None
     #: The machine's fingerprint, and its id (``m-`` and a hash of its key fields).
     machine: RunMachine | None = None
@@ -462,7 +466,7 @@ class RunRecord(Part):
     curves: dict[str, RunCurve] | None = None
     figures: dict[str, float | None] | None = None
     verification: RunVerification
-    #: Each figure against this machine's baseline (apptune/core/baselines.py), checks only.
+    #: Each figure against this machine's baseline (apptune/core/judge/baselines.py), checks only.
     baseline: BaselineVerdicts | None = None
     #: Set by the reader of a run directory (:func:`apptune.history.records.cases`), never written:
     #: the run directory's name, and its path (one session of a baseline's runs).

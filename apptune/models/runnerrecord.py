@@ -1,6 +1,6 @@
-"""The runner's record (``.apptune-run.json``): what :func:`apptune.core.runner.run` writes in
-the run directory of every check and trial, and :func:`apptune.core.runner.load_record`
-reads back for :func:`apptune.core.run.evaluate` to make the run record
+"""The runner's record (``.apptune-run.json``): what :func:`apptune.core.run.runner.run` writes in
+the run directory of every check and trial, and :func:`apptune.core.run.runner.load_record`
+reads back for :func:`apptune.core.run.outcome.evaluate` to make the run record
 (:class:`apptune.models.RunRecord`) of.
 
 Its parts are those of the run record where the run record keeps them whole (quality,
@@ -31,16 +31,16 @@ class RunnerStep(Part):
 
 
 class RunnerRecord(Part):
-    """``.apptune-run.json``: one run of the runner (:mod:`apptune.core.runner`)."""
+    """``.apptune-run.json``: one run of the runner (:mod:`apptune.core.run.runner`)."""
 
     #: The machine's fingerprint (:func:`apptune.machine.fingerprint`) and its id.
     machine: RunMachine | None = None
     machine_id: str | None = None
     #: The bounded wait for a quiet node before the timed region
-    #: (:func:`apptune.core.quality.wait_for_quiet`); absent when none was asked for.
+    #: (:func:`apptune.core.run.quality.wait_for_quiet`); absent when none was asked for.
     quiet_wait: dict | None = None
     #: The run's own directory under the site's scratch directory and its file system
-    #: (:mod:`apptune.core.scratch`); absent without ``run.scratch``.
+    #: (:mod:`apptune.core.run.scratch`); absent without ``run.scratch``.
     scratch: RunScratch | None = None
     #: The stack limit the steps ran with, in bytes (None: unlimited); absent without
     #: ``run.stack`` or when it could not be raised.
@@ -48,7 +48,7 @@ class RunnerRecord(Part):
     #: When the timed region began (seconds since 1970), and its wall time: all the steps.
     t_start: float | None = None
     wall_s: float | None = None
-    #: How undisturbed the timed region was (:class:`apptune.core.quality.Monitor`).
+    #: How undisturbed the timed region was (:class:`apptune.core.run.quality.Monitor`).
     quality: RunQuality | None = None
     #: The CPUs each rank of the measured program could run on, with the step that launched
     #: it (None: no program to watch).
@@ -57,7 +57,7 @@ class RunnerRecord(Part):
     #: was seen, or they could not be read).
     libraries: list[LoadedLibrary] = []
     #: The machine knobs: what the node offers, what was refused or written and what was in
-    #: effect (:func:`apptune.core.knobs.before_run`, ``after_run``); absent when none asked.
+    #: effect (:func:`apptune.core.run.knobs.before_run`, ``after_run``); absent when none asked.
     knobs: RunKnobs | None = None
     #: The exit status the runner exits with: the failed step's, ``128 + N`` for a signal N
     #: that ended the run, 1 when the scratch, stack or knobs check failed.

@@ -11,8 +11,8 @@ from .base import Strict
 
 
 class ZoneFillSpec(Strict):
-    """The program fills its blocks of zones by a formula (apptune/core/netcdf.py ZoneFill):
-    zone (i, j, k) of block g holds an integer shared by the variable's zones plus
+    """The program fills its blocks of zones by a formula (apptune/core/verification/netcdf.py
+    ZoneFill): zone (i, j, k) of block g holds an integer shared by the variable's zones plus
     ``mod(wi*i + wj*j + wk*k + wg*g, modulus) / modulus``, i, j, k counted from 1 at the
     first guard cell; every value of the file is checked against it (``VAR.fill_errors``)."""
 
@@ -32,7 +32,8 @@ class ScratchFileSpec(Strict):
     #: The prefix of its fields: ``chk`` gives ``chk.VAR.count``, ``.crc32``, ``.min``,
     #: ``.max`` and ``.sum`` for every variable.
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
-    #: ``netcdf``: a classic, 64-bit offset or CDF-5 netCDF file (apptune/core/netcdf.py).
+    #: ``netcdf``: a classic, 64-bit offset or CDF-5 netCDF file
+    #: (apptune/core/verification/netcdf.py).
     format: Literal["netcdf"] = "netcdf"
     #: The formula the program filled its zones by: ``VAR.fill_errors`` for each variable of
     #: four dimensions (block, z, y, x).
@@ -42,7 +43,7 @@ class ScratchFileSpec(Strict):
 class RunScratchSpec(Strict):
     """The program writes data files: it runs with a directory of its own under the
     partition's scratch directory (``{{ scratch }}`` in ``args`` and ``prerun``), checked
-    before the run and removed after it (apptune/core/scratch.py)."""
+    before the run and removed after it (apptune/core/run/scratch.py)."""
 
     #: What one run writes at most, in bytes (a template with the input parameters and
     #: ``ranks``): refused beforehand when the file system has less free; the record says

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from ..core import recipes
+from ..core.data import recipes
 from ..errors import ApptuneError
 from .values import number_or_none, variant_key
 

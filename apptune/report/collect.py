@@ -13,7 +13,8 @@ from pathlib import Path
 
 from .. import machine
 from ..constants import RUN_NOTES_FILE, SKIP_FILE, XFAIL_FILE
-from ..core import knobs, recipes
+from ..core.data import recipes
+from ..core.run import knobs
 from ..errors import ApptuneError
 from ..history import records
 from ..models import BaselineVerdicts, RunRecord
@@ -297,7 +298,7 @@ def outcome(
 def baseline_advice(rows: list[Row]) -> list[str]:
     """How to record the baselines this run lacked: one line per tier and system, naming
     its applications and the one command (said once per run, not per figure)."""
-    from ..core.baselines import record_advice
+    from ..core.judge.baselines import record_advice
 
     groups: dict[tuple[str, str], set[str]] = {}
     for r in rows:
@@ -392,9 +393,9 @@ def _merge_repeats(rows: list[Row], runs: list[RunRecord]) -> list[Row]:
 def _judge_repeats(
     app: str, system: str, first: BaselineVerdicts, runs: list[RunRecord]
 ) -> BaselineVerdicts:
-    """The baseline verdicts of repeated runs (:func:`apptune.core.baselines.verdicts`); ``first``:
-    the first repeat's own."""
-    from ..core import baselines
+    """The baseline verdicts of repeated runs (:func:`apptune.core.judge.baselines.verdicts`);
+    ``first``: the first repeat's own."""
+    from ..core.judge import baselines
 
     try:
         specs = recipes.figure_specs(recipes.load_recipe(app))

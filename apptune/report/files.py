@@ -9,9 +9,9 @@ import functools
 from pathlib import Path
 
 from .. import paths, templating
-from ..core import quality, scratch
+from ..core.run import quality, scratch
 from ..errors import printable
-from ..figures import fmt_figure
+from ..figures import fmt_figure, fmt_pct
 from ..models import as_data
 from ..yamlio import atomic_write_json, atomic_write_text
 from .collect import collect, history_verdicts
@@ -24,7 +24,7 @@ from .plots import (
     write_figures,
 )
 from .screen import app_anchor, app_heading, first_screen
-from .values import fmt_pct, variant_key
+from .values import variant_key
 
 
 def summary_line(s: dict) -> str:

@@ -1,7 +1,7 @@
 """The machine knobs of a run side by side: for each knob (CPU frequency, SMT, turbo) that a
 run asked for, each variant's time, energy and primary figure at every setting, with their
 ratio to the node's own setting (the same variant run without the knob), and each setting
-that was asked for and not measured, with the node's reason (:mod:`apptune.knobs`).
+that was asked for and not measured, with the node's reason (:mod:`apptune.core.run.knobs`).
 
 Only what ran is shown as measured: a setting the node could not set, or that was not in
 effect, is "not measured" with its one line; energy keeps its grade, so a ratio of
@@ -14,14 +14,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..core import knobs
+from ..core.run import knobs
 from ..models import KnobsObserved
 from .values import number_or_none, variant_key
 
 if TYPE_CHECKING:
     from .row import Row
 
-#: A knob's line in a skip reason (apptune.knobs.unavailable and problems), up to the next.
+#: A knob's line in a skip reason (apptune.core.run.knobs.unavailable and problems), up to the next.
 _LINE = re.compile(
     r"(?P<knob>cpu_freq|smt|turbo)=(?P<value>\S+): not (?:set|in effect): .*?"
     r"(?=; (?:cpu_freq|smt|turbo)=\S+: not |$)"

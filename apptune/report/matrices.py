@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core import recipes
+from ..core.data import recipes
 from ..errors import ApptuneError
 from .values import number_or_none, variant_key
 

@@ -17,8 +17,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..core import baselines, recipes
-from .values import fmt_pct, number_or_none, variant_key
+from ..core.data import recipes
+from ..core.judge import baselines
+from ..figures import fmt_pct
+from .values import number_or_none, variant_key
 
 if TYPE_CHECKING:
     from .row import Row
@@ -124,8 +126,8 @@ def no_ranking(primary: str, why: dict[str, str], named: int = 3) -> str:
 
 def changed_since_baseline(row: Row) -> str:
     """What differs between a run and the runs of its baseline, in one line
-    (apptune/core/changes.py); what is unknown is said as such."""
-    from ..core import baselines, changes
+    (apptune/core/judge/changes.py); what is unknown is said as such."""
+    from ..core.judge import baselines, changes
 
     b = row.baseline
     if b is None or not b.found:
@@ -336,7 +338,7 @@ def _history(a: dict, history: dict) -> dict:
     """The history's verdict on an application and tier: its regressions (change points)
     named with what changed in provenance, the number of series it judged, or why it judged
     none."""
-    from ..core import changes
+    from ..core.judge import changes
 
     regs = regressed(
         [

@@ -19,8 +19,3 @@ def number_or_none(v):
     return (
         v if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)) else None
     )
-
-
-def fmt_pct(v) -> str:
-    """A relative change as a signed percentage (``+12.5%``), ``–`` when there is none."""
-    return "–" if v is None else f"{v:+.1%}"

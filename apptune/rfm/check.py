@@ -23,18 +23,10 @@ from ..constants import (
     SKIP_FILE,
     SLURM_STATE_FILE,
 )
-from ..core import (
-    baselines,
-    knobs,
-    outputs,
-    quality,
-    recipes,
-    run,
-    runner,
-    runplan,
-    site,
-    slurm,
-)
+from ..core.data import recipes, site
+from ..core.judge import baselines
+from ..core.run import knobs, outcome, prepare, quality, runner, runplan, slurm
+from ..core.verification import outputs
 from ..errors import ApptuneError
 from ..models import BaselineVerdicts, RunRecord
 from ..yamlio import atomic_write_json
@@ -63,7 +55,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     #: :type: int or None
     num_ranks = variable(int, type(None), value=None)
     #: Wait at most this many seconds for a quiet node before the timed region (the run's
-    #: quality is graded either way; apptune/core/quality.py). None: ``$APPTUNE_QUIET_WAIT``
+    #: quality is graded either way; apptune/core/run/quality.py). None: ``$APPTUNE_QUIET_WAIT``
     #: (``apptune run --wait-for-quiet``), else the partition's ``extras.quiet_wait_s``, else 0.
     #: :type: float or None
     quiet_wait = variable(float, int, type(None), value=None, loggable=True)
@@ -87,7 +79,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     #: :type: str or None
     binding = variable(str, type(None), value=None, loggable=True)
 
-    # Machine knobs (apptune/core/knobs.py), set at run time: ``-P cpu_freq=1800000,2400000``
+    # Machine knobs (apptune/core/run/knobs.py), set at run time: ``-P cpu_freq=1800000,2400000``
     # runs the application at each frequency in one session.
     #: The CPU frequency as Slurm's ``--cpu-freq`` takes it (kHz, low, medium, high,
     #: highm1 or a governor); None: the node's own.
@@ -174,7 +166,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     @run_before("run")
     def prepare(self):
         """The run as data: every step an argument list in the runner's spec
-        (:mod:`apptune.core.runner`); the job script only starts the runner."""
+        (:mod:`apptune.core.run.runner`); the job script only starts the runner."""
         r = self.recipe
         self.apply_placement()
         knob_spec = self.apply_knobs()
@@ -197,10 +189,10 @@ class AppRun(rfm.RunOnlyRegressionTest):
         if part.scheduler.registered_name in energy.AGENT_SCHEDULERS:
             # node-local meters run beside the job on each of its nodes (energy/agent.py)
             central, self.node_meters = energy.split_node_local(meters)
-        prepared = run.prepare(
+        prepared = prepare.prepare(
             r,
             self.run_plan,
-            run.Where(
+            prepare.Where(
                 environment=self.current_environ.name,
                 system=self.current_system.name,
                 partition=part.name,
@@ -230,7 +222,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         # the runner starts the parallel launcher itself (launch_argv), so the job script
         # runs it once
         self.executable = shlex.quote(sys.executable)
-        self.executable_opts = ["-m", "apptune.core.runner", runner.SPEC_FILE]
+        self.executable_opts = ["-m", "apptune.core.run.runner", runner.SPEC_FILE]
         self.job.launcher = getlauncher("local")()
 
     def launch_argv(self) -> list[str]:
@@ -246,7 +238,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         return list(self._launch_argv)
 
     def apply_placement(self):
-        """The run's plan (:func:`apptune.core.runplan.make`, as a trial makes its own): the
+        """The run's plan (:func:`apptune.core.run.runplan.make`, as a trial makes its own): the
         input, the variables, and the recipe's named placement (``placement``), ranks per
         node, threads per rank and binding (apptune/placement.py) applied to the job's
         sizes and the launcher's options."""
@@ -284,8 +276,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
         self.job.launcher.options = p.placement.options
 
     def apply_knobs(self) -> dict:
-        """The machine knobs asked for (apptune/core/knobs.py): the launcher's options for those it
-        sets, and the runner's spec of them. Where the node is this machine (the local
+        """The machine knobs asked for (apptune/core/run/knobs.py): the launcher's options for those
+        it sets, and the runner's spec of them. Where the node is this machine (the local
         scheduler), a knob it cannot set skips the check with one line saying why; on a
         cluster the runner refuses it on the job's node."""
         asked = self.asked_knobs
@@ -311,7 +303,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
     @run_before("run")
     def watch_slurm_job(self):
         # Slurm: a job pending on DOWN/DRAINED nodes is cancelled after a bounded wait
-        # (apptune/core/slurm.py)
+        # (apptune/core/run/slurm.py)
         self.slurm_watch = slurm.watch(
             self.current_partition,
             lambda: self.job.jobid,
@@ -411,8 +403,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
     # ----------------------------------------------------------------- results
     @run_after("run")
     def record_run(self):
-        """The run record (:func:`apptune.core.run.evaluate`) with this machine's baseline verdict,
-        written as ``apptune-result.json`` for every run that ended, passed or not (the
+        """The run record (:func:`apptune.core.run.outcome.evaluate`) with this machine's baseline
+        verdict, written as ``apptune-result.json`` for every run that ended, passed or not (the
         sanity function only asserts on it)."""
         if self.is_dry_run():
             return
@@ -420,7 +412,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         # `-S num_ranks=N` changes the input: fields that depend on the rank count are not compared
         r = self.recipe
         changed = {"ranks"} if self.num_tasks != r.tiers[self.tier].ranks else set()
-        result = run.evaluate(
+        result = outcome.evaluate(
             r,
             self.tier,
             Path(self.stagedir),
@@ -438,7 +430,7 @@ class AppRun(rfm.RunOnlyRegressionTest):
         )
         if result.figures is not None:  # verified or not: the performance verdict goes with it
             result.baseline = self.judge_performance(result)
-        run.write_record(self.stagedir, result)
+        outcome.write_record(self.stagedir, result)
         self.apptune_result = result
 
     @sanity_function
@@ -452,7 +444,8 @@ class AppRun(rfm.RunOnlyRegressionTest):
         return sn.assert_true(v.ok, msg=f"{self.app}/{self.tier} {self.run_variant}: {v.summary}")
 
     def judge_performance(self, result: RunRecord) -> BaselineVerdicts:
-        """This run against this machine's baseline (:func:`apptune.core.baselines.verdicts`)."""
+        """This run against this machine's baseline
+        (:func:`apptune.core.judge.baselines.verdicts`)."""
         return baselines.verdicts(
             self.baseline_system or self.current_system.name,
             self.app,

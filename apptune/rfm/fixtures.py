@@ -21,17 +21,19 @@ from ..constants import (
     SKIP_FILE,
     XFAIL_FILE,
 )
-from ..core import ccache, recipes, sources, syspackages
+from ..core.builds import ccache, sources, syspackages
+from ..core.data import recipes
 from ..errors import ApptuneError, last_error_line
 
 
 def missing_in_environment(environ, tools: list[str]) -> list[str]:
     """The tools not found with a ReFrame environment applied as its job would see it
-    (:func:`apptune.core.site.job_environment`: its prepare commands, modules and ``env_vars``)."""
+    (:func:`apptune.core.data.site.job_environment`: its prepare commands, modules and
+    ``env_vars``)."""
     from reframe.core.exceptions import ReframeFatalError
     from reframe.core.runtime import runtime
 
-    from ..core.site import job_environment
+    from ..core.data.site import job_environment
 
     try:
         modules_system = runtime().modules_system
@@ -109,22 +111,22 @@ class DataProblems(rfm.RunOnlyRegressionTest):
 
 def load_app(app: str):
     """The recipe of ``app`` for its check file, once every check of its data passed
-    (:func:`apptune.core.validate.app_problems`: recipe, inputs, references, against this
-    session's environments). Otherwise the check file gets a failing
+    (:func:`apptune.core.validation.datachecks.app_problems`: recipe, inputs, references, against
+    this session's environments). Otherwise the check file gets a failing
     :class:`DataProblems` test naming each problem, and a recipe with no tiers, so that
     its own classes define no test case; the other applications' files load as usual.
     Problems of the baseline files only withhold the performance verdict (the run says
     why): they do not stop the application."""
     import types
 
-    from ..core import validate
+    from ..core.validation import datachecks, validate
     from ..models import Recipe, RunSpec
 
     # outside a ReFrame session (None): the site config file's environments
     site, found = validate.load_site_facts(
         environments=_session_environments(), systems=_session_environments("systems")
     )
-    found += validate.app_problems(app, site)
+    found += datachecks.app_problems(app, site)
     if not found:
         return recipes.load_recipe(app)
     caller = sys._getframe(1).f_globals.get("__name__", __name__)
@@ -172,7 +174,7 @@ class SourceFetch(rfm.RunOnlyRegressionTest):
 
     @run_before("run")
     def set_command(self):
-        self.executable_opts = ["-m", "apptune.core.sources", self.app]
+        self.executable_opts = ["-m", "apptune.core.builds.sources", self.app]
 
     @sanity_function
     def fetched(self):
@@ -301,7 +303,7 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
         cmd = [
             sys.executable,
             "-m",
-            "apptune.core.build",
+            "apptune.core.builds.steps",
             "--plan",
             "plan.json",
             "--source",

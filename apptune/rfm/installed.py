@@ -12,14 +12,15 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
 from ..constants import SKIP_FILE
-from ..core import installed, recipes, syspackages
+from ..core.builds import installed, syspackages
+from ..core.data import recipes
 from ..errors import ApptuneError, last_error_line
 
 
 class InstalledBuild(rfm.RunOnlyRegressionTest):
     """Find an install's programs in its environment and record its provenance
-    (``python -m apptune.core.installed``); nothing is compiled. A Debian package of the install
-    that is not installed skips it, naming the package; its modules are loaded in this job
+    (``python -m apptune.core.builds.installed``); nothing is compiled. A Debian package of the
+    install that is not installed skips it, naming the package; its modules are loaded in this job
     and in the run's."""
 
     #: Application name (a recipe in build-recipes/).
@@ -60,7 +61,7 @@ class InstalledBuild(rfm.RunOnlyRegressionTest):
             self.skip(reason)
         self.executable_opts = [
             "-m",
-            "apptune.core.installed",
+            "apptune.core.builds.installed",
             "--app",
             self.app,
             "--variant",

@@ -33,8 +33,10 @@ from pathlib import Path
 import yaml
 
 from .. import paths, yamlio
-from ..core import baselines, outputs, recipes
-from ..core.verify import compare_field, load_reference
+from ..core.data import recipes
+from ..core.judge import baselines
+from ..core.verification import outputs
+from ..core.verification.verify import compare_field, load_reference
 from ..errors import ApptuneError
 from ..history import records
 from ..models import BuildFlags, FieldTolerance, Provenance, ReferenceFile, RunRecord
@@ -63,13 +65,13 @@ def refusals(cs: list[records.Case]) -> list[str]:
 
 def plan_drift(r: RunRecord) -> list[str]:
     """What differs between a result's build and what its recipe resolves to now."""
-    from ..core.site import load_site
+    from ..core.data.site import load_site
 
     prov = r.provenance or Provenance()
     try:
         recipe = recipes.load_recipe(r.app)
         site = load_site(r.environment, languages=recipe.build.languages)
-        plan = recipes.resolve(recipe, r.build_variant or r.variant, site.toolchain).to_dict()
+        plan = recipes.resolve(recipe, r.build_variant or r.variant, site.toolchain)
     except (ApptuneError, KeyError):
         return []
     out = []
@@ -77,7 +79,7 @@ def plan_drift(r: RunRecord) -> list[str]:
     if had not in (None, recipe.source.sha256):
         out.append(f"source {had[:12]} → {recipe.source.sha256[:12]}")
     was = {p.file: p.sha256 for p in prov.patches}
-    now = {p["file"]: p["sha256"] for p in plan["patches"]}
+    now = {p["file"]: p["sha256"] for p in plan.patches}
     if was != now:
         out.append(
             f"patches {sorted(was)} → {sorted(now)}" if set(was) != set(now) else "patch contents"
@@ -85,8 +87,9 @@ def plan_drift(r: RunRecord) -> list[str]:
     flags = prov.flags or BuildFlags()
     for k in ("cflags", "fflags", "cppflags", "ldflags"):
         had = getattr(flags, k)
-        if had is not None and had != plan[k]:
-            out.append(f"{k} {' '.join(had)!r} → {' '.join(plan[k])!r}")
+        planned = getattr(plan, k)
+        if had is not None and had != planned:
+            out.append(f"{k} {' '.join(had)!r} → {' '.join(planned)!r}")
     return out
 
 

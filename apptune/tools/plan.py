@@ -32,7 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import machine
-from ..core import knobs, recipes
+from ..core.data import recipes
+from ..core.run import knobs
 from ..errors import LINE_BREAKING, ApptuneError, escape_line_breaks, first_of
 from ..figures import fmt_seconds
 from ..history import store

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import paths
 from ..constants import RESULT_FILE
-from ..core import knobs
+from ..core.run import knobs
 from ..errors import LINE_BREAKING, ApptuneError, escape_line_breaks
 from ..figures import fmt_seconds
 from ..history import records

@@ -1,6 +1,6 @@
 """``apptune new APP``: a new application's files, from its source.
 
-The source is fetched and checked as every build fetches it (:mod:`apptune.core.sources`):
+The source is fetched and checked as every build fetches it (:mod:`apptune.core.builds.sources`):
 a Debian orig tarball (``--debian PACKAGE``: its name and sha256 from
 ``apt-cache showsrc``), a tarball at a URL with its pinned sha256 (``--url``), or a
 directory of this repository (``--path src/NAME``). The build system is guessed from the
@@ -36,8 +36,9 @@ from types import SimpleNamespace
 import yaml
 
 from .. import paths, templating
-from ..core import faults, recipes, sources
-from ..core.ccwrap import SOURCE_LANGUAGE
+from ..core.builds import sources
+from ..core.builds.ccwrap import SOURCE_LANGUAGE
+from ..core.data import faults, recipes
 from ..errors import ApptuneError
 from ..models import NAME_RE, SHA256_RE, SourceSpec
 from ..models.source import TARBALL_NAME_RE, url_problem
@@ -292,7 +293,7 @@ _OPTION = {"source.debian": "--debian", "source.file": "--debian", "source.path"
 
 
 def fetch(app: str, spec: SourceSpec) -> Path:
-    """The verified tarball in the download cache (:func:`apptune.core.sources.fetch`); its
+    """The verified tarball in the download cache (:func:`apptune.core.builds.sources.fetch`); its
     errors name the command-line option the source came from."""
     try:
         return sources.fetch(SimpleNamespace(name=app, source=spec))

@@ -18,7 +18,7 @@ the builds of the orig tarball (``AppBuild``) on the tiers that name one, the ni
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.core.recipes import built_variants, installed_variants, tiers_naming
+from apptune.core.data.recipes import built_variants, installed_variants, tiers_naming
 from apptune.rfm import AppBuild, AppRun, InstalledBuild, SourceFetch, load_app
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)

@@ -11,7 +11,7 @@ reference/npb/<tier>.yaml (the specification's published values and tolerances).
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.core.recipes import all_variants
+from apptune.core.data.recipes import all_variants
 from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)

@@ -20,7 +20,7 @@ name a variant of its own kind, so that neither has a test case without an envir
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.core.recipes import built_variants, installed_variants, tiers_naming
+from apptune.core.data.recipes import built_variants, installed_variants, tiers_naming
 from apptune.rfm import AppBuild, AppRun, InstalledBuild, SourceFetch, load_app
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)

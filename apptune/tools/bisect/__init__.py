@@ -14,7 +14,7 @@ How (details: docs/tuning.md; measured cases: docs/measurements.md#bisect-and-tu
 3. A candidate takes the bad tree, copies the good object over the bad one for a
    subset of units, replaces those members in every static archive that held the
    bad object (``ar r``), re-runs the build's recorded link commands in their
-   directories, and is run and verified like a check (:mod:`apptune.core.localrun`).
+   directories, and is run and verified like a check (:mod:`apptune.core.run.localrun`).
    Nothing is recompiled, so Fortran module order plays no role; mixing objects
    assumes module interfaces do not depend on the flags, which is checked: every
    ``.mod`` file must be identical in both builds (else a warning).

@@ -1,7 +1,7 @@
 """``apptune bisect --between RUN_DIR``: which change since the baseline carries a regression.
 
 A run regressed against this machine's baseline, and its verdict names what changed since
-the baseline's runs (:mod:`apptune.core.changes`): often several things at once (a new flag
+the baseline's runs (:mod:`apptune.core.judge.changes`): often several things at once (a new flag
 ladder and a new BLAS, a compiler module and an MPI setting). This finds the one that
 carries the slowdown, as git bisect finds a commit:
 
@@ -35,10 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import paths
-from ...core import baselines, changes, localrun, recipes
-from ...core.site import load_site
+from ...core.data import recipes
+from ...core.data.site import load_site
+from ...core.judge import baselines, changes
+from ...core.run import localrun
 from ...errors import ApptuneError
-from ...figures import finite_median
+from ...figures import finite_median, fmt_pct
 from ...history import records
 from ...models import RunRecord
 from .search import bisect_search
@@ -149,8 +151,9 @@ def between(
     gap = trial.slowdown(new, old)
     if gap is None or gap <= trial.noise(old):
         res.verdict = (
-            f"the new configuration is not slower than the old one here ({_pct(gap)}): what "
-            "carries the regression is not among the changes that can be undone"
+            "the new configuration is not slower than the old one here "
+            f"({fmt_pct(gap, 'no figure')}): what carries the regression is not among the "
+            "changes that can be undone"
         )
         res.notes, res.builds = trial.notes, len(trial.built)
         return res
@@ -184,10 +187,6 @@ def between(
     res.cycles, res.wrong, res.notes = trial.cycles, trial.wrong, res.notes + trial.notes
     res.builds = len(trial.built)
     return res
-
-
-def _pct(x: float | None) -> str:
-    return "no figure" if x is None else f"{x:+.1%}"
 
 
 class _Trials:

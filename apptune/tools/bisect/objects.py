@@ -13,9 +13,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...core import build
-from ...core.compilelines import is_probe
-from ...core.site import Site
+from ...core.builds import steps
+from ...core.builds.compilelines import is_probe
+from ...core.data.site import Site
 from ...errors import ApptuneError
 from ...models import Recipe
 
@@ -341,7 +341,7 @@ class Mixer:
         finally:
             log.close()
         ctx = dict(self.plan, cc="cc", cxx="c++", ftn="ftn")
-        for rel, name in build.product_paths(self.recipe, ctx):
+        for rel, name in steps.product_paths(self.recipe, ctx):
             shutil.copy2(src / rel, dest / name)
         (dest / "mix.json").write_text(
             json.dumps(

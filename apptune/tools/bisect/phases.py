@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import paths, templating
-from ...core import localrun, recipes
-from ...core.site import Site
+from ...core.data import recipes
+from ...core.data.site import Site
+from ...core.run import localrun
 from ...errors import ApptuneError
 from ...figures import finite_median
 from ...models import Recipe

@@ -9,7 +9,7 @@ import json
 import yaml
 
 from ... import yamlio
-from ...core import recipes
+from ...core.data import recipes
 from ...errors import ApptuneError
 from ...models import Recipe
 

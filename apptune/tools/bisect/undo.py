@@ -30,9 +30,11 @@ from dataclasses import dataclass
 import yaml
 
 from ... import paths
-from ...core import buildid, changes, envrecord, localrun, recipes
-from ...core import run as runcore
-from ...core.site import Site, load_reframe_config, load_site
+from ...core.builds import buildid
+from ...core.data import recipes
+from ...core.data.site import Site, load_reframe_config, load_site
+from ...core.judge import changes
+from ...core.run import envrecord, localrun, prepare
 from ...errors import ApptuneError
 
 
@@ -105,7 +107,7 @@ class Here:
         comp = buildid.compiler_identity(plan, self.recipe.build.languages, site.environ())
         decl = site.declared or {}
         launch = {"modules": decl.get("modules") or [], "env_vars": decl.get("env_vars") or {}}
-        launch = runcore.recorded_launch(launch, site.extras.get("record_env") or ())
+        launch = prepare.recorded_launch(launch, site.extras.get("record_env") or ())
         return changes.provenance_facts({"compilers": comp, "launch": launch})
 
     def other_sites(self) -> dict[str, Site]:

@@ -5,7 +5,7 @@ Faults of our own are planted in a clean build of the tier
 mutations of its source (an index, a constant, a sign, a loop bound in a routine the run
 goes through: small patches under ``patches/APP/faults/``) and of its input (a physical
 parameter, a time step, a mesh size: parameters of the tier's input set to other values).
-Each is built and run as a check's build and run are (:mod:`apptune.core.localrun`, as tune
+Each is built and run as a check's build and run are (:mod:`apptune.core.run.localrun`, as tune
 and bisect do) and judged by the tier's reference: caught, and by which fields, or not seen,
 and how much of its tolerance the closest field used. A sweep changes one physical parameter
 by growing relative amounts, then bisects, to find the smallest change the reference sees.

@@ -2,7 +2,7 @@
 fault planted and judged, then each sweep's parameter changed until the reference sees it.
 
 Every build and run goes through the machinery ``apptune tune`` and ``apptune bisect`` use
-(:mod:`apptune.core.localrun`): the variant's plan with the fault's patch after the recipe's
+(:mod:`apptune.core.run.localrun`): the variant's plan with the fault's patch after the recipe's
 (:func:`localrun.build_variant`: the build cache keeps each faulted build under its own key),
 the tier's input with the fault's parameters (:func:`localrun.run_tier`), the run core's
 verification against the tier's reference."""
@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import machine, paths
-from ...core import faults, inputs, localrun, recipes
-from ...core import site as site_config
-from ...core.locks import locked
+from ...core.data import faults, inputs, recipes
+from ...core.data import site as site_config
+from ...core.run import localrun
 from ...errors import ApptuneError
+from ...locks import locked
 from ...models import FaultsFile, SensitivityFile, Sweep
 from ...yamlio import atomic_write_text, dump_yaml_roundtrip
 from .judge import seen as judged

@@ -9,8 +9,10 @@ import re
 from pathlib import Path
 
 from ... import paths
-from ...core import localrun, outputs, recipes, verify
-from ...core.localrun import RunResult
+from ...core.data import recipes
+from ...core.run import localrun
+from ...core.run.localrun import RunResult
+from ...core.verification import outputs, verify
 from ...models import OwnCheck, Recipe, RunVerification, Seen
 
 #: Lines kept of what a check that forbids a pattern found (one is enough to fail it).
@@ -20,9 +22,9 @@ LINE_CHARS = 300
 
 
 def failed_names(v: RunVerification) -> list[str]:
-    """What failed, as a reference's ``xfail`` names it (:func:`apptune.core.verify.failed_names`):
-    the fields, then the own checks by the file they read; a run that gave nothing to compare
-    failed as a whole (``exit status``)."""
+    """What failed, as a reference's ``xfail`` names it
+    (:func:`apptune.core.verification.verify.failed_names`): the fields, then the own checks by the
+    file they read; a run that gave nothing to compare failed as a whole (``exit status``)."""
     if v.fields is None and not v.own_checks:
         return [] if v.ok else ["exit status"]
     out = [f.field for f in v.fields or [] if not f.ok]

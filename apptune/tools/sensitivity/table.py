@@ -3,7 +3,7 @@ docs/applications.md's table ("catches: ...; cannot see: ...") for each applicat
 
 from __future__ import annotations
 
-from ...core import faults
+from ...core.data import faults
 from ...models import FaultsFile, SensitivityFile
 
 #: The fields named per fault; more are counted.

@@ -36,7 +36,7 @@ Four modules: :mod:`~apptune.tools.tune.space` (configurations and scores),
 
 from __future__ import annotations
 
-from ...core.spaces import load_space, recommended_path, space_path
+from ...core.data.spaces import load_space, recommended_path, space_path
 from .results import recommended_diff, report_md
 from .search import Search, confirm_best, tune
 from .space import (

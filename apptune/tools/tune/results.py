@@ -8,7 +8,7 @@ import difflib
 import yaml
 
 from ... import paths, templating
-from ...core.spaces import recommended_path
+from ...core.data.spaces import recommended_path
 from ...yamlio import edit_yaml_text
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ... import paths
-from ...core.spaces import load_space, space_path
+from ...core.data.spaces import load_space, space_path
 from ...errors import ApptuneError
 from ...yamlio import atomic_write_json, atomic_write_text
 from .results import recommended_diff, report_md, trial_row

@@ -9,8 +9,8 @@ import json
 import math
 from dataclasses import dataclass
 
-from ...core import recipes
-from ...core.spaces import space_path
+from ...core.data import recipes
+from ...core.data.spaces import space_path
 from ...errors import ApptuneError
 from ...figures import finite_median
 from ...models import TuningSpace

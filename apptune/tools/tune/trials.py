@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import paths
-from ...core import localrun, recipes
-from ...core import site as site_config
-from ...core.site import Site
+from ...core.data import recipes
+from ...core.data import site as site_config
+from ...core.data.site import Site
+from ...core.run import localrun
 from ...errors import ApptuneError
 from ...models import TuningSpace
 from ...yamlio import atomic_write_json
@@ -57,7 +58,7 @@ class Tuner:
         self.builds: dict[str, dict] = st.get("builds", {})
         self.cost = Cost(**st.get("cost", {}))
         self.log = self.log or (lambda m: print(m, flush=True))
-        from ...core import inputs
+        from ...core.data import inputs
 
         _, spec = inputs.load_input(self.app, self.space.tier)
         self.tier_params = dict(spec.parameters)
@@ -115,8 +116,8 @@ class Tuner:
         changed = {k for k, v in overrides.items() if self.tier_params.get(k) != v}
         if c.ranks is not None and c.ranks != self.ranks:
             changed.add("ranks")  # reference fields sized per process (depends_on: [ranks])
-        # a run that other work disturbed (apptune/core/quality.py) is run again, at most twice: its
-        # timing would rank the candidate by the load, not by its configuration
+        # a run that other work disturbed (apptune/core/run/quality.py) is run again, at most twice:
+        # its timing would rank the candidate by the load, not by its configuration
         for attempt in range(DISTURBED_RETRIES + 1):
             t0 = time.monotonic()
             r = localrun.run_tier(
