@@ -65,11 +65,27 @@ def test_what_was_recorded_is_of_the_faults_as_they_are(app):
 
 
 def test_the_docs_table_says_what_was_recorded():
-    """docs/applications.md's table is the recorded batteries' (apptune sensitivity --docs)."""
+    """docs/applications.md's table is the recorded batteries' (a battery rewrites it)."""
     docs = (REPO / "docs/applications.md").read_text()
     assert sensitivity.table.HEADER in docs
     for app in APPS:
-        assert sensitivity.docs_row(app) in docs, f"{app}: run apptune sensitivity --docs"
+        assert sensitivity.docs_row(app) in docs, f"{app}: run apptune sensitivity {app}"
+    assert sensitivity.docs_table(faults.apps_with_faults()) in docs
+
+
+def test_a_battery_rewrites_the_docs_table_in_place_and_nothing_else(toy_faults, tmp_path):
+    (toy_faults / "reference/toy/sensitivity/seen.yaml").write_text(TOY_SEEN)
+    f = tmp_path / "applications.md"
+    before, after = "# Apps\n\nText before.\n\n", "\n\nText after, | not a row.\n"
+    stale = "| toy (gnu/baseline, tier ci) | old | old | old | old |\n| other | x | x | x | x |"
+    f.write_text(before + sensitivity.table.HEADER + "\n" + stale + after)
+    assert sensitivity.update_docs(f) == f
+    want = before + sensitivity.docs_table(["toy"]) + after
+    assert f.read_text() == want
+    assert sensitivity.update_docs(f) == f and f.read_text() == want  # again: nothing changes
+    g = tmp_path / "other.md"
+    g.write_text("no table here\n")
+    assert sensitivity.update_docs(g) is None and g.read_text() == "no table here\n"
 
 
 def test_every_application_on_the_ci_tier_has_its_faults():
@@ -99,6 +115,26 @@ sweeps:
     what: the number of terms
     steps: [0.001, 0.1]
 """
+
+TOY_SEEN = textwrap.dedent("""
+    app: toy
+    tier: ci
+    environment: gnu
+    variant: baseline
+    command: apptune sensitivity toy
+    clean: verified 2 fields
+    date: 2026-11-28
+    machine: m-0
+    faults:
+      loop-short: {digest: x, caught: true, by: [sum], summary: s, date: 2026-11-28}
+    sweeps:
+      n:
+        digest: y
+        base: 1000000
+        steps: [{change: 0.1, value: 1100000, caught: true, by: [n]}]
+        smallest: 0.1
+        smallest_run: {digest: y, caught: true, by: [n], summary: s, date: 2026-11-28}
+""")
 
 # one line a list item: the context line of acc.c's empty first line is a lone space
 LOOP_SHORT = "\n".join(
@@ -242,25 +278,7 @@ def test_the_command_refuses_an_unknown_fault_in_one_line(toy_faults, capsys):
 
 
 def test_the_docs_table_of_the_command(toy_faults, capsys):
-    seen = textwrap.dedent("""
-        app: toy
-        tier: ci
-        environment: gnu
-        variant: baseline
-        command: apptune sensitivity toy
-        clean: verified 2 fields
-        date: 2026-11-28
-        machine: m-0
-        faults:
-          loop-short: {digest: x, caught: true, by: [sum], summary: s, date: 2026-11-28}
-        sweeps:
-          n:
-            digest: y
-            base: 1000000
-            steps: [{change: 0.1, value: 1100000, caught: true, by: [n]}]
-            smallest: 0.1
-            smallest_run: {digest: y, caught: true, by: [n], summary: s, date: 2026-11-28}
-        """)
+    seen = TOY_SEEN
     (toy_faults / "reference/toy/sensitivity/seen.yaml").write_text(seen)
     assert main(["sensitivity", "--docs", "toy"]) == 0
     out = capsys.readouterr().out

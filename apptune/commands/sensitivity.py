@@ -33,6 +33,9 @@ def cmd_sensitivity(a) -> int:
     for line in sensitivity.terminal(battery.data, result):
         print(line)
     print(f"apptune: sensitivity: wrote {faults.seen_path(app).relative_to(paths.root())}")
+    docs = sensitivity.update_docs()
+    if docs is not None:
+        print(f"apptune: sensitivity: its row of {docs.relative_to(paths.root())}'s table rewritten")
     return 0
 
 
@@ -63,7 +66,8 @@ def register(subparsers) -> None:
     s.add_argument(
         "--docs",
         action="store_true",
-        help="print docs/applications.md's table from what was recorded; nothing runs",
+        help="print docs/applications.md's table from what was recorded (a battery rewrites "
+        "it there itself); nothing runs",
     )
     s.add_argument("-C", "--config", default=paths.DEFAULT_CONFIG, help="ReFrame site config")
     s.set_defaults(func=cmd_sensitivity)

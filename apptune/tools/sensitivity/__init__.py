@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from .battery import Battery, default_work, write
 from .judge import failed_names, rejudge, seen, still_failing
-from .table import docs_row, docs_table, terminal
+from .table import docs_row, docs_table, terminal, update_docs
 
 __all__ = [
     "Battery",
@@ -36,5 +36,6 @@ __all__ = [
     "seen",
     "still_failing",
     "terminal",
+    "update_docs",
     "write",
 ]

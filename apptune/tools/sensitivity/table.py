@@ -3,8 +3,12 @@ docs/applications.md's table ("catches: ...; cannot see: ...") for each applicat
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ... import paths
 from ...core.data import faults
 from ...models import FaultsFile, SensitivityFile
+from ...yamlio import atomic_write_text
 
 #: The fields named per fault; more are counted.
 NAMED = 3
@@ -77,6 +81,31 @@ def docs_row(app: str) -> str | None:
 def docs_table(apps: list[str]) -> str:
     rows = [r for r in (docs_row(a) for a in apps) if r]
     return "\n".join([HEADER, *rows])
+
+
+def docs_file() -> Path:
+    return paths.root() / "docs" / "applications.md"
+
+
+def update_docs(f: Path | None = None) -> Path | None:
+    """Rewrite the docs' table (its header, and the table's lines after it) from what every
+    battery recorded, atomically; the file, or None when it has no such table."""
+    f = f or docs_file()
+    try:
+        text = f.read_text()
+    except OSError:
+        return None
+    start = text.find(HEADER)
+    if start < 0:
+        return None
+    end = start + len(HEADER)
+    while end < len(text) and text.startswith("\n|", end):
+        nl = text.find("\n", end + 1)
+        end = len(text) if nl < 0 else nl
+    table = docs_table(faults.apps_with_faults())
+    if text[start:end] != table:
+        atomic_write_text(f, text[:start] + table + text[end:])
+    return f
 
 
 def terminal(data: FaultsFile, seen: SensitivityFile) -> list[str]:
