@@ -35,7 +35,8 @@ def cmd_sensitivity(a) -> int:
     print(f"apptune: sensitivity: wrote {faults.seen_path(app).relative_to(paths.root())}")
     docs = sensitivity.update_docs()
     if docs is not None:
-        print(f"apptune: sensitivity: its row of {docs.relative_to(paths.root())}'s table rewritten")
+        where = docs.relative_to(paths.root())
+        print(f"apptune: sensitivity: its row of {where}'s table rewritten")
     return 0
 
 
