@@ -50,7 +50,8 @@ def _short(path: str) -> str:
         rel = os.path.relpath(path)
     except ValueError:
         return path
-    return rel if len(rel) < len(path) and not rel.startswith("../..") else path
+    # a path outside the current directory stays as given: "../x" would name it only from here
+    return rel if len(rel) < len(path) and not rel.startswith("..") else path
 
 
 VALIDATE_HINT = "apptune validate lists them"

@@ -6,6 +6,7 @@ only the layers below it, and every module of the package in one of them; and th
 wings in the same way, the data at the bottom, the validation on top."""
 
 import ast
+import re
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "apptune"
@@ -250,3 +251,26 @@ def test_no_module_is_named_as_its_wing():
         for m in sorted(core_graph())
         if len(m.split(".")) > 3 and m.split(".")[3] == m.split(".")[2]
     ] == []
+
+
+def test_a_check_file_imports_from_reframe_and_the_glue_only():
+    """A check file (reframe-checks/APP/*.py, and the one ``apptune new`` writes) imports from
+    ReFrame and ``apptune.rfm`` only: the package's insides can move without breaking a check
+    nobody edits by hand."""
+    repo = PKG.parent
+    files = sorted((repo / "reframe-checks").glob("*/*.py"))
+    assert len(files) > 2
+    # the template, with its jinja2 names made Python ones
+    template = (repo / "apptune/templates/new-check.py.j2").read_text()
+    texts = {f: f.read_text() for f in files}
+    texts[repo / "apptune/templates/new-check.py.j2"] = re.sub(r"\{\{[^}]*\}\}", "X", template)
+    for f, text in texts.items():
+        for node in ast.walk(ast.parse(text, str(f))):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            bad = [n for n in names if n.split(".")[0] == "apptune" and n != "apptune.rfm"]
+            assert not bad, f"{f.relative_to(repo)}: imports {bad[0]} (import it from apptune.rfm)"

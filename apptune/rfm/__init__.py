@@ -11,7 +11,10 @@ An application check is three short classes (see ``reframe-checks/hpcc/hpcc.py``
                                  reference outputs and baselines.
 
 All decisions (flags, libraries, patches, inputs, tolerances, thresholds) come
-from the data folders; these classes only wire them into ReFrame's pipeline.
+from the data folders; these classes only wire them into ReFrame's pipeline. A check file
+imports from ReFrame and from this module only (the recipe's parameter values too:
+``all_variants``, ``placements``, ...), so the package's insides can move without touching
+a check written by ``apptune new``.
 
 Two modules: :mod:`~apptune.rfm.fixtures` (the source, the build, the recipe loaded for
 a check file) and :mod:`~apptune.rfm.check` (the test).
@@ -19,6 +22,13 @@ a check file) and :mod:`~apptune.rfm.check` (the test).
 
 from __future__ import annotations
 
+from ..core.data.recipes import (
+    all_variants,
+    built_variants,
+    installed_variants,
+    placements,
+    tiers_naming,
+)
 from .check import AppRun
 from .fixtures import (
     AppBuild,
@@ -38,9 +48,14 @@ __all__ = [
     "DataProblems",
     "InstalledBuild",
     "SourceFetch",
+    "all_variants",
+    "built_variants",
     "expected_build_failure",
     "expected_wrong_result",
+    "installed_variants",
     "load_app",
     "missing_in_environment",
+    "placements",
     "selected_environment_patterns",
+    "tiers_naming",
 ]

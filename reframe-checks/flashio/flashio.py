@@ -10,8 +10,7 @@ figures, variants, tiers), inputs/flashio/<tier>/ and reference/flashio/<tier>.y
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.core.data.recipes import all_variants
-from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
+from apptune.rfm import AppBuild, AppRun, SourceFetch, all_variants, load_app
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
 RECIPE = load_app("flashio")

@@ -18,8 +18,16 @@ the builds of the orig tarball (``AppBuild``) on the tiers that name one, the ni
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.core.data.recipes import built_variants, installed_variants, tiers_naming
-from apptune.rfm import AppBuild, AppRun, InstalledBuild, SourceFetch, load_app
+from apptune.rfm import (
+    AppBuild,
+    AppRun,
+    InstalledBuild,
+    SourceFetch,
+    built_variants,
+    installed_variants,
+    load_app,
+    tiers_naming,
+)
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
 RECIPE = load_app("gromacs")

@@ -11,8 +11,7 @@ checks and checksums). The MPI axis is the environment (gnu: Open MPI, gnu-mpich
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.core.data.recipes import all_variants, placements
-from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
+from apptune.rfm import AppBuild, AppRun, SourceFetch, all_variants, load_app, placements
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
 RECIPE = load_app("mpi-micro")

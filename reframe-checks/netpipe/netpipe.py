@@ -11,8 +11,7 @@ gnu-mpich: MPICH), as a site's modules would provide it.
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.core.data.recipes import all_variants, placements
-from apptune.rfm import AppBuild, AppRun, SourceFetch, load_app
+from apptune.rfm import AppBuild, AppRun, SourceFetch, all_variants, load_app, placements
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
 RECIPE = load_app("netpipe")

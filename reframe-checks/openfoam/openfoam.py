@@ -20,8 +20,16 @@ name a variant of its own kind, so that neither has a test case without an envir
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter
 
-from apptune.core.data.recipes import built_variants, installed_variants, tiers_naming
-from apptune.rfm import AppBuild, AppRun, InstalledBuild, SourceFetch, load_app
+from apptune.rfm import (
+    AppBuild,
+    AppRun,
+    InstalledBuild,
+    SourceFetch,
+    built_variants,
+    installed_variants,
+    load_app,
+    tiers_naming,
+)
 
 # the recipe once all of the app's data is valid (else ReFrame skips this file, saying why)
 RECIPE = load_app("openfoam")
