@@ -1,15 +1,19 @@
-"""The ``plan.json`` a build writes, byte for byte: the build step reads it, the build cache
-keys the build by it, and a stage that holds the same plan is kept rather than built again.
+"""The build plan is typed from ``recipes.resolve`` until it is written
+(:mod:`apptune.models.buildplan`), and it writes what a build has always read: ``plan.json``
+byte for byte. The build step reads it, the build cache keys the build by it, and a stage
+that holds the same plan is kept rather than built again.
 
-``tests/data/plans/`` holds the ``plan.json`` that ``apptune sensitivity hpcc`` writes for
-HPCC's gnu baseline and for its planted fault ``stream-triad-bound``. A change to HPCC's
-recipe or patches, to the gnu ladders or to the fault's patch changes them: write them
-again once the difference is seen to be that change's."""
+``tests/data/plans/`` holds the ``plan.json`` that ``apptune sensitivity hpcc`` wrote for
+HPCC's gnu baseline and for its planted fault ``stream-triad-bound`` when the plan was a dict
+its callers edited. A change to HPCC's recipe or patches, to the gnu ladders or to the
+fault's patch changes them: write them again (``plan.to_json()``) once the difference is
+seen to be that change's."""
 
 import json
 
 import pytest
 from conftest import REPO, gnu_mpi_toolchain
+from pydantic import ValidationError
 
 from apptune.core.builds import buildcache, sources, steps
 from apptune.core.data import faults, recipes
@@ -50,6 +54,9 @@ def _key(text: str) -> str:
 def test_a_typed_plan_writes_the_bytes_the_dict_plan_wrote(written):
     before = (PLANS / "hpcc-gnu-baseline.json").read_text()
     assert written["clean"] == before
+    # the checks' build fixture writes resolve's plan as it is
+    plan = recipes.resolve(recipes.load_recipe("hpcc"), "baseline", gnu_mpi_toolchain())
+    assert plan.to_json() == before
     assert _key(written["clean"]) == _key(before)
 
 
@@ -60,5 +67,16 @@ def test_a_faulted_plan_differs_only_in_its_patches_and_variant(written):
     clean, faulted = json.loads(written["clean"]), json.loads(written[FAULT])
     assert {k for k in clean if clean[k] != faulted[k]} == {"patches", "variant"}
     assert faulted["variant"] == f"baseline fault:{FAULT}"
-    fault = faults.plan_patch("hpcc", FAULT, f"{FAULT}.patch")
+    fault = faults.plan_patch("hpcc", FAULT, f"{FAULT}.patch").model_dump()
     assert faulted["patches"] == [*clean["patches"], fault]
+
+
+def test_a_plan_changed_with_a_wrong_field_or_value_is_an_error():
+    plan = recipes.resolve(recipes.load_recipe("hpcc"), "baseline", gnu_mpi_toolchain())
+    with pytest.raises(ValidationError, match="cflag"):
+        plan.updated(cflag=["-O0"])
+    with pytest.raises(ValidationError, match="cflags"):
+        plan.updated(cflags="-O0 -g")
+    with pytest.raises(ValidationError):  # frozen: a change is a new plan
+        plan.variant = "other"
+    assert plan.updated(cflags=["-O0"]).cflags == ["-O0"] and plan.cflags == ["-O2"]
