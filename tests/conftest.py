@@ -361,10 +361,10 @@ def fake_trials(monkeypatch, gnu_toolchain):
 
     def build_variant(recipe, plan, site, stage, use_cache=True):
         stage.mkdir(parents=True, exist_ok=True)
-        prov = {"variant": plan["variant"], "flags": {"cflags": plan["cflags"]}, "cache": {}}
-        (stage / "plan.json").write_text(json.dumps(plan))
+        prov = {"variant": plan.variant, "flags": {"cflags": plan.cflags}, "cache": {}}
+        (stage / "plan.json").write_text(plan.to_json())
         (stage / "provenance.json").write_text(json.dumps(prov))
-        (stage / "wrong").write_text("1" if plan["variant"] in fake.wrong else "")
+        (stage / "wrong").write_text("1" if plan.variant in fake.wrong else "")
         return Provenance.model_validate(prov)
 
     def run(argv, cwd, environ, deadline, sampler):

@@ -120,7 +120,7 @@ def test_add_per_file_creates_the_section(toy_root):
 
 def test_good_flags_are_the_rule_the_good_build_applied(toy_root, gnu_toolchain):
     r = recipes.load_recipe("toy")
-    plan = recipes.resolve(r, "tuned", gnu_toolchain).to_dict()
+    plan = recipes.resolve(r, "tuned", gnu_toolchain)
     assert bisect.good_flags(plan, "acc.c") == {"flags": "baseline"}  # the recipe's rule
     assert bisect.good_flags(plan, "main.c") == {"flags": "tuned"}
 

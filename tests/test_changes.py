@@ -105,6 +105,9 @@ def test_the_history_keeps_how_a_run_was_launched_with_its_build(tmp_path):
 
 
 def test_bisect_between_tests_what_it_can_undo_and_names_the_rest():
+    from conftest import gnu_mpi_toolchain
+
+    from apptune.core.data import recipes
     from apptune.core.data.site import Site
     from apptune.tools.bisect import between
 
@@ -122,7 +125,8 @@ def test_bisect_between_tests_what_it_can_undo_and_names_the_rest():
     assert dims["compiler cc"].why_not.startswith("cannot be put back")
     assert dims["flags cflags"].line == "cflags -O3 → -O0"
     assert dims["env B"].line == "env B: (none) → tcp"
-    plan = {"variant": "tuned", "cflags": ["-O0", "-march=native"]}
+    hpcc = recipes.resolve(recipes.load_recipe("hpcc"), "tuned", gnu_mpi_toolchain())
+    plan = hpcc.updated(cflags=["-O0", "-march=native"])
     site = Site(
         environment="gnu",
         toolchain=None,
@@ -132,10 +136,10 @@ def test_bisect_between_tests_what_it_can_undo_and_names_the_rest():
     )
     chs = list(dims.values())
     p, s, params = between.undo_config(chs, set(), plan, site)  # everything as the baseline had it
-    assert p["cflags"] == ["-O3", "-march=native"] and "B" not in s.env and "B" in s.unset
+    assert p.cflags == ["-O3", "-march=native"] and "B" not in s.env and "B" in s.unset
     assert params == {"n": 1000}
     p, s, params = between.undo_config(chs, {"env B"}, plan, site)  # only the variable changed
-    assert p["cflags"] == ["-O3", "-march=native"] and s.env["B"] == "tcp" and params == {"n": 1000}
+    assert p.cflags == ["-O3", "-march=native"] and s.env["B"] == "tcp" and params == {"n": 1000}
 
 
 def test_a_report_row_keeps_what_its_verdict_compares(tmp_path):
@@ -201,7 +205,7 @@ def test_bisect_between_puts_back_library_axes_and_the_mpi_of_another_environmen
 
     h = hpcc_here
     mpich = h.other_sites()["gnu-mpich"]
-    old_plan = h.plan_with(dict(h.plan["axes"], blas="blis", fft="ffte"), mpich)
+    old_plan = h.plan_with(dict(h.plan.axes, blas="blis", fft="ffte"), mpich)
     base = h.plan_facts(old_plan) | h.site_facts(mpich)
     now = h.plan_facts(h.plan) | h.site_facts(h.site)
     chs = undo.dimensions(base, now, h)
@@ -215,11 +219,11 @@ def test_bisect_between_puts_back_library_axes_and_the_mpi_of_another_environmen
     assert all(c.where or c.part_of for c in chs), [c.line for c in chs if not c.where]
 
     plan, site, _ = undo.config(chs, set(), h.plan, h.site, h)  # all as the baseline's
-    assert site.environment == "gnu-mpich" and plan["axes"] == old_plan["axes"]
+    assert site.environment == "gnu-mpich" and plan.axes == old_plan.axes
     assert plan == old_plan and "OMPI_CC" not in site.env
     plan, site, _ = undo.config(chs, {"compiler cc", "axis fft"}, h.plan, h.site, h)
-    assert site.environment == "gnu" and plan["axes"] == dict(h.plan["axes"], blas="blis")
-    assert [p["file"] for p in plan["patches"]] == [p["file"] for p in h.plan["patches"]]
+    assert site.environment == "gnu" and plan.axes == dict(h.plan.axes, blas="blis")
+    assert [p.file for p in plan.patches] == [p.file for p in h.plan.patches]
     assert undo.config(chs, {c.fact for c in chs if c.where}, h.plan, h.site, h)[0] == h.plan
 
 
@@ -232,22 +236,18 @@ def test_bisect_between_applies_a_removed_patch_again_when_its_file_is_here(hpcc
     from apptune.tools.bisect import undo
 
     h = hpcc_here
-    ffte = h.plan_with(dict(h.plan["axes"], fft="ffte"), h.site)
-    fftw = next(p for p in h.plan["patches"] if p["file"] == "0002-fftw3-interface.patch")
+    ffte = h.plan_with(dict(h.plan.axes, fft="ffte"), h.site)
+    fftw = next(p for p in h.plan.patches if p.file == "0002-fftw3-interface.patch")
     now = h.plan_facts(ffte)
-    gone = dict(now, **{"patch 0002-fftw3-interface.patch": fftw["sha256"][:12]})
+    gone = dict(now, **{"patch 0002-fftw3-interface.patch": fftw.sha256[:12]})
     edited = dict(now, **{"patch 0001-mpi3-get-address-create-struct.patch": "0" * 12})
     h2 = undo.Here(h.recipe, "tuned", h.site, h.config)
     (c,) = undo.dimensions(gone, now, h2)
     assert c.where == "build" and c.line.startswith("patch 0002-fftw3-interface.patch: ")
     plan, _, _ = undo.config([c], set(), ffte, h.site, h2)
-    assert [p["file"] for p in plan["patches"]] == sorted(
-        [p["file"] for p in ffte["patches"]] + [fftw["file"]]
-    )
-    assert plan["patches"][-1]["sha256"] == recipes.sha256_file(
-        paths.patches_dir("hpcc") / fftw["file"]
-    )
-    assert undo.config([c], {c.fact}, ffte, h.site, h2)[0]["patches"] == ffte["patches"]
+    assert [p.file for p in plan.patches] == sorted([p.file for p in ffte.patches] + [fftw.file])
+    assert plan.patches[-1].sha256 == recipes.sha256_file(paths.patches_dir("hpcc") / fftw.file)
+    assert undo.config([c], {c.fact}, ffte, h.site, h2)[0].patches == ffte.patches
     (c,) = undo.dimensions(edited, now, h2)
     assert c.where is None and "only its checksum" in c.why_not
 
@@ -274,7 +274,7 @@ def test_a_flag_set_no_compile_line_carries_is_listed_not_bisected(hpcc_here):
     from apptune.tools.bisect import undo
 
     h = hpcc_here
-    old = dict(h.plan, cflags=["-O2"], fflags=["-O2"])
+    old = h.plan.updated(cflags=["-O2"], fflags=["-O2"])
     by = {c.fact: c for c in undo.dimensions(h.plan_facts(old), h.plan_facts(h.plan), h)}
     assert by["flags cflags"].where == "build"
     assert by["flags fflags"].where is None

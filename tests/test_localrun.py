@@ -333,10 +333,10 @@ def test_ladder_everywhere_gives_rule_files_the_variants_flags(toy_root, gnu_too
     site = Site("gnu", gnu_toolchain, {}, "local", "default", {}, "test")
     r = recipes.load_recipe("toy")
     plan = localrun.plan_for(r, "tuned", site, ladder_everywhere=True)
-    assert plan["per_file"][0]["files"] == ["acc.c"]
-    assert plan["per_file"][0]["cflags"] == ["-O3", "-march=native", "-funroll-loops"]
+    assert plan.per_file[0].files == ["acc.c"]
+    assert plan.per_file[0].cflags == ["-O3", "-march=native", "-funroll-loops"]
     plan = localrun.plan_for(r, "tuned", site, extra_cflags=["-fno-math-errno"])
-    assert plan["cflags"][-1] == "-fno-math-errno" and plan["variant"] == "tuned -fno-math-errno"
+    assert plan.cflags[-1] == "-fno-math-errno" and plan.variant == "tuned -fno-math-errno"
 
 
 def test_a_failed_build_is_one_line_naming_its_log(toy_root, tmp_path, gnu_toolchain):

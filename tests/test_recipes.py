@@ -142,13 +142,13 @@ def test_resolve_selects_patches_and_per_file_flags():
     r = recipes.load_recipe("hpcc")
     tc = Toolchain("gnu", "gnu", "mpicc", "mpicxx", "mpifort", "openmpi", "3.1", "openblas")
     plan = recipes.resolve(r, "tuned+fft=fftw3", tc)
-    assert [p["file"] for p in plan.patches] == [
+    assert [p.file for p in plan.patches] == [
         "0001-mpi3-get-address-create-struct.patch",
         "0002-fftw3-interface.patch",
     ]
     assert "-DUSING_FFTW3" in plan.cppflags and "-lfftw3_mpi" in plan.ldflags
     assert plan.cflags == ["-O3", "-march=native", "-funroll-loops"]
-    assert plan.per_file[0]["cflags"] == []
+    assert plan.per_file[0].cflags == []
     old_mpi = Toolchain("old", "gnu", "mpicc", "mpicxx", "mpifort", "mpich1", "1.3", "mkl")
     plan = recipes.resolve(r, "baseline", old_mpi)
     assert plan.patches == [] and plan.axes == {"blas": "mkl", "fft": "ffte"}

@@ -7,7 +7,8 @@ One module per kind of file: :mod:`~apptune.models.recipe`, :mod:`~apptune.model
 (inputs, references, baselines, the site's ladders and libraries),
 :mod:`~apptune.models.tuning` (and the plan's values) and :mod:`~apptune.models.record`
 (with :mod:`~apptune.models.provenance`, how a run's program was made and launched, and
-:mod:`~apptune.models.runnerrecord`, the runner's record it is made from); the
+:mod:`~apptune.models.runnerrecord`, the runner's record it is made from),
+:mod:`~apptune.models.buildplan` (a build's ``plan.json``); the
 shared pieces are in :mod:`~apptune.models.base` and :mod:`~apptune.models.part`. Every
 model is importable from here.
 """
@@ -22,6 +23,7 @@ from .base import (
     SHA256_RE,
     Strict,
 )
+from .buildplan import BuildPlan, PlanPatch, PlanRule
 from .data import (
     BaselineEntry,
     BaselineFigure,
@@ -138,6 +140,7 @@ __all__ = [
     "BaselineFile",
     "BaselineVerdicts",
     "BuildCacheUse",
+    "BuildPlan",
     "BuildCompileLines",
     "BuildCompiler",
     "BuildFile",
@@ -188,6 +191,8 @@ __all__ = [
     "Placement",
     "PlacementLayout",
     "PlacementTarget",
+    "PlanPatch",
+    "PlanRule",
     "PlanValues",
     "PreRun",
     "LoadedLibrary",

@@ -297,8 +297,7 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
             Path(self.stagedir, SKIP_FILE).write_text(reason + "\n")
             self.skip(reason)
         plan = recipes.resolve(recipe, self.variant, tc)
-        with open(os.path.join(self.stagedir, "plan.json"), "w") as f:
-            json.dump(plan.to_dict(), f, indent=1)
+        Path(self.stagedir, "plan.json").write_text(plan.to_json())
         tarball = sources.tarball_path(recipe)
         cmd = [
             sys.executable,

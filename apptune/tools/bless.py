@@ -79,7 +79,7 @@ def plan_drift(r: RunRecord) -> list[str]:
     if had not in (None, recipe.source.sha256):
         out.append(f"source {had[:12]} → {recipe.source.sha256[:12]}")
     was = {p.file: p.sha256 for p in prov.patches}
-    now = {p["file"]: p["sha256"] for p in plan.patches}
+    now = {p.file: p.sha256 for p in plan.patches}
     if was != now:
         out.append(
             f"patches {sorted(was)} → {sorted(now)}" if set(was) != set(now) else "patch contents"

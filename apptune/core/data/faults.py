@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ... import paths
 from ...errors import ApptuneError, expand
-from ...models import FaultsFile, Recipe, SensitivityFile
+from ...models import FaultsFile, PlanPatch, Recipe, SensitivityFile
 from ...yamlio import load_model
 from . import inputs, recipes
 from .recipes import Variant, sha256_file
@@ -89,14 +89,15 @@ def digest(app: str, name: str, data: FaultsFile) -> str:
     return h.hexdigest()
 
 
-def plan_patch(app: str, name: str, patch: str) -> dict:
-    """A fault's patch as a build plan's patch entry (applied after the recipe's)."""
-    return {
-        "file": f"{PATCH_DIR}/{patch}",
-        "sha256": sha256_file(patch_path(app, patch)),
-        "strip": 1,
-        "reason": f"planted fault {name} (reference/{app}/{FOLDER}/faults.yaml)",
-    }
+def plan_patch(app: str, name: str, patch: str) -> PlanPatch:
+    """A fault's patch as a build plan's
+    (:meth:`~apptune.models.BuildPlan.with_patch` applies it after the recipe's)."""
+    return PlanPatch(
+        file=f"{PATCH_DIR}/{patch}",
+        sha256=sha256_file(patch_path(app, patch)),
+        strip=1,
+        reason=f"planted fault {name} (reference/{app}/{FOLDER}/faults.yaml)",
+    )
 
 
 def problems(app: str, recipe: Recipe) -> list[ApptuneError]:

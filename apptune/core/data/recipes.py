@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 from ... import paths
 from ...errors import ApptuneError, first_of
-from ...models import Figure, FlagLadders, Libraries, Recipe
+from ...models import BuildPlan, Figure, FlagLadders, Libraries, PlanPatch, PlanRule, Recipe
 from ...yamlio import load_model
 
 
@@ -352,36 +352,6 @@ def _expand(flags: list[str]) -> list[str]:
     return out
 
 
-@dataclass
-class BuildPlan:
-    app: str
-    version: str
-    variant: str
-    environment: str
-    family: str
-    cc: str
-    cxx: str
-    ftn: str
-    cflags: list[str]
-    fflags: list[str]
-    app_cflags: list[str]
-    app_fflags: list[str]
-    #: Link flags the recipe gives this compiler family (``build.family_flags``).
-    app_ldflags: list[str]
-    cppflags: list[str]
-    ldflags: list[str]
-    axes: dict[str, str]
-    libraries: dict[str, str]
-    patches: list[dict]
-    per_file: list[dict]
-    make_args: list[str]
-    #: Template values from the chosen axis options (``vars.NAME`` in templates).
-    vars: dict[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 def sha256_file(path: str | os.PathLike) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -390,7 +360,7 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def _patches(recipe: Recipe, tc: Toolchain, axes: dict[str, str]) -> list[dict]:
+def _patches(recipe: Recipe, tc: Toolchain, axes: dict[str, str]) -> list[PlanPatch]:
     """The recipe's patches that apply with this toolchain and these axes, each with its
     file's checksum."""
     patches = []
@@ -403,25 +373,25 @@ def _patches(recipe: Recipe, tc: Toolchain, axes: dict[str, str]) -> list[dict]:
             continue
         pf = paths.patches_dir(recipe.name) / p.file
         patches.append(
-            {"file": p.file, "sha256": sha256_file(pf), "strip": p.strip, "reason": p.reason}
+            PlanPatch(file=p.file, sha256=sha256_file(pf), strip=p.strip, reason=p.reason)
         )
     return patches
 
 
-def _per_file(recipe: Recipe, fam: dict, rfile) -> list[dict]:
+def _per_file(recipe: Recipe, fam: dict, rfile) -> list[PlanRule]:
     """The recipe's per-file rules with their flags (a ladder of the compiler family, or
     the recipe's own)."""
     per_file = []
     for i, o in enumerate(recipe.per_file):
         if o.flags is None:  # explicit flags from the recipe (e.g. upstream's -O1 for one file)
             per_file.append(
-                {
-                    "files": list(o.files),
-                    "cflags": list(o.cflags or []),
-                    "fflags": list(o.fflags or []),
-                    "ladder": "recipe",
-                    "reason": o.reason,
-                }
+                PlanRule(
+                    files=list(o.files),
+                    cflags=list(o.cflags or []),
+                    fflags=list(o.fflags or []),
+                    ladder="recipe",
+                    reason=o.reason,
+                )
             )
             continue
         if o.flags not in fam:
@@ -431,13 +401,13 @@ def _per_file(recipe: Recipe, fam: dict, rfile) -> list[dict]:
                 f"unknown flag ladder '{o.flags}' (allowed: {', '.join(sorted(fam))})",
             )
         per_file.append(
-            {
-                "files": list(o.files),
-                "cflags": list(fam[o.flags].cflags),
-                "fflags": list(fam[o.flags].fflags),
-                "ladder": o.flags,
-                "reason": o.reason,
-            }
+            PlanRule(
+                files=list(o.files),
+                cflags=list(fam[o.flags].cflags),
+                fflags=list(fam[o.flags].fflags),
+                ladder=o.flags,
+                reason=o.reason,
+            )
         )
     return per_file
 

@@ -44,7 +44,15 @@ from pathlib import Path
 from ... import placement as pl
 from ...constants import XFAIL_FILE
 from ...errors import ApptuneError, last_error_line
-from ...models import EnergyRecord, Provenance, Recipe, RunQuality, RunRecord, RunVerification
+from ...models import (
+    BuildPlan,
+    EnergyRecord,
+    Provenance,
+    Recipe,
+    RunQuality,
+    RunRecord,
+    RunVerification,
+)
 from ...yamlio import atomic_write_json
 from ..builds import sources
 from ..data import recipes
@@ -67,19 +75,18 @@ def plan_for(
     ladder_everywhere: bool = False,
     extra_cflags: list[str] = (),
     extra_fflags: list[str] = (),
-) -> dict:
-    """The build plan of ``variant`` as :func:`build_variant` writes it (``plan.json``;
-    bisect and sensitivity edit it first); ``ladder_everywhere`` compiles the files of the
-    recipe's per_file rules with the variant's ladder too (bisect's way to rediscover
-    why a rule exists); extra flags are appended to the ladder (tune's extra flags)."""
+) -> BuildPlan:
+    """The build plan of ``variant`` for :func:`build_variant` (bisect and sensitivity
+    change it first); ``ladder_everywhere`` compiles the files of the recipe's per_file
+    rules with the variant's ladder too (bisect's way to rediscover why a rule exists);
+    extra flags are appended to the ladder (tune's extra flags)."""
     plan = recipes.resolve(recipe, variant, site.toolchain)
     cflags, fflags = plan.cflags + list(extra_cflags), plan.fflags + list(extra_fflags)
     per_file = plan.per_file
     if ladder_everywhere:
         ladder = recipes.Variant.parse(variant, recipe).ladder
         per_file = [
-            dict(
-                r,
+            r.updated(
                 cflags=list(cflags),
                 fflags=list(fflags),
                 ladder=ladder,
@@ -87,10 +94,10 @@ def plan_for(
             )
             for r in per_file
         ]
+    named = plan.variant
     if extra_cflags or extra_fflags:
-        plan.variant = variant_label(variant, extra_cflags, extra_fflags)
-    plan.cflags, plan.fflags, plan.per_file = cflags, fflags, per_file
-    return plan.to_dict()
+        named = variant_label(variant, extra_cflags, extra_fflags)
+    return plan.updated(variant=named, cflags=cflags, fflags=fflags, per_file=per_file)
 
 
 def variant_label(variant: str, extra_cflags=(), extra_fflags=()) -> str:
@@ -99,7 +106,7 @@ def variant_label(variant: str, extra_cflags=(), extra_fflags=()) -> str:
 
 
 def build_variant(
-    recipe: Recipe, plan: dict, site: Site, stage: Path, use_cache: bool = True
+    recipe: Recipe, plan: BuildPlan, site: Site, stage: Path, use_cache: bool = True
 ) -> Provenance:
     """Build ``plan`` in ``stage`` as the checks' build fixture does (``python -m
     apptune.core.builds.steps``); return its provenance. A build that already happened in
@@ -107,15 +114,16 @@ def build_variant(
     in ``stage``: a relative one is taken from the working directory."""
     stage = Path(stage).resolve()
     prov_file = stage / "provenance.json"
+    written = plan.to_dict()
     if prov_file.is_file() and (stage / "plan.json").is_file():
-        if json.loads((stage / "plan.json").read_text()) == plan and (
+        if json.loads((stage / "plan.json").read_text()) == written and (
             use_cache or (stage / "src").is_dir()
         ):
             return Provenance.model_validate_json(prov_file.read_text())
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
-    (stage / "plan.json").write_text(json.dumps(plan, indent=1))
+    (stage / "plan.json").write_text(plan.to_json())
     tarball = sources.fetch(recipe)
     cmd = [
         sys.executable,
@@ -137,12 +145,11 @@ def build_variant(
         raise ApptuneError(
             recipes.recipe_path(recipe.name),
             "build.expected_failures",
-            f"{plan['variant']} with {site.environment} is an expected build failure: "
-            f"{rec['reason']}",
+            f"{plan.variant} with {site.environment} is an expected build failure: {rec['reason']}",
         )
     if rc != 0 or not prov_file.is_file():
         err = last_error_line(stage / "build.log") or f"build exited with status {rc}"
-        raise ApptuneError(stage / "build.log", plan["variant"], f"build failed: {err}")
+        raise ApptuneError(stage / "build.log", plan.variant, f"build failed: {err}")
     return Provenance.model_validate_json(prov_file.read_text())
 
 

@@ -400,7 +400,7 @@ def _check_recipe_refs(
 def _check_build_templates(r: Recipe, rfile: Path, found: list) -> None:
     """Build words, product paths and build-recipes/templates/ files use only the names
     a build plan gives them (see docs/adding-an-application.md, "Templates see")."""
-    known = {f.name for f in dataclasses.fields(recipes.BuildPlan)} | {"cc", "cxx", "ftn"}
+    known = set(recipes.BuildPlan.model_fields) | {"cc", "cxx", "ftn"}
     what = "names of the build plan"
     b = r.build
     words = [("build.args", w) for w in b.args] + [("build.targets", w) for w in b.targets]

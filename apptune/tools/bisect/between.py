@@ -207,7 +207,7 @@ class _Trials:
     def _build(self, applied: set[str]):
         h = self.here
         plan, site, params = undo_config(self.chs, applied, h.plan, h.site, h)
-        key = json.dumps([plan, site.environment], sort_keys=True).encode()
+        key = json.dumps([plan.to_dict(), site.environment], sort_keys=True).encode()
         stage = self.work / "builds" / hashlib.sha256(key).hexdigest()[:12]
         localrun.build_variant(self.recipe, plan, site, stage)
         self.built.add(stage)

@@ -17,7 +17,7 @@ from ...core.builds import steps
 from ...core.builds.compilelines import is_probe
 from ...core.data.site import Site
 from ...errors import ApptuneError
-from ...models import Recipe
+from ...models import BuildPlan, Recipe
 
 
 # ------------------------------------------------------------------------ archives
@@ -262,7 +262,7 @@ class Mixer:
     def __init__(
         self,
         recipe: Recipe,
-        plan: dict,
+        plan: BuildPlan,
         good: Path,
         bad: Path,
         units: list[Unit],
@@ -340,7 +340,8 @@ class Mixer:
                 self._run([w.replace(old, str(src)) for w in e["argv"]], cwd, env, log)
         finally:
             log.close()
-        ctx = dict(self.plan, cc="cc", cxx="c++", ftn="ftn")
+        # the products' paths as the build step renders them, from plan.json
+        ctx = dict(self.plan.to_dict(), cc="cc", cxx="c++", ftn="ftn")
         for rel, name in steps.product_paths(self.recipe, ctx):
             shutil.copy2(src / rel, dest / name)
         (dest / "mix.json").write_text(

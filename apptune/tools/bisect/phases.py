@@ -17,7 +17,7 @@ from ...core.data.site import Site
 from ...core.run import localrun
 from ...errors import ApptuneError
 from ...figures import finite_median
-from ...models import Recipe
+from ...models import BuildPlan, Recipe
 from ...yamlio import atomic_write_json, atomic_write_text
 from .objects import (
     Mixer,
@@ -166,10 +166,8 @@ def _plans(recipe, rfile: Path, good: str, bad: str, site, ignore_per_file: bool
     """The build plans of the two ends: builds of the same source, patches and axes."""
     pg = localrun.plan_for(recipe, good, site)
     pb = localrun.plan_for(recipe, bad, site, ladder_everywhere=ignore_per_file)
-    if pg["axes"] != pb["axes"] or pg["patches"] != pb["patches"]:
-        diff = {
-            a: (pg["axes"][a], pb["axes"][a]) for a in pg["axes"] if pg["axes"][a] != pb["axes"][a]
-        }
+    if pg.axes != pb.axes or pg.patches != pb.patches:
+        diff = {a: (pg.axes[a], pb.axes[a]) for a in pg.axes if pg.axes[a] != pb.axes[a]}
         raise ApptuneError(
             rfile,
             "variant",
@@ -182,12 +180,12 @@ def _plans(recipe, rfile: Path, good: str, bad: str, site, ignore_per_file: bool
     return pg, pb
 
 
-def _build_ends(b: Bisection, good: str, pg: dict, pb: dict) -> dict:
+def _build_ends(b: Bisection, good: str, pg: BuildPlan, pb: BuildPlan) -> dict:
     """Build and run both ends: the good one must pass, the bad one fail."""
     ends = {}
     for name, variant, plan in (("good", good, pg), ("bad", b.bad, pb)):
         t0 = time.monotonic()
-        b.log(f"apptune: bisect: building {name} end {plan['variant']} with {b.site.environment}")
+        b.log(f"apptune: bisect: building {name} end {plan.variant} with {b.site.environment}")
         localrun.build_variant(b.recipe, plan, b.site, b.work / name, use_cache=False)
         r = b.run_trial(b.work / name, name, variant)
         b.cycle(f"{name} build {variant}", 0, 0, r, t0)
@@ -205,7 +203,7 @@ def _build_ends(b: Bisection, good: str, pg: dict, pb: dict) -> dict:
     return ends
 
 
-def _prepare_units(b: Bisection, pb: dict) -> None:
+def _prepare_units(b: Bisection, pb: BuildPlan) -> None:
     """The objects that differ, the module files checked, and the relink of the bad
     build's own objects checked to give the bad product back."""
     res, work = b.res, b.work
@@ -243,7 +241,7 @@ def _prepare_units(b: Bisection, pb: dict) -> None:
     b.units_by = {u.obj: u for u in units}
 
 
-def _propose_rule(b: Bisection, rfile: Path, pg: dict, found: dict, bad_summary: str) -> None:
+def _propose_rule(b: Bisection, rfile: Path, pg: BuildPlan, found: dict, bad_summary: str) -> None:
     """The culprits with their good flags, and the ``per_file`` rule for those no rule
     covers yet, as a diff of the recipe."""
     res = b.res

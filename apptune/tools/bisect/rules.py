@@ -11,20 +11,20 @@ import yaml
 from ... import yamlio
 from ...core.data import recipes
 from ...errors import ApptuneError
-from ...models import Recipe
+from ...models import BuildPlan, Recipe
 
 
 # ---------------------------------------------------------------------- the recipe
-def good_flags(plan: dict, source: str) -> dict:
+def good_flags(plan: BuildPlan, source: str) -> dict:
     """The flags the good build gave ``source``, as a per_file rule's flags."""
-    for r in plan["per_file"]:
-        if any(fnmatch.fnmatch(source, g) for g in r["files"]):
-            if r["ladder"] == "recipe":
-                return {"cflags": list(r["cflags"]), "fflags": list(r["fflags"])}
-            return {"flags": r["ladder"]}
+    for r in plan.per_file:
+        if any(fnmatch.fnmatch(source, g) for g in r.files):
+            if r.ladder == "recipe":
+                return {"cflags": list(r.cflags), "fflags": list(r.fflags)}
+            return {"flags": r.ladder}
     return {
         "flags": recipes.Variant.parse(
-            plan["variant"].split()[0], recipes.load_recipe(plan["app"])
+            plan.variant.split()[0], recipes.load_recipe(plan.app)
         ).ladder
     }
 
@@ -36,7 +36,7 @@ def covering_rule(recipe: Recipe, source: str) -> int | None:
     return None
 
 
-def per_file_entries(plan_good: dict, sources: list[str], reason: str) -> list[dict]:
+def per_file_entries(plan_good: BuildPlan, sources: list[str], reason: str) -> list[dict]:
     groups: dict[str, dict] = {}
     for s in sources:
         fl = good_flags(plan_good, s)

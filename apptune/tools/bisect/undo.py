@@ -24,7 +24,6 @@ source, the launcher, the machine) cannot be put back from a record: listed, not
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 
 import yaml
@@ -36,6 +35,7 @@ from ...core.data.site import Site, load_reframe_config, load_site
 from ...core.judge import changes
 from ...core.run import envrecord, localrun, prepare
 from ...errors import ApptuneError
+from ...models import BuildPlan, PlanPatch
 
 
 @dataclass
@@ -78,32 +78,35 @@ class Here:
         self.plan = localrun.plan_for(recipe, variant, site)
         self._sites: dict[str, Site] | None = None
 
-    def plan_with(self, axes: dict[str, str], site: Site) -> dict:
+    def plan_with(self, axes: dict[str, str], site: Site) -> BuildPlan:
         """The plan of the variant's ladder with these axis values, for ``site``, named as
         the variant with the axes that differ from the run's."""
         name = recipes.Variant(self.ladder, tuple(sorted(axes.items()))).name
         plan = localrun.plan_for(self.recipe, name, site)
         chosen = dict(self.variant.choices)
-        chosen.update({a: v for a, v in axes.items() if v != self.plan["axes"].get(a)})
-        plan["variant"] = recipes.Variant(self.ladder, tuple(sorted(chosen.items()))).name
-        return plan
+        chosen.update({a: v for a, v in axes.items() if v != self.plan.axes.get(a)})
+        return plan.updated(
+            variant=recipes.Variant(self.ladder, tuple(sorted(chosen.items()))).name
+        )
 
     @staticmethod
-    def plan_facts(plan: dict) -> dict[str, str]:
-        """The facts a build of ``plan`` records about its flags, axes, libraries, patches."""
-        flags = {k: plan.get(k) or [] for k in changes.FLAG_SETS}
+    def plan_facts(plan: BuildPlan) -> dict[str, str]:
+        """The facts a build of ``plan`` records about its flags, axes, libraries, patches
+        (its provenance, made as the build step makes it from ``plan.json``)."""
+        written = plan.to_dict()
+        flags = {k: written[k] for k in changes.FLAG_SETS}
         prov = {
-            "flags": dict(flags, per_file=plan.get("per_file") or []),
-            "axes": plan.get("axes") or {},
-            "libraries": buildid.library_versions(plan),
-            "patches": plan.get("patches") or [],
+            "flags": dict(flags, per_file=written["per_file"]),
+            "axes": written["axes"],
+            "libraries": buildid.library_versions(written),
+            "patches": written["patches"],
         }
         return changes.provenance_facts(prov)
 
     def site_facts(self, site: Site) -> dict[str, str]:
         """The facts of ``site``'s compilers (as they answer in its environment) and of the
         modules and variables it declares."""
-        plan = self.plan_with(self.plan["axes"], site)
+        plan = self.plan_with(self.plan.axes, site).to_dict()  # as the build step reads it
         comp = buildid.compiler_identity(plan, self.recipe.build.languages, site.environ())
         decl = site.declared or {}
         launch = {"modules": decl.get("modules") or [], "env_vars": decl.get("env_vars") or {}}
@@ -129,8 +132,8 @@ class Here:
                     self._sites[name] = s
         return self._sites
 
-    def patch_entry(self, file: str, sha: str) -> dict | None:
-        """A plan's entry for the recipe's patch ``file`` when it is in the patch
+    def patch_entry(self, file: str, sha: str) -> PlanPatch | None:
+        """A plan's patch for the recipe's patch ``file`` when it is in the patch
         directory with the checksum ``sha`` (its first characters)."""
         pf = paths.patches_dir(self.recipe.name) / file
         if not pf.is_file():
@@ -138,7 +141,7 @@ class Here:
         full = recipes.sha256_file(pf)
         if not full.startswith(sha):
             return None
-        return {"file": file, "sha256": full, "strip": 1, "reason": "as the baseline's build"}
+        return PlanPatch(file=file, sha256=full, strip=1, reason="as the baseline's build")
 
 
 def dimensions(base: dict[str, str], now: dict[str, str], here: Here | None = None) -> list[Change]:
@@ -204,15 +207,15 @@ def _axes(chs: list[Change], here: Here) -> None:
     does (link flags of two libraries), named with every axis that moves them."""
     axes = here.recipe.axes
     now_facts = here.plan_facts(here.plan)
-    olds, moved = dict(here.plan["axes"]), {}
+    olds, moved = dict(here.plan.axes), {}
     for c in chs:
         name = c.fact.split(" ", 1)[1] if c.fact.startswith("axis ") else None
         if name is None or c.part_of:
             continue
-        if name not in axes or c.old not in axes[name] or c.new != here.plan["axes"].get(name):
+        if name not in axes or c.old not in axes[name] or c.new != here.plan.axes.get(name):
             c.why_not = f"{c.old} is not a value of the recipe's axis {name}"
             continue
-        back = here.plan_facts(here.plan_with(dict(here.plan["axes"], **{name: c.old}), here.site))
+        back = here.plan_facts(here.plan_with(dict(here.plan.axes, **{name: c.old}), here.site))
         c.where, c.why_not, olds[name] = "build", None, c.old
         _fold(chs, c, back, now_facts)
         moved[c.fact] = {k for k in set(back) | set(now_facts) if back.get(k) != now_facts.get(k)}
@@ -272,26 +275,25 @@ def _patches(chs: list[Change], here: Here) -> None:
 
 
 def config(
-    chs: list[Change], applied: set[str], plan: dict, site: Site, here: Here | None = None
-) -> tuple[dict, Site, dict]:
+    chs: list[Change], applied: set[str], plan: BuildPlan, site: Site, here: Here | None = None
+) -> tuple[BuildPlan, Site, dict]:
     """The old configuration with the changes in ``applied`` made: (plan, site, the input
     parameters it sets)."""
     testable = [c for c in chs if c.where]
     if here is not None:
-        axes = dict(here.plan["axes"])
+        axes = dict(here.plan.axes)
         for c in testable:
             if c.environment and c.fact not in applied:
                 site = here.other_sites()[c.environment]
             elif c.fact.startswith("axis "):
                 axes[c.fact.split(" ", 1)[1]] = c.new if c.fact in applied else c.old
         plan = here.plan_with(axes, site)
-    plan = json.loads(json.dumps(plan))
     env, unset, params = dict(site.env), list(site.unset), {}
     for c in testable:
         value = c.new if c.fact in applied else c.old
         kind, name = c.fact.split(" ", 1)
         if kind == "flags":
-            plan[name] = (value or "").split()
+            plan = plan.updated(**{name: (value or "").split()})
         elif kind == "env":
             if value is None:
                 env.pop(name, None)
@@ -301,17 +303,17 @@ def config(
         elif kind == "input" and value is not None:
             params[name] = yaml.safe_load(value)
         elif kind == "patch" and here is not None:
-            _patch(plan, name, value, here)
+            plan = _patch(plan, name, value, here)
     return plan, dataclasses.replace(site, env=env, unset=unset), params
 
 
-def _patch(plan: dict, file: str, sha: str | None, here: Here) -> None:
-    """``file`` applied (with checksum ``sha``) or left out of ``plan``."""
-    kept = [p for p in plan["patches"] if p["file"] != file]
+def _patch(plan: BuildPlan, file: str, sha: str | None, here: Here) -> BuildPlan:
+    """``plan`` with ``file`` applied (with checksum ``sha``) or left out."""
+    kept = [p for p in plan.patches if p.file != file]
     if sha is not None:
-        entry = next((p for p in plan["patches"] if p["file"] == file), None)
+        entry = next((p for p in plan.patches if p.file == file), None)
         entry = entry or here.patch_entry(file, sha)
-        after = [p for p in kept if p["file"] > file]
+        after = [p for p in kept if p.file > file]
         at = kept.index(after[0]) if after else len(kept)
         kept.insert(at, entry)
-    plan["patches"] = kept
+    return plan.updated(patches=kept)

@@ -81,9 +81,8 @@ class Battery:
             return stage
         plan = localrun.plan_for(self.recipe, self.data.variant, self.site)
         if patch:
-            plan["patches"] = [*plan["patches"], faults.plan_patch(self.app, name, patch)]
-            plan["variant"] = self.label(name)
-        self.log(f"apptune: sensitivity: building {plan['variant']} ({self.data.environment})")
+            plan = plan.with_patch(faults.plan_patch(self.app, name, patch), self.label(name))
+        self.log(f"apptune: sensitivity: building {plan.variant} ({self.data.environment})")
         with self.held():
             localrun.build_variant(self.recipe, plan, self.site, stage, use_cache=True)
         return stage
